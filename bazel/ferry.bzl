@@ -1,0 +1,49 @@
+"""Macros every ferry package uses for its C++ targets.
+
+They give ferry's own code its warnings (`-Wall -Wextra -Werror`, never applied
+to system headers) and publish headers under the `ferry/` prefix, so that
+`#include "ferry/runtime/task.h"` works the same inside ferry and inside a
+workspace that embeds it, even one with its own `runtime/` package.
+"""
+
+FERRY_COPTS = [
+    "-Wall",
+    "-Wextra",
+    "-Werror",
+    "-Wno-missing-field-initializers",
+]
+
+def ferry_cc_library(name, copts = [], **kwargs):
+    """A cc_library whose headers are included as "ferry/<package>/<file>"."""
+    native.cc_library(
+        name = name,
+        copts = FERRY_COPTS + copts,
+        include_prefix = "ferry/" + native.package_name(),
+        **kwargs
+    )
+
+def ferry_cc_test(name, deps = [], copts = [], **kwargs):
+    """A GoogleTest test; main() comes from gtest_main."""
+    native.cc_test(
+        name = name,
+        copts = FERRY_COPTS + copts,
+        deps = deps + ["@com_google_googletest//:gtest_main"],
+        **kwargs
+    )
+
+def ferry_cc_binary(name, copts = [], **kwargs):
+    native.cc_binary(
+        name = name,
+        copts = FERRY_COPTS + copts,
+        **kwargs
+    )
+
+def ferry_cc_benchmark(name, deps = [], copts = [], tags = [], **kwargs):
+    """A Google Benchmark program. Build and run it with --config=opt."""
+    native.cc_binary(
+        name = name,
+        copts = FERRY_COPTS + copts,
+        deps = deps + ["@com_github_google_benchmark//:benchmark_main"],
+        tags = tags + ["benchmark"],
+        **kwargs
+    )
