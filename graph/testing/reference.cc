@@ -1,0 +1,393 @@
+#include "ferry/graph/testing/reference.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "ferry/graph/dtype.h"
+#include "ferry/graph/op.h"
+#include "ferry/graph/ops.h"
+#include "ferry/runtime/status_macros.h"
+
+namespace ferry::testing {
+namespace {
+
+using Index = std::array<int64_t, kMaxDims>;
+
+const std::byte* Address(const Tensor& t, const Index& i) {
+  return static_cast<const std::byte*>(t.data) + i[0] * t.nb[0] +
+         i[1] * t.nb[1] + i[2] * t.nb[2] + i[3] * t.nb[3];
+}
+
+double Load(const Tensor& t, const Index& i) {
+  const std::byte* p = Address(t, i);
+  switch (t.dtype) {
+    case DType::kF32: {
+      float v;
+      std::memcpy(&v, p, sizeof(v));
+      return v;
+    }
+    case DType::kF16: {
+      Half v;
+      std::memcpy(&v, p, sizeof(v));
+      return F16ToF32(v);
+    }
+    case DType::kBF16: {
+      BFloat16 v;
+      std::memcpy(&v, p, sizeof(v));
+      return BF16ToF32(v);
+    }
+    case DType::kI32: {
+      int32_t v;
+      std::memcpy(&v, p, sizeof(v));
+      return v;
+    }
+  }
+  return std::numeric_limits<double>::quiet_NaN();
+}
+
+void Store(Tensor& t, const Index& i, double value) {
+  auto* p = const_cast<std::byte*>(Address(t, i));
+  const float f = static_cast<float>(value);
+  switch (t.dtype) {
+    case DType::kF32:
+      std::memcpy(p, &f, sizeof(f));
+      return;
+    case DType::kF16: {
+      const Half h = F32ToF16(f);
+      std::memcpy(p, &h, sizeof(h));
+      return;
+    }
+    case DType::kBF16: {
+      const BFloat16 b = F32ToBF16(f);
+      std::memcpy(p, &b, sizeof(b));
+      return;
+    }
+    case DType::kI32: {
+      const auto v = static_cast<int32_t>(std::llround(value));
+      std::memcpy(p, &v, sizeof(v));
+      return;
+    }
+  }
+}
+
+// Calls fn(index) for every index of `ne` in logical order (i0 fastest).
+template <typename Fn>
+void ForEachIndex(const Index& ne, Fn fn) {
+  Index i;
+  for (i[3] = 0; i[3] < ne[3]; ++i[3]) {
+    for (i[2] = 0; i[2] < ne[2]; ++i[2]) {
+      for (i[1] = 0; i[1] < ne[1]; ++i[1]) {
+        for (i[0] = 0; i[0] < ne[0]; ++i[0]) fn(i);
+      }
+    }
+  }
+}
+
+absl::Status CheckData(const Tensor& t, absl::string_view what) {
+  if (t.data == nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "reference: ", what, " ", t.DebugString(), " has no data"));
+  }
+  if (DTypeBlockSize(t.dtype) != 1) {
+    return absl::UnimplementedError(absl::StrCat(
+        "reference: block dtype ", DTypeName(t.dtype), " unsupported"));
+  }
+  return absl::OkStatus();
+}
+
+// Reads t's elements in logical order.
+std::vector<double> LoadAll(const Tensor& t) {
+  std::vector<double> values;
+  values.reserve(static_cast<size_t>(t.NumElements()));
+  ForEachIndex(t.ne, [&](const Index& i) { values.push_back(Load(t, i)); });
+  return values;
+}
+
+// Writes `values` (logical order) into t.
+void StoreAll(Tensor& t, const std::vector<double>& values) {
+  size_t k = 0;
+  ForEachIndex(t.ne, [&](const Index& i) { Store(t, i, values[k++]); });
+}
+
+// Offset of index i in a contiguous logical array of shape ne.
+int64_t Flat(const Index& ne, const Index& i) {
+  return i[0] + ne[0] * (i[1] + ne[1] * (i[2] + ne[2] * i[3]));
+}
+
+double Gelu(double x) {
+  constexpr double kSqrt2OverPi = 0.7978845608028654;
+  return 0.5 * x * (1.0 + std::tanh(kSqrt2OverPi * (x + 0.044715 * x * x * x)));
+}
+
+absl::Status Compute(Tensor& node, std::vector<double>& out) {
+  const Tensor* a = node.src[0];
+  const Tensor* b = node.src[1];
+  const Index& ne = node.ne;
+  switch (node.op) {
+    case Op::kMulMat: {
+      const int64_t r2 = b->ne[2] / a->ne[2];
+      const int64_t r3 = b->ne[3] / a->ne[3];
+      ForEachIndex(ne, [&](const Index& i) {
+        double sum = 0;
+        for (int64_t k = 0; k < a->ne[0]; ++k) {
+          sum += Load(*a, {k, i[0], i[2] / r2, i[3] / r3}) *
+                 Load(*b, {k, i[1], i[2], i[3]});
+        }
+        out[Flat(ne, i)] = sum;
+      });
+      return absl::OkStatus();
+    }
+    case Op::kAdd:
+    case Op::kSub:
+    case Op::kMul:
+    case Op::kDiv: {
+      ForEachIndex(ne, [&](const Index& i) {
+        const double x = Load(*a, i);
+        const double y = Load(*b, {i[0] % b->ne[0], i[1] % b->ne[1],
+                                   i[2] % b->ne[2], i[3] % b->ne[3]});
+        double r = 0;
+        switch (node.op) {
+          case Op::kAdd:
+            r = x + y;
+            break;
+          case Op::kSub:
+            r = x - y;
+            break;
+          case Op::kMul:
+            r = x * y;
+            break;
+          default:
+            r = x / y;
+            break;
+        }
+        out[Flat(ne, i)] = r;
+      });
+      return absl::OkStatus();
+    }
+    case Op::kScale:
+    case Op::kSilu:
+    case Op::kGelu:
+    case Op::kRelu: {
+      const double s = node.ParamF32(0);
+      ForEachIndex(ne, [&](const Index& i) {
+        const double x = Load(*a, i);
+        double r = 0;
+        switch (node.op) {
+          case Op::kScale:
+            r = x * s;
+            break;
+          case Op::kSilu:
+            r = x / (1.0 + std::exp(-x));
+            break;
+          case Op::kGelu:
+            r = Gelu(x);
+            break;
+          default:
+            r = x > 0 ? x : 0.0;
+            break;
+        }
+        out[Flat(ne, i)] = r;
+      });
+      return absl::OkStatus();
+    }
+    case Op::kRmsNorm:
+    case Op::kNorm: {
+      const double eps = node.ParamF32(0);
+      ForEachIndex({1, ne[1], ne[2], ne[3]}, [&](const Index& row) {
+        Index i = row;
+        double mean = 0;
+        if (node.op == Op::kNorm) {
+          for (i[0] = 0; i[0] < ne[0]; ++i[0]) mean += Load(*a, i);
+          mean /= static_cast<double>(ne[0]);
+        }
+        double sum_sq = 0;
+        for (i[0] = 0; i[0] < ne[0]; ++i[0]) {
+          const double d = Load(*a, i) - mean;
+          sum_sq += d * d;
+        }
+        const double inv =
+            1.0 / std::sqrt(sum_sq / static_cast<double>(ne[0]) + eps);
+        for (i[0] = 0; i[0] < ne[0]; ++i[0]) {
+          out[Flat(ne, i)] = (Load(*a, i) - mean) * inv;
+        }
+      });
+      return absl::OkStatus();
+    }
+    case Op::kSoftMax: {
+      const double scale = node.ParamF32(0);
+      std::vector<double> row_values(static_cast<size_t>(ne[0]));
+      ForEachIndex({1, ne[1], ne[2], ne[3]}, [&](const Index& row) {
+        Index i = row;
+        double max = -std::numeric_limits<double>::infinity();
+        for (i[0] = 0; i[0] < ne[0]; ++i[0]) {
+          double v = Load(*a, i) * scale;
+          if (b != nullptr) {
+            v += Load(*b, {i[0], i[1], i[2] % b->ne[2], i[3] % b->ne[3]});
+          }
+          row_values[static_cast<size_t>(i[0])] = v;
+          max = std::max(max, v);
+        }
+        double sum = 0;
+        for (double& v : row_values) {
+          v = std::exp(v - max);
+          sum += v;
+        }
+        for (i[0] = 0; i[0] < ne[0]; ++i[0]) {
+          out[Flat(ne, i)] = row_values[static_cast<size_t>(i[0])] / sum;
+        }
+      });
+      return absl::OkStatus();
+    }
+    case Op::kRope: {
+      const int64_t n_dims = node.ParamI32(0);
+      const bool neox =
+          node.ParamI32(1) == static_cast<int32_t>(RopeMode::kNeox);
+      const double base = node.ParamF32(2);
+      const double freq_scale = node.ParamF32(3);
+      ForEachIndex(ne, [&](const Index& i) { out[Flat(ne, i)] = Load(*a, i); });
+      ForEachIndex({1, ne[1], ne[2], ne[3]}, [&](const Index& row) {
+        const double p = Load(*b, {row[2], 0, 0, 0});
+        for (int64_t k = 0; k < n_dims / 2; ++k) {
+          const double theta = p * freq_scale *
+                               std::pow(base, -2.0 * static_cast<double>(k) /
+                                                  static_cast<double>(n_dims));
+          Index i0 = row;
+          Index i1 = row;
+          i0[0] = neox ? k : 2 * k;
+          i1[0] = neox ? k + n_dims / 2 : 2 * k + 1;
+          const double x0 = Load(*a, i0);
+          const double x1 = Load(*a, i1);
+          out[Flat(ne, i0)] = x0 * std::cos(theta) - x1 * std::sin(theta);
+          out[Flat(ne, i1)] = x0 * std::sin(theta) + x1 * std::cos(theta);
+        }
+      });
+      return absl::OkStatus();
+    }
+    case Op::kGetRows: {
+      absl::Status status;
+      ForEachIndex(ne, [&](const Index& i) {
+        const auto id = static_cast<int64_t>(Load(*b, {i[1], i[2], i[3], 0}));
+        if (id < 0 || id >= a->ne[1]) {
+          if (status.ok()) {
+            status = absl::OutOfRangeError(absl::StrCat(
+                "reference: get_rows id ", id, " at [", i[1], ", ", i[2], ", ",
+                i[3], "] outside [0, ", a->ne[1], ")"));
+          }
+          return;
+        }
+        out[Flat(ne, i)] = Load(*a, {i[0], id, i[2], i[3]});
+      });
+      return status;
+    }
+    case Op::kCpy:
+    case Op::kCont:
+      out = LoadAll(*a);
+      return absl::OkStatus();
+    case Op::kConcat: {
+      const int dim = node.ParamI32(0);
+      ForEachIndex(ne, [&](const Index& i) {
+        if (i[dim] < a->ne[dim]) {
+          out[Flat(ne, i)] = Load(*a, i);
+        } else {
+          Index j = i;
+          j[dim] -= a->ne[dim];
+          out[Flat(ne, i)] = Load(*b, j);
+        }
+      });
+      return absl::OkStatus();
+    }
+    default:
+      return absl::UnimplementedError(
+          absl::StrCat("reference: op ", OpName(node.op), " not supported"));
+  }
+}
+
+}  // namespace
+
+absl::Status EvaluateReferenceNode(Tensor& node) {
+  if (node.data == nullptr && node.view_src != nullptr &&
+      node.view_src->data != nullptr) {
+    node.data = static_cast<std::byte*>(node.view_src->data) + node.view_offset;
+  }
+  FERRY_RETURN_IF_ERROR(CheckData(node, "node"));
+  if (node.op == Op::kNone || IsViewOp(node.op)) return absl::OkStatus();
+  for (const Tensor* src : node.src) {
+    if (src != nullptr) FERRY_RETURN_IF_ERROR(CheckData(*src, "source"));
+  }
+  std::vector<double> out(static_cast<size_t>(node.NumElements()));
+  FERRY_RETURN_IF_ERROR(Compute(node, out));
+  StoreAll(node, out);
+  return absl::OkStatus();
+}
+
+absl::Status EvaluateReference(const Graph& graph) {
+  for (Tensor* leaf : graph.leafs()) {
+    FERRY_RETURN_IF_ERROR(CheckData(*leaf, "leaf"));
+  }
+  for (Tensor* node : graph.nodes()) {
+    FERRY_RETURN_IF_ERROR(EvaluateReferenceNode(*node));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status FillRandom(Tensor& t, uint64_t seed, float lo, float hi) {
+  FERRY_RETURN_IF_ERROR(CheckData(t, "tensor"));
+  if (!(lo < hi)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("FillRandom: need lo < hi, got [", lo, ", ", hi, ")"));
+  }
+  std::mt19937_64 engine(seed);
+  ForEachIndex(t.ne, [&](const Index& i) {
+    // 53 random bits -> [0, 1), identical on every standard library.
+    const double u = static_cast<double>(engine() >> 11) * 0x1.0p-53;
+    double value = lo + (static_cast<double>(hi) - lo) * u;
+    if (t.dtype == DType::kI32) value = std::floor(value);
+    Store(t, i, value);
+  });
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<float>> ReadTensor(const Tensor& t) {
+  FERRY_RETURN_IF_ERROR(CheckData(t, "tensor"));
+  std::vector<float> values;
+  values.reserve(static_cast<size_t>(t.NumElements()));
+  ForEachIndex(t.ne, [&](const Index& i) {
+    values.push_back(static_cast<float>(Load(t, i)));
+  });
+  return values;
+}
+
+absl::Status WriteTensor(Tensor& t, absl::Span<const float> values) {
+  FERRY_RETURN_IF_ERROR(CheckData(t, "tensor"));
+  if (static_cast<int64_t>(values.size()) != t.NumElements()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "WriteTensor: ", values.size(), " values for ", t.DebugString()));
+  }
+  size_t k = 0;
+  ForEachIndex(t.ne, [&](const Index& i) { Store(t, i, values[k++]); });
+  return absl::OkStatus();
+}
+
+double Nmse(absl::Span<const float> expected, absl::Span<const float> actual) {
+  if (expected.size() != actual.size()) {
+    return std::numeric_limits<double>::quiet_NaN();
+  }
+  double err = 0;
+  double norm = 0;
+  for (size_t i = 0; i < expected.size(); ++i) {
+    const double d = static_cast<double>(actual[i]) - expected[i];
+    err += d * d;
+    norm += static_cast<double>(expected[i]) * expected[i];
+  }
+  if (err == 0) return 0;
+  return err / norm;
+}
+
+}  // namespace ferry::testing
