@@ -39,7 +39,7 @@ def _cuda_objects_impl(ctx):
         ctx.actions.run(
             executable = ctx.executable._nvcc,
             arguments = [args],
-            inputs = depset([src] + ctx.files.hdrs, transitive = [compilation.headers]),
+            inputs = depset([src], transitive = [compilation.headers]),
             outputs = [obj],
             mnemonic = "Nvcc",
             progress_message = "Compiling CUDA {}".format(src.short_path),
@@ -52,7 +52,6 @@ _cuda_objects = rule(
     implementation = _cuda_objects_impl,
     attrs = {
         "srcs": attr.label_list(allow_files = [".cu"]),
-        "hdrs": attr.label_list(allow_files = [".h", ".cuh"]),
         "deps": attr.label_list(providers = [CcInfo]),
         "archs": attr.string_list(default = DEFAULT_CUDA_ARCHS),
         "copts": attr.string_list(),
@@ -70,22 +69,35 @@ def cuda_compatible():
     return [] if CUDA_FOUND else ["@platforms//:incompatible"]
 
 def cuda_library(name, srcs, hdrs = [], deps = [], archs = DEFAULT_CUDA_ARCHS, copts = [], **kwargs):
-    """A cc_library built from `.cu` sources with nvcc; links cudart statically."""
+    """A cc_library built from `.cu` sources with nvcc; links cudart statically.
+
+    Its headers are published as "ferry/<package>/<file>", like every ferry
+    library, and the `.cu` files see them (and their deps) the same way.
+    """
+    native.cc_library(
+        name = name + "_cuda_hdrs",
+        hdrs = hdrs,
+        include_prefix = "ferry/" + native.package_name(),
+        deps = deps + ["@local_cuda//:cuda_headers"],
+        target_compatible_with = cuda_compatible(),
+        visibility = ["//visibility:private"],
+    )
     _cuda_objects(
         name = name + "_cuda_objects",
         srcs = srcs,
-        hdrs = hdrs,
-        deps = deps + ["@local_cuda//:cuda_headers"],
+        deps = [":" + name + "_cuda_hdrs"],
         archs = archs,
         copts = copts,
         target_compatible_with = cuda_compatible(),
+        visibility = ["//visibility:private"],
     )
     native.cc_library(
         name = name,
         srcs = [":" + name + "_cuda_objects"],
-        hdrs = hdrs,
-        include_prefix = "ferry/" + native.package_name(),
-        deps = deps + ["@local_cuda//:cudart_static"],
+        deps = [":" + name + "_cuda_hdrs", "@local_cuda//:cudart_static"],
+        # cudart is a static archive: keep CUDA objects out of fastbuild's
+        # shared libraries so the final link resolves them against it.
+        linkstatic = True,
         target_compatible_with = cuda_compatible(),
         **kwargs
     )

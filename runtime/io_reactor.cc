@@ -191,7 +191,10 @@ class UringReactor final : public IoReactor {
         request->status = absl::CancelledError("I/O reactor is shutting down");
         return false;
       }
-      wake = incoming_.empty();
+      // The poller drains `incoming_` after every batch of completions, so a
+      // request queued by a coroutine it resumed inline needs no wake-up.
+      wake =
+          incoming_.empty() && std::this_thread::get_id() != poller_.get_id();
       incoming_.push_back(request);
     }
     if (wake) Wake();

@@ -132,7 +132,9 @@ def _cuda_repository_impl(ctx):
     if nvcc.exists and ctx.path(path + "/lib64/libcudart_static.a").exists:
         ctx.symlink(path + "/include", "include")
         ctx.symlink(path + "/lib64", "lib64")
-        ctx.symlink(nvcc, "nvcc")
+        # A wrapper, not a symlink: nvcc finds cicc and its other tools
+        # relative to its own real location.
+        ctx.file("nvcc", "#!/bin/sh\nexec {} \"$@\"\n".format(nvcc), executable = True)
         ctx.file("BUILD", _CUDA_BUILD.format(path = path))
         ctx.file("defs.bzl", _DEFS.format(found = "True", path = repr(path)))
     else:
