@@ -1,0 +1,46 @@
+#include "ferry/backends/backend.h"
+
+#include "absl/strings/str_cat.h"
+#include "ferry/runtime/status_macros.h"
+
+namespace ferry {
+
+absl::Status Backend::CopyTensorAsync(Backend& src_backend, const Tensor& src,
+                                      Tensor& dst) {
+  const size_t bytes = static_cast<size_t>(src.NumBytes());
+  if (bytes != static_cast<size_t>(dst.NumBytes())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("copy from '", src.name, "' ", src.ShapeString(), " to '",
+                     dst.name, "' ", dst.ShapeString(), ": byte sizes differ"));
+  }
+  if (src.buffer == nullptr || dst.buffer == nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "copy from '", src.name, "' to '", dst.name, "': not placed"));
+  }
+  if (src.buffer->is_host()) {
+    // Upload on this stream once the producer has written the source.
+    FERRY_RETURN_IF_ERROR(Wait(src_backend.Record()));
+    return SetTensorAsync(dst, src.data, 0, bytes);
+  }
+  if (dst.buffer->is_host()) {
+    // Download on the producer's stream once this stream no longer reads
+    // dst's old contents; this stream then waits for the download.
+    FERRY_RETURN_IF_ERROR(src_backend.Wait(Record()));
+    FERRY_RETURN_IF_ERROR(src_backend.GetTensorAsync(src, dst.data, 0, bytes));
+    return Wait(src_backend.Record());
+  }
+  return absl::UnimplementedError(
+      absl::StrCat(name(), " has no async copy from ", src_backend.name()));
+}
+
+Task<absl::Status> Backend::Compute(NodeSpan nodes) {
+  FERRY_CO_RETURN_IF_ERROR(EnqueueCompute(nodes));
+  co_return co_await Record();
+}
+
+absl::Status Backend::ComputeBlocking(NodeSpan nodes) {
+  FERRY_RETURN_IF_ERROR(EnqueueCompute(nodes));
+  return Synchronize();
+}
+
+}  // namespace ferry

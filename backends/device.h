@@ -1,0 +1,80 @@
+// Device: one piece of hardware (or a simulation of one) that can hold
+// tensors and run ops. It answers what it can do (props, caps, supports_op,
+// offload_op), which buffer types it uses, and creates Backends (streams).
+#ifndef FERRY_BACKENDS_DEVICE_H_
+#define FERRY_BACKENDS_DEVICE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "ferry/backends/buffer.h"
+#include "ferry/graph/tensor.h"
+
+namespace ferry {
+
+class Backend;
+
+enum class DeviceType : uint8_t {
+  kCpu,    // The host CPU.
+  kGpu,    // A discrete GPU with its own memory.
+  kIGpu,   // An integrated GPU sharing host memory.
+  kAccel,  // Another accelerator (e.g. the simulated device).
+};
+
+absl::string_view DeviceTypeName(DeviceType type);
+
+struct DeviceCaps {
+  bool async = false;        // Async set/get/copy and compute.
+  bool host_buffer = false;  // Offers a pinned host buffer type.
+  bool buffer_from_host_ptr = false;
+  bool events = false;  // Device-side event waits.
+};
+
+struct DeviceProps {
+  std::string name;
+  std::string description;
+  DeviceType type = DeviceType::kCpu;
+  size_t memory_free = 0;
+  size_t memory_total = 0;
+  DeviceCaps caps;
+};
+
+// Thread-safe.
+class Device {
+ public:
+  virtual ~Device() = default;
+
+  virtual absl::string_view name() const = 0;
+  virtual DeviceProps props() const = 0;
+  DeviceType type() const { return props().type; }
+
+  // Creates a stream on this device. `params` is device-specific
+  // (e.g. "threads=4" for the CPU).
+  virtual absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(
+      absl::string_view params = "") = 0;
+
+  // The type of the device's own memory.
+  virtual BufferType* default_buffer_type() = 0;
+  // Pinned host memory the device copies asynchronously; nullptr if none.
+  virtual BufferType* host_buffer_type() { return nullptr; }
+  // A buffer over host memory the device can use in place.
+  virtual absl::StatusOr<std::unique_ptr<Buffer>> BufferFromHostPointer(
+      void* data, size_t size);
+
+  // True if a backend of this device computes `node` correctly.
+  virtual bool SupportsOp(const Tensor& node) const = 0;
+  // True if ops on this device can use tensors in `type` directly.
+  virtual bool SupportsBufferType(const BufferType* type) const = 0;
+  // True if this device wants to run `node` even though its weight lives in
+  // host memory (worth the copy, e.g. large batches).
+  virtual bool OffloadOp(const Tensor& node) const;
+};
+
+}  // namespace ferry
+
+#endif  // FERRY_BACKENDS_DEVICE_H_
