@@ -1,0 +1,98 @@
+// The CPU device and backend.
+//
+// CpuDevice is the host: 64-byte-aligned host buffers, every op the CPU
+// kernels implement (backends/cpu/kernels), and host pointers usable in
+// place. CpuBackend is a stream: work is queued and runs in order on the
+// stream's worker, which computes each node on a team of `threads` threads
+// (itself included) with a barrier between nodes, as ggml's CPU backend
+// does. Because the stream is asynchronous, a scheduler can queue CPU work
+// and move on to other devices.
+#ifndef FERRY_BACKENDS_CPU_CPU_BACKEND_H_
+#define FERRY_BACKENDS_CPU_CPU_BACKEND_H_
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "ferry/backends/backend.h"
+#include "ferry/backends/device.h"
+#include "ferry/backends/host_buffer.h"
+#include "ferry/backends/stream.h"
+
+namespace ferry {
+
+namespace cpu_kernels {
+class KernelRunner;
+}  // namespace cpu_kernels
+
+// Thread-safe.
+class CpuDevice final : public Device {
+ public:
+  CpuDevice();
+
+  absl::string_view name() const override { return "cpu"; }
+  DeviceProps props() const override;
+  // params: "threads=N" (default: the machine's hardware threads).
+  absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(
+      absl::string_view params = "") override;
+  BufferType* default_buffer_type() override { return &buffer_type_; }
+  absl::StatusOr<std::unique_ptr<Buffer>> BufferFromHostPointer(
+      void* data, size_t size) override;
+  bool SupportsOp(const Tensor& node) const override;
+  bool SupportsBufferType(const BufferType* type) const override;
+
+ private:
+  HostBufferType buffer_type_;
+};
+
+// Returns the process's CPU device (registered in Registry::Global() as
+// "cpu" when the :cpu_backend target is linked).
+CpuDevice& GetCpuDevice();
+
+struct CpuBackendOptions {
+  int threads = 0;  // 0: the machine's hardware threads.
+};
+
+// Thread-compatible (one enqueuer at a time).
+class CpuBackend final : public Backend {
+ public:
+  static absl::StatusOr<std::unique_ptr<CpuBackend>> Create(
+      CpuDevice& device, CpuBackendOptions options = {});
+  ~CpuBackend() override;
+
+  absl::string_view name() const override { return "cpu"; }
+  Device& device() const override { return device_; }
+  int threads() const { return threads_; }
+
+  // Called between nodes while computing; returning true abandons the rest
+  // of the graph, which then fails with Cancelled. Thread-safe to set.
+  void SetAbortCallback(std::function<bool()> callback);
+
+  absl::Status SetTensorAsync(Tensor& tensor, const void* data, size_t offset,
+                              size_t size) override;
+  absl::Status GetTensorAsync(const Tensor& tensor, void* data, size_t offset,
+                              size_t size) override;
+  // Nodes must stay alive (and their data placed) until the compute runs.
+  absl::Status EnqueueCompute(NodeSpan nodes) override;
+  Event Record() override { return stream_.Record(); }
+  absl::Status Wait(const Event& event) override;
+  absl::Status Synchronize() override { return stream_.Synchronize(); }
+
+ private:
+  CpuBackend(CpuDevice& device, int threads);
+
+  CpuDevice& device_;
+  const int threads_;
+  std::unique_ptr<cpu_kernels::KernelRunner> runner_;
+  std::shared_ptr<std::function<bool()>> abort_;
+  std::mutex abort_mu_;
+  Stream stream_;  // Last: its worker stops before the runner is destroyed.
+};
+
+}  // namespace ferry
+
+#endif  // FERRY_BACKENDS_CPU_CPU_BACKEND_H_

@@ -1,0 +1,282 @@
+#include "ferry/backends/cpu/internal/mat_mul.h"
+
+#include <atomic>
+#include <cfloat>
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "ferry/backends/cpu/internal/mat_mul_impl.h"
+#include "ferry/graph/dtype.h"
+#include "gtest/gtest.h"
+
+namespace ferry {
+namespace cpu_internal {
+namespace {
+
+constexpr float kSentinel = -12345.0f;
+
+struct Shape {
+  int64_t m;
+  int64_t n;
+  int64_t k;
+};
+
+// Weights in one dtype plus the exact f32 values they hold.
+struct Weights {
+  std::vector<float> f32;
+  std::vector<Half> f16;
+  std::vector<BFloat16> bf16;
+  std::vector<float> values;
+
+  const void* data(DType type) const {
+    switch (type) {
+      case DType::kF16:
+        return f16.data();
+      case DType::kBF16:
+        return bf16.data();
+      default:
+        return f32.data();
+    }
+  }
+};
+
+Weights MakeWeights(DType type, size_t size, std::mt19937& rng) {
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  Weights w;
+  for (size_t i = 0; i < size; ++i) {
+    const float x = dist(rng);
+    switch (type) {
+      case DType::kF16:
+        w.f16.push_back(F32ToF16(x));
+        w.values.push_back(F16ToF32(w.f16.back()));
+        break;
+      case DType::kBF16:
+        w.bf16.push_back(F32ToBF16(x));
+        w.values.push_back(BF16ToF32(w.bf16.back()));
+        break;
+      default:
+        w.f32.push_back(x);
+        w.values.push_back(x);
+        break;
+    }
+  }
+  return w;
+}
+
+// Runs MatMul on nth (sequential) calls and checks every element against a
+// double-precision reference, and that dst's padding is untouched.
+void CheckMatMul(Isa isa, DType type, Shape s, int nth, int64_t pad,
+                 bool shared) {
+  SCOPED_TRACE(testing::Message()
+               << "isa=" << static_cast<int>(isa) << " type=" << DTypeName(type)
+               << " m=" << s.m << " n=" << s.n << " k=" << s.k << " nth=" << nth
+               << " pad=" << pad);
+  std::mt19937 rng(static_cast<uint32_t>(s.m * 1000003 + s.n * 1009 + s.k));
+  const int64_t lda = s.k + pad;
+  const int64_t ldb = s.k + 2 * pad;
+  const int64_t ldc = s.m + 3 * pad;
+  const Weights a = MakeWeights(type, s.m * lda, rng);
+  std::vector<float> b(s.n * ldb);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  for (float& x : b) x = dist(rng);
+  std::vector<float> dst(s.n * ldc, kSentinel);
+
+  MatMulArgs args;
+  args.a_type = type;
+  args.a = a.data(type);
+  args.lda = lda;
+  args.b = b.data();
+  args.ldb = ldb;
+  args.dst = dst.data();
+  args.ldc = ldc;
+  args.m = s.m;
+  args.n = s.n;
+  args.k = s.k;
+  std::atomic<int64_t> next_column{0};
+  if (shared) args.next_column = &next_column;
+  // Reverse order, so a thread relying on another's output would show up.
+  for (int ith = nth - 1; ith >= 0; --ith) MatMulWithIsa(args, ith, nth, isa);
+
+  int failures = 0;
+  for (int64_t n = 0; n < s.n; ++n) {
+    for (int64_t m = 0; m < ldc; ++m) {
+      const float got = dst[n * ldc + m];
+      if (m >= s.m) {
+        ASSERT_EQ(got, kSentinel) << "wrote padding at n=" << n << " m=" << m;
+        continue;
+      }
+      double want = 0;
+      double magnitude = 0;
+      for (int64_t k = 0; k < s.k; ++k) {
+        const double p = static_cast<double>(a.values[m * lda + k]) *
+                         static_cast<double>(b[n * ldb + k]);
+        want += p;
+        magnitude += std::fabs(p);
+      }
+      // Worst-case f32 summation error is about k * eps/2 * sum |a*b|.
+      const double tolerance = s.k * FLT_EPSILON * magnitude + 1e-30;
+      if (std::fabs(got - want) > tolerance && ++failures <= 5) {
+        ADD_FAILURE() << "dst[" << n << "][" << m << "] = " << got << ", want "
+                      << want;
+      }
+    }
+  }
+  EXPECT_EQ(failures, 0);
+}
+
+std::vector<Isa> SupportedIsas() {
+  std::vector<Isa> isas;
+  for (Isa isa : {Isa::kGeneric, Isa::kAvx2, Isa::kAvx512}) {
+    if (IsaSupported(isa)) isas.push_back(isa);
+  }
+  return isas;
+}
+
+class MatMulTest : public testing::TestWithParam<std::tuple<Isa, DType>> {};
+
+TEST_P(MatMulTest, MatchesReference) {
+  const auto [isa, type] = GetParam();
+  const Shape shapes[] = {
+      {1, 1, 1},     {7, 1, 33},    {33, 7, 1},    {1, 5, 17},
+      {16, 2, 16},   {17, 3, 100},  {65, 4, 31},   {64, 6, 256},
+      {65, 13, 300}, {130, 9, 257}, {300, 70, 40}, {200, 31, 513},
+      {4096, 1, 64}, {33, 1, 4097}, {17, 2100, 5}, {129, 8, 7},
+  };
+  for (const Shape& s : shapes) {
+    for (int nth : {1, 2, 3, 16}) {
+      for (int64_t pad : {0, 3}) {
+        for (bool shared : {false, true}) {
+          CheckMatMul(isa, type, s, nth, pad, shared);
+        }
+      }
+    }
+  }
+}
+
+std::string ParamName(
+    const testing::TestParamInfo<MatMulTest::ParamType>& info) {
+  const char* isa_names[] = {"Generic", "Avx2", "Avx512"};
+  return std::string(isa_names[static_cast<int>(std::get<0>(info.param))]) +
+         "_" + std::string(DTypeName(std::get<1>(info.param)));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    AllIsasAndTypes, MatMulTest,
+    testing::Combine(testing::ValuesIn(SupportedIsas()),
+                     testing::Values(DType::kF32, DType::kF16, DType::kBF16)),
+    ParamName);
+
+TEST(MatMulTest, ParallelAndDispatchMatchReference) {
+  // MatMulParallel uses the best ISA and real threads; check the GEMM and dot
+  // paths, with fixed blocks and with claimed ranges.
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  const int64_t m = 300, k = 600;
+  std::atomic<int64_t> next_column{123};  // MatMulParallel resets it.
+  for (int64_t n : {50, 3}) {
+    for (std::atomic<int64_t>* counter :
+         {static_cast<std::atomic<int64_t>*>(nullptr), &next_column}) {
+      std::vector<float> a(m * k), b(n * k), dst(n * m, kSentinel);
+      for (float& x : a) x = dist(rng);
+      for (float& x : b) x = dist(rng);
+      MatMulArgs args;
+      args.a = a.data();
+      args.lda = k;
+      args.b = b.data();
+      args.ldb = k;
+      args.dst = dst.data();
+      args.ldc = m;
+      args.m = m;
+      args.n = n;
+      args.k = k;
+      args.next_column = counter;
+      MatMulParallel(args, 2);
+      for (int64_t i = 0; i < n; ++i) {
+        for (int64_t j = 0; j < m; ++j) {
+          double want = 0;
+          for (int64_t l = 0; l < k; ++l) {
+            want += static_cast<double>(a[j * k + l]) * b[i * k + l];
+          }
+          ASSERT_NEAR(dst[i * m + j], want, 1e-3)
+              << "n=" << n << " shared=" << (counter != nullptr) << " at " << i
+              << " " << j;
+        }
+      }
+    }
+  }
+}
+
+TEST(ClaimColumnsTest, ClaimsDisjointAlignedRangesUntilDone) {
+  for (int64_t m : {1, 63, 64, 1000, 4096}) {
+    std::atomic<int64_t> next{0};
+    int64_t expected_begin = 0;
+    int claims = 0;
+    for (Range r = ClaimColumns(next, m, 64, 2, 2); r.size() > 0;
+         r = ClaimColumns(next, m, 64, 2, 2)) {
+      EXPECT_EQ(r.begin, expected_begin);
+      EXPECT_EQ(r.begin % 64, 0);
+      expected_begin = r.end;
+      ++claims;
+    }
+    EXPECT_EQ(expected_begin, m);
+    EXPECT_LE(claims, 16);  // Guided sizes: few claims even for large m.
+  }
+}
+
+TEST(PartitionOutputTest, BlocksTileTheOutputExactly) {
+  for (int64_t m : {1, 7, 64, 65, 512, 4096}) {
+    for (int64_t n : {1, 5, 6, 7, 100, 1024}) {
+      for (int nth = 1; nth <= 16; ++nth) {
+        std::vector<int> covered(m * n, 0);
+        for (int ith = 0; ith < nth; ++ith) {
+          const OutputBlock b = PartitionOutput(m, n, 64, 6, ith, nth);
+          ASSERT_LE(b.m.begin, b.m.end);
+          ASSERT_LE(b.n.begin, b.n.end);
+          ASSERT_LE(b.m.end, m);
+          ASSERT_LE(b.n.end, n);
+          if (b.m.size() == 0) continue;
+          for (int64_t i = b.n.begin; i < b.n.end; ++i) {
+            for (int64_t j = b.m.begin; j < b.m.end; ++j) ++covered[i * m + j];
+          }
+        }
+        for (int c : covered) ASSERT_EQ(c, 1) << m << " " << n << " " << nth;
+      }
+    }
+  }
+}
+
+TEST(PartitionOutputTest, BalancesSquareOutputs) {
+  // No block is much larger than an even share.
+  for (int64_t size : {512, 1024, 4096}) {
+    for (int nth : {2, 3, 4, 8, 16}) {
+      for (int ith = 0; ith < nth; ++ith) {
+        const OutputBlock b = PartitionOutput(size, size, 64, 6, ith, nth);
+        EXPECT_LE(b.m.size() * b.n.size() * nth, 1.15 * size * size)
+            << size << " " << nth << " " << ith;
+      }
+    }
+  }
+}
+
+TEST(PartitionRangeTest, CoversAlignedParts) {
+  for (int64_t size : {1, 15, 16, 17, 4096}) {
+    for (int nth = 1; nth <= 16; ++nth) {
+      int64_t next = 0;
+      for (int ith = 0; ith < nth; ++ith) {
+        const Range r = PartitionRange(size, 16, ith, nth);
+        EXPECT_EQ(r.begin, next);
+        EXPECT_EQ(r.begin % 16, 0);
+        next = r.end;
+      }
+      EXPECT_EQ(next, size);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace cpu_internal
+}  // namespace ferry

@@ -1,0 +1,75 @@
+// Row primitives of the CPU op kernels: element-wise math, reductions and
+// dtype conversion over contiguous float rows, each with an AVX2/FMA/F16C
+// version picked at run time and a portable fallback.
+//
+// All functions work on `n` contiguous elements. Unless stated, `dst` may
+// equal a source (same address; the op then runs in place) but must not
+// otherwise overlap one.
+#ifndef FERRY_BACKENDS_CPU_KERNELS_INTERNAL_VEC_H_
+#define FERRY_BACKENDS_CPU_KERNELS_INTERNAL_VEC_H_
+
+#include <cstdint>
+
+#include "ferry/graph/dtype.h"
+
+namespace ferry {
+namespace cpu_kernels_internal {
+
+// True when the CPU (and OS) support AVX2, FMA and F16C. Thread-safe.
+bool HasAvx2();
+
+// Forces the portable code paths (for tests) when `force` is true.
+// Not thread-safe: call it only while no kernel runs.
+void ForcePortableForTesting(bool force);
+
+enum class BinaryOp { kAdd, kSub, kMul, kDiv };
+
+// dst[i] = a[i] op b[i].
+void BinaryRow(BinaryOp op, const float* a, const float* b, float* dst,
+               int64_t n);
+// dst[i] = a[i] op b.
+void BinaryRowScalar(BinaryOp op, const float* a, float b, float* dst,
+                     int64_t n);
+
+// dst[i] = x[i] * s.
+void ScaleRow(const float* x, float s, float* dst, int64_t n);
+// dst[i] = (x[i] - sub) * mul.
+void AffineRow(const float* x, float sub, float mul, float* dst, int64_t n);
+
+// Activations (gelu: tanh approximation, computed as x * sigmoid(2u)).
+void SiluRow(const float* x, float* dst, int64_t n);
+void GeluRow(const float* x, float* dst, int64_t n);
+void ReluRow(const float* x, float* dst, int64_t n);
+
+// Returns sum(x[i]).
+float SumRow(const float* x, int64_t n);
+// Returns sum((x[i] - center)^2).
+float SumSquaresRow(const float* x, float center, int64_t n);
+
+// dst[i] = x[i] * scale + (mask ? mask[i] : 0); returns max(dst[i]) (-inf
+// for n == 0). dst may equal x.
+float ScaleMaskMaxRow(const float* x, const float* mask, float scale,
+                      float* dst, int64_t n);
+// x[i] = exp(x[i] - max); returns the sum of the new x[i].
+float ExpSubRow(float* x, float max, int64_t n);
+
+// Returns e^x with a relative error of a few ulp (exact 0 below -87.3,
+// +inf above 88.7, NaN for NaN): the scalar twin of the vector exp.
+float FastExp(float x);
+
+// Converts n contiguous elements between dtypes: float types (f32, f16,
+// bf16) into each other, or a dtype into itself (i32 included). f32 -> f16
+// and f32 -> bf16 round to nearest even exactly like F32ToF16/F32ToBF16.
+// dst must not overlap src.
+void ConvertRow(DType src_type, const void* src, DType dst_type, void* dst,
+                int64_t n);
+
+// As ConvertRow with byte strides between elements (any sign but 0 allowed
+// only for n <= 1).
+void ConvertStrided(DType src_type, const void* src, int64_t src_stride,
+                    DType dst_type, void* dst, int64_t dst_stride, int64_t n);
+
+}  // namespace cpu_kernels_internal
+}  // namespace ferry
+
+#endif  // FERRY_BACKENDS_CPU_KERNELS_INTERNAL_VEC_H_
