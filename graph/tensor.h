@@ -71,6 +71,9 @@ struct Tensor {
 
   // Scratch for Graph::Build's traversal (an epoch mark). Not for other use.
   uint64_t visit_mark = 0;
+  // Scratch for one graph algorithm at a time (the scheduler numbers a
+  // graph's tensors here to index its side tables). Not for other use.
+  int32_t scratch_index = -1;
 
   // Op parameter accessors; `i` must be in [0, kMaxOpParams).
   int32_t ParamI32(int i) const { return op_params[i]; }

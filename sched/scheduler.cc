@@ -1,0 +1,786 @@
+#include "ferry/sched/scheduler.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "ferry/graph/op.h"
+#include "ferry/runtime/promise.h"
+#include "ferry/runtime/status_macros.h"
+#include "ferry/runtime/sync_wait.h"
+
+namespace ferry {
+namespace {
+
+bool IsView(const Tensor& t) { return IsViewOp(t.op); }
+bool Computes(const Tensor& t) { return t.op != Op::kNone && !IsView(t); }
+
+// The tensor that owns the memory `t` uses.
+const Tensor* Owner(const Tensor* t) {
+  return t->view_src != nullptr ? t->view_src : t;
+}
+
+bool IsWeight(const Tensor* t) {
+  const Tensor* owner = Owner(t);
+  return owner->buffer != nullptr &&
+         (owner->buffer->usage() == BufferUsage::kWeights ||
+          owner->HasFlag(kTensorFlagWeight));
+}
+
+bool IsUserInput(const Tensor* t) {
+  return t->op == Op::kNone && t->HasFlag(kTensorFlagInput);
+}
+
+size_t Align(size_t n, size_t alignment) {
+  return (n + alignment - 1) / alignment * alignment;
+}
+
+// Signals `value` on `timeline` once every event has completed (or fails it).
+Task<void> SignalWhenDone(std::vector<Event> events,
+                          std::shared_ptr<TimelineSemaphore> timeline,
+                          uint64_t value) {
+  for (const Event& event : events) {
+    absl::Status status = co_await event;
+    if (!status.ok()) {
+      timeline->Fail(status);
+      co_return;
+    }
+  }
+  // Batches finish in order on every backend, so a lower value signalled
+  // after a higher one is already implied; ignore that error.
+  (void)timeline->Signal(value);
+}
+
+}  // namespace
+
+const char* AssignReasonName(AssignReason reason) {
+  switch (reason) {
+    case AssignReason::kNone:
+      return "none";
+    case AssignReason::kPinned:
+      return "pinned by the user";
+    case AssignReason::kBuffer:
+      return "already in a buffer of this backend";
+    case AssignReason::kViewSource:
+      return "view of a tensor on this backend";
+    case AssignReason::kWeight:
+      return "uses a weight on this backend";
+    case AssignReason::kOffload:
+      return "weight in host memory; offloaded (device asked for it)";
+    case AssignReason::kGraphInput:
+      return "graph input";
+    case AssignReason::kExpandAccel:
+      return "joined a neighbouring accelerator node";
+    case AssignReason::kExpandAny:
+      return "joined a neighbouring node";
+    case AssignReason::kMostInputs:
+      return "backend holding most of its inputs";
+    case AssignReason::kFirstSupports:
+      return "first backend that supports the op";
+    case AssignReason::kConsumer:
+      return "placed with its first consumer";
+  }
+  return "?";
+}
+
+absl::StatusOr<std::unique_ptr<Scheduler>> Scheduler::Create(
+    std::vector<Backend*> backends, SchedulerOptions options) {
+  if (backends.empty()) {
+    return absl::InvalidArgumentError("scheduler needs at least one backend");
+  }
+  for (size_t i = 0; i < backends.size(); ++i) {
+    if (backends[i] == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("scheduler backend ", i, " is null"));
+    }
+    for (size_t j = 0; j < i; ++j) {
+      if (backends[j] == backends[i]) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "backend '", backends[i]->name(), "' is listed twice"));
+      }
+    }
+  }
+  if (backends.back()->device().type() != DeviceType::kCpu) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the last scheduler backend must be the CPU, not '",
+                     backends.back()->name(), "'"));
+  }
+  if (options.n_copies < 0 || options.n_copies > 64) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("n_copies ", options.n_copies, " is outside [0, 64]"));
+  }
+  if (options.max_split_inputs < 0) {
+    return absl::InvalidArgumentError("max_split_inputs must be >= 0");
+  }
+  const int n_copies = options.n_copies > 0  ? options.n_copies
+                       : backends.size() > 1 ? 4
+                                             : 1;
+  return std::unique_ptr<Scheduler>(
+      new Scheduler(std::move(backends), options, n_copies));
+}
+
+Scheduler::Scheduler(std::vector<Backend*> backends, SchedulerOptions options,
+                     int n_copies)
+    : backends_(std::move(backends)),
+      options_(options),
+      n_copies_(n_copies),
+      cpu_(static_cast<int>(backends_.size()) - 1),
+      batch_timeline_(std::make_shared<TimelineSemaphore>(0)) {
+  // One buffer type per distinct default type; backends sharing a type
+  // share compute buffers, as in ggml.
+  for (Backend* backend : backends_) {
+    BufferType* type = backend->default_buffer_type();
+    auto it = std::find(buffer_types_.begin(), buffer_types_.end(), type);
+    backend_type_.push_back(static_cast<int>(it - buffer_types_.begin()));
+    if (it == buffer_types_.end()) buffer_types_.push_back(type);
+  }
+  allocator_ = std::make_unique<GraphAllocator>(buffer_types_);
+  copy_buffers_.resize(backends_.size());
+  slot_events_.resize(n_copies_);
+  const size_t n = backends_.size();
+  stats_.copies.assign(n, std::vector<int64_t>(n, 0));
+  stats_.copy_bytes.assign(n, std::vector<int64_t>(n, 0));
+  stats_.compute_bytes.assign(n, 0);
+  stats_.copy_buffer_bytes.assign(n, 0);
+}
+
+Scheduler::~Scheduler() { (void)Synchronize(); }
+
+absl::Status Scheduler::SetTensorBackend(const Tensor& node, Backend& backend) {
+  auto it = std::find(backends_.begin(), backends_.end(), &backend);
+  if (it == backends_.end()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "backend '", backend.name(), "' is not one of the scheduler's"));
+  }
+  const int index = static_cast<int>(it - backends_.begin());
+  if (Computes(node) && !backend.SupportsOp(node)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot pin '", node.name, "' (", OpName(node.op),
+                     ") to '", backend.name(), "', which does not support it"));
+  }
+  for (auto& pin : pins_) {
+    if (pin.first == &node) {
+      pin.second = index;
+      return absl::OkStatus();
+    }
+  }
+  pins_.emplace_back(&node, index);
+  allocated_ = false;
+  return absl::OkStatus();
+}
+
+Backend* Scheduler::GetTensorBackend(const Tensor& tensor) const {
+  if (graph_ == nullptr) return nullptr;
+  const int i = tensor.scratch_index;
+  if (i < 0 || i >= static_cast<int>(tensors_.size()) ||
+      tensors_[i] != &tensor) {
+    return nullptr;
+  }
+  return tensor_backend_[i] < 0 ? nullptr : backends_[tensor_backend_[i]];
+}
+
+bool Scheduler::Supports(int backend, const Tensor& node) {
+  int8_t& cached =
+      supports_[static_cast<size_t>(node.scratch_index) * backends_.size() +
+                backend];
+  if (cached < 0) cached = backends_[backend]->SupportsOp(node) ? 1 : 0;
+  return cached == 1;
+}
+
+int Scheduler::BackendOfBuffer(const Buffer* buffer, const Tensor* node) {
+  for (int b = 0; b < num_backends(); ++b) {
+    if (!backends_[b]->device().SupportsBufferType(buffer->type())) continue;
+    if (node != nullptr && Computes(*node) && !Supports(b, *node)) continue;
+    return b;
+  }
+  return -1;
+}
+
+int Scheduler::SourceBackend(const Tensor* t) const {
+  return tensor_backend_[Owner(t)->scratch_index];
+}
+
+absl::Status Scheduler::AssignBackends(const Graph& graph) {
+  const int n_nodes = static_cast<int>(graph.num_nodes());
+  const int nb = num_backends();
+  auto assign = [&](const Tensor* t, int b, AssignReason reason) {
+    tensor_backend_[t->scratch_index] = b;
+    reasons_[t->scratch_index] = reason;
+  };
+  auto unassigned = [&](const Tensor* t) {
+    return tensor_backend_[t->scratch_index] < 0;
+  };
+
+  // Pass 1: pins, tensors in buffers, weights (with offload), inputs.
+  for (const auto& [tensor, b] : pins_) {
+    const int i = tensor->scratch_index;
+    if (i >= 0 && i < static_cast<int>(tensors_.size()) &&
+        tensors_[i] == tensor) {
+      assign(tensor, b, AssignReason::kPinned);
+    }
+  }
+  for (Tensor* t : tensors_) {
+    if (!unassigned(t)) continue;
+    const Tensor* owner = Owner(t);
+    if (owner->buffer != nullptr) {
+      const int b = BackendOfBuffer(owner->buffer, t);
+      if (b < 0 && !Computes(*t)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "tensor '", t->name, "' lives in a ", owner->buffer->type()->name(),
+            " buffer that none of the scheduler's backends can use"));
+      }
+      if (b >= 0) {
+        assign(t, b,
+               t == owner ? AssignReason::kBuffer : AssignReason::kViewSource);
+        continue;
+      }
+    }
+    if (IsUserInput(t)) {
+      assign(t, cpu_, AssignReason::kGraphInput);
+      continue;
+    }
+    if (!Computes(*t)) continue;
+    for (const Tensor* src : t->src) {
+      if (src == nullptr || !IsWeight(src)) continue;
+      const int wb = BackendOfBuffer(Owner(src)->buffer, nullptr);
+      if (wb < 0) continue;
+      if (wb == cpu_ && options_.op_offload) {
+        for (int b = 0; b < cpu_; ++b) {
+          if (Supports(b, *t) && backends_[b]->device().OffloadOp(*t)) {
+            assign(t, b, AssignReason::kOffload);
+            break;
+          }
+        }
+        if (!unassigned(t)) break;
+      }
+      if (Supports(wb, *t)) {
+        assign(t, wb, AssignReason::kWeight);
+        break;
+      }
+    }
+  }
+
+  // Pass 2: expansion. Accelerators spread first (down, then up), then any
+  // backend; views are skipped and never carry an assignment.
+  auto expand = [&](bool down, bool accelerators_only, AssignReason reason) {
+    int current = -1;
+    for (int k = 0; k < n_nodes; ++k) {
+      Tensor* node = graph.node(down ? k : n_nodes - 1 - k);
+      if (IsView(*node)) continue;
+      const int b = tensor_backend_[node->scratch_index];
+      if (b >= 0) {
+        current = (accelerators_only && b == cpu_) ? -1 : b;
+      } else if (current >= 0) {
+        if (Supports(current, *node)) {
+          assign(node, current, reason);
+        } else {
+          current = -1;
+        }
+      }
+    }
+  };
+  expand(true, true, AssignReason::kExpandAccel);
+  expand(false, true, AssignReason::kExpandAccel);
+  expand(true, false, AssignReason::kExpandAny);
+  expand(false, false, AssignReason::kExpandAny);
+
+  // Pass 3: what is left goes to the supporting backend holding most of its
+  // inputs (ties to the higher priority), else the first supporting one.
+  std::vector<int> votes(nb);
+  for (int k = 0; k < n_nodes; ++k) {
+    Tensor* node = graph.node(k);
+    if (!Computes(*node) || !unassigned(node)) continue;
+    std::fill(votes.begin(), votes.end(), 0);
+    for (const Tensor* src : node->src) {
+      if (src == nullptr) continue;
+      const int sb = SourceBackend(src);
+      if (sb >= 0) ++votes[sb];
+    }
+    int best = -1;
+    for (int b = 0; b < nb; ++b) {
+      if (votes[b] > 0 && Supports(b, *node) &&
+          (best < 0 || votes[b] > votes[best])) {
+        best = b;
+      }
+    }
+    if (best >= 0) {
+      assign(node, best, AssignReason::kMostInputs);
+      continue;
+    }
+    for (int b = 0; b < nb; ++b) {
+      if (Supports(b, *node)) {
+        best = b;
+        break;
+      }
+    }
+    if (best < 0) {
+      std::vector<std::string> names;
+      for (Backend* backend : backends_) names.emplace_back(backend->name());
+      return absl::UnimplementedError(
+          absl::StrCat("no backend supports node '", node->name, "' (",
+                       OpName(node->op), " ", node->ShapeString(),
+                       "); backends: ", absl::StrJoin(names, ", ")));
+    }
+    assign(node, best, AssignReason::kFirstSupports);
+  }
+
+  // Pass 4: sources without a backend (leafs with no buffer, and the owners
+  // of views) go where their first consumer runs; views follow their owner.
+  for (int k = 0; k < n_nodes; ++k) {
+    const Tensor* node = graph.node(k);
+    if (!Computes(*node)) continue;
+    const int b = tensor_backend_[node->scratch_index];
+    for (const Tensor* src : node->src) {
+      if (src == nullptr) continue;
+      const Tensor* owner = Owner(src);
+      if (unassigned(owner)) assign(owner, b, AssignReason::kConsumer);
+    }
+  }
+  for (Tensor* t : tensors_) {
+    if (t->view_src != nullptr && unassigned(t)) {
+      const int b = tensor_backend_[t->view_src->scratch_index];
+      assign(t, b >= 0 ? b : cpu_, AssignReason::kViewSource);
+    } else if (unassigned(t)) {
+      assign(t, cpu_, AssignReason::kConsumer);
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Scheduler::BuildSplits(const Graph& graph) {
+  const int n_nodes = static_cast<int>(graph.num_nodes());
+  const int nb = num_backends();
+  // copy_of[b][tensor] = index of the copy of that tensor on backend b.
+  copy_of_.resize(nb);
+  for (auto& v : copy_of_) v.assign(tensors_.size(), -1);
+  input_copies_.clear();
+  splits_.clear();
+  for (auto& row : stats_.copies) std::fill(row.begin(), row.end(), 0);
+  for (auto& row : stats_.copy_bytes) std::fill(row.begin(), row.end(), 0);
+
+  struct Rewire {
+    int node;
+    int src;
+    int copy;
+  };
+  std::vector<Rewire> rewires;
+  size_t copy_tensors = 0;
+
+  Split* current = nullptr;
+  std::vector<int> needed;  // Source slots of the node that need a copy.
+  for (int k = 0; k < n_nodes; ++k) {
+    Tensor* node = graph.node(k);
+    if (!Computes(*node)) continue;
+    const int b = tensor_backend_[node->scratch_index];
+    needed.clear();
+    int fresh = 0;
+    bool weight_elsewhere = false;
+    for (int j = 0; j < kMaxSrc; ++j) {
+      const Tensor* src = node->src[j];
+      if (src == nullptr) continue;
+      const int sb = SourceBackend(src);
+      const bool user_input = n_copies_ > 1 && IsUserInput(Owner(src));
+      if (sb == b && !user_input) continue;
+      needed.push_back(j);
+      if (copy_of_[b][src->scratch_index] < 0) ++fresh;
+      weight_elsewhere = weight_elsewhere || IsWeight(src);
+    }
+    bool new_split = current == nullptr || current->backend != b ||
+                     (weight_elsewhere && fresh > 0);
+    if (!new_split && options_.max_split_inputs > 0 &&
+        static_cast<int>(current->inputs.size()) + fresh >
+            options_.max_split_inputs) {
+      new_split = true;
+    }
+    if (new_split) {
+      if (current != nullptr) current->end_node = k;
+      splits_.emplace_back();
+      current = &splits_.back();
+      current->backend = b;
+      current->first_node = k;
+    }
+    if (options_.max_split_inputs > 0 && fresh > options_.max_split_inputs) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "node '", node->name, "' (", OpName(node->op), ") needs ", fresh,
+          " inputs from other backends, above max_split_inputs = ",
+          options_.max_split_inputs));
+    }
+    for (int j : needed) {
+      Tensor* src = node->src[j];
+      int& copy = copy_of_[b][src->scratch_index];
+      if (copy < 0) {
+        copy = static_cast<int>(input_copies_.size());
+        InputCopy input;
+        input.source = src;
+        input.src_backend = SourceBackend(src);
+        input.dst_backend = b;
+        input.user_input = IsUserInput(Owner(src));
+        input_copies_.push_back(std::move(input));
+        current->inputs.push_back(copy);
+        copy_tensors += n_copies_;
+        stats_.copies[input_copies_.back().src_backend][b] += 1;
+        stats_.copy_bytes[input_copies_.back().src_backend][b] +=
+            src->NumBytes();
+      }
+      rewires.push_back({k, j, copy});
+    }
+  }
+  if (current != nullptr) current->end_node = n_nodes;
+
+  // Copy tensors: same layout as their source, owned by the scheduler.
+  copy_storage_.clear();
+  copy_storage_.reserve(copy_tensors);
+  for (InputCopy& input : input_copies_) {
+    input.slots.clear();
+    for (int c = 0; c < n_copies_; ++c) {
+      Tensor copy;
+      copy.dtype = input.source->dtype;
+      copy.ne = input.source->ne;
+      copy.nb = input.source->nb;
+      copy.flags = kTensorFlagInput;
+      copy.scratch_index = input.source->scratch_index;
+      copy_storage_.push_back(std::move(copy));
+      input.slots.push_back(&copy_storage_.back());
+    }
+  }
+
+  // Per-slot node lists: a node reading a copy is replaced by a clone that
+  // reads that slot's copy; the clone shares the node's memory.
+  clone_storage_.clear();
+  std::vector<int> cloned_at(n_nodes, -1);  // First rewire of each node.
+  size_t n_clones = 0;
+  for (size_t r = 0; r < rewires.size(); ++r) {
+    if (cloned_at[rewires[r].node] < 0) {
+      cloned_at[rewires[r].node] = static_cast<int>(r);
+      ++n_clones;
+    }
+  }
+  clone_storage_.reserve(n_clones * n_copies_);
+  clone_of_.assign(static_cast<size_t>(n_nodes) * n_copies_, nullptr);
+  for (int c = 0; c < n_copies_; ++c) {
+    for (size_t r = 0; r < rewires.size(); ++r) {
+      const Rewire& rw = rewires[r];
+      Tensor*& clone = clone_of_[static_cast<size_t>(rw.node) * n_copies_ + c];
+      if (clone == nullptr) {
+        const Tensor* node = graph.node(rw.node);
+        clone_storage_.emplace_back();
+        clone = &clone_storage_.back();
+        // Copy everything but the name (kept on the original).
+        clone->dtype = node->dtype;
+        clone->ne = node->ne;
+        clone->nb = node->nb;
+        clone->op = node->op;
+        clone->op_params = node->op_params;
+        clone->src = node->src;
+        clone->view_src = node->view_src;
+        clone->view_offset = node->view_offset;
+        clone->flags = node->flags;
+        clone->scratch_index = node->scratch_index;
+      }
+      clone->src[rw.src] = input_copies_[rw.copy].slots[c];
+    }
+  }
+  for (Split& split : splits_) {
+    split.slot_nodes.assign(n_copies_, {});
+    for (int c = 0; c < n_copies_; ++c) {
+      auto& list = split.slot_nodes[c];
+      list.reserve(split.end_node - split.first_node);
+      for (int k = split.first_node; k < split.end_node; ++k) {
+        Tensor* node = graph.node(k);
+        if (!Computes(*node)) continue;
+        Tensor* clone = clone_of_[static_cast<size_t>(k) * n_copies_ + c];
+        list.push_back(clone != nullptr ? clone : node);
+      }
+    }
+  }
+  stats_.num_splits = static_cast<int>(splits_.size());
+  stats_.num_split_inputs = static_cast<int>(input_copies_.size());
+  return absl::OkStatus();
+}
+
+absl::Status Scheduler::Plan(const Graph& graph) {
+  graph_ = nullptr;
+  allocated_ = false;
+  tensors_.clear();
+  tensors_.reserve(graph.num_nodes() + graph.num_leafs());
+  for (Tensor* node : graph.nodes()) tensors_.push_back(node);
+  for (Tensor* leaf : graph.leafs()) tensors_.push_back(leaf);
+  for (size_t i = 0; i < tensors_.size(); ++i) {
+    tensors_[i]->scratch_index = static_cast<int32_t>(i);
+  }
+  tensor_backend_.assign(tensors_.size(), -1);
+  reasons_.assign(tensors_.size(), AssignReason::kNone);
+  supports_.assign(tensors_.size() * backends_.size(), -1);
+  FERRY_RETURN_IF_ERROR(AssignBackends(graph));
+  FERRY_RETURN_IF_ERROR(BuildSplits(graph));
+
+  leaf_types_.resize(graph.num_leafs());
+  node_types_.resize(graph.num_nodes());
+  for (int64_t i = 0; i < graph.num_nodes(); ++i) {
+    node_types_[i] = backend_type_[tensor_backend_[i]];
+  }
+  for (int64_t i = 0; i < graph.num_leafs(); ++i) {
+    leaf_types_[i] = backend_type_[tensor_backend_[graph.num_nodes() + i]];
+  }
+  graph_ = &graph;
+  ++stats_.graphs_planned;
+  return absl::OkStatus();
+}
+
+absl::Status Scheduler::AllocateCopies() {
+  std::vector<size_t> need(backends_.size(), 0);
+  for (const InputCopy& input : input_copies_) {
+    BufferType* type = backends_[input.dst_backend]->default_buffer_type();
+    need[input.dst_backend] +=
+        n_copies_ * Align(type->AllocSize(*input.slots[0]), type->alignment());
+  }
+  bool synced = false;
+  for (size_t b = 0; b < backends_.size(); ++b) {
+    if (need[b] == 0) continue;
+    if (copy_buffers_[b] != nullptr && copy_buffers_[b]->size() >= need[b]) {
+      continue;
+    }
+    if (copy_buffers_[b] != nullptr && !synced) {
+      // Batches in flight may still read the old copies.
+      FERRY_RETURN_IF_ERROR(Synchronize());
+      synced = true;
+    }
+    copy_buffers_[b].reset();
+    FERRY_ASSIGN_OR_RETURN(
+        copy_buffers_[b],
+        backends_[b]->default_buffer_type()->Allocate(need[b]));
+    copy_buffers_[b]->set_usage(BufferUsage::kCompute);
+    stats_.copy_buffer_bytes[b] = need[b];
+  }
+  std::vector<size_t> offset(backends_.size(), 0);
+  for (InputCopy& input : input_copies_) {
+    const int b = input.dst_backend;
+    BufferType* type = backends_[b]->default_buffer_type();
+    for (Tensor* slot : input.slots) {
+      slot->buffer = nullptr;
+      slot->data = nullptr;
+      FERRY_RETURN_IF_ERROR(PlaceTensor(*copy_buffers_[b], *slot, offset[b]));
+      offset[b] += Align(type->AllocSize(*slot), type->alignment());
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Scheduler::Reserve(const Graph& graph) {
+  FERRY_RETURN_IF_ERROR(Synchronize());
+  FERRY_RETURN_IF_ERROR(Plan(graph));
+  BufferAssignment assignment{leaf_types_, node_types_};
+  FERRY_RETURN_IF_ERROR(allocator_->Reserve(graph, assignment));
+  FERRY_RETURN_IF_ERROR(AllocateCopies());
+  reserved_ = true;
+  for (size_t b = 0; b < backends_.size(); ++b) {
+    stats_.compute_bytes[b] = allocator_->buffer_size(backend_type_[b]);
+  }
+  graph_ = nullptr;  // Reserve plans only; AllocGraph places.
+  return absl::OkStatus();
+}
+
+absl::Status Scheduler::AllocGraph(const Graph& graph) {
+  FERRY_RETURN_IF_ERROR(Plan(graph));
+  BufferAssignment assignment{leaf_types_, node_types_};
+  absl::Status status = allocator_->Allocate(graph, assignment);
+  if (absl::IsResourceExhausted(status)) {
+    // Does not fit: wait for batches in flight (they use the buffers), grow
+    // the buffers and place again. Counted, never silent.
+    FERRY_RETURN_IF_ERROR(Synchronize());
+    if (reserved_) ++stats_.re_reserves;
+    FERRY_RETURN_IF_ERROR(allocator_->Reserve(graph, assignment));
+    reserved_ = true;
+    status = allocator_->Allocate(graph, assignment);
+  }
+  FERRY_RETURN_IF_ERROR(status);
+  FERRY_RETURN_IF_ERROR(AllocateCopies());
+  for (Tensor& clone : clone_storage_) {
+    const Tensor* original = tensors_[clone.scratch_index];
+    clone.buffer = original->buffer;
+    clone.data = original->data;
+  }
+  for (size_t b = 0; b < backends_.size(); ++b) {
+    stats_.compute_bytes[b] = allocator_->buffer_size(backend_type_[b]);
+  }
+  allocated_ = true;
+  return absl::OkStatus();
+}
+
+absl::Status Scheduler::PrepareSubmit(const Graph& graph) {
+  if (graph_ != &graph || !allocated_) {
+    FERRY_RETURN_IF_ERROR(AllocGraph(graph));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Event> Scheduler::EnqueueBatch(int slot) {
+  std::vector<bool> used(backends_.size(), false);
+  std::vector<int> sources;
+  for (const Split& split : splits_) {
+    Backend& dst = *backends_[split.backend];
+    used[split.backend] = true;
+    sources.clear();
+    for (int index : split.inputs) {
+      const InputCopy& input = input_copies_[index];
+      Tensor& copy = *input.slots[slot];
+      if (input.user_input) {
+        // The caller's memory is read now, before Submit returns.
+        FERRY_RETURN_IF_ERROR(CopyTensor(*input.source, copy));
+        continue;
+      }
+      Backend& src = *backends_[input.src_backend];
+      absl::Status status = dst.CopyTensorAsync(src, *input.source, copy);
+      if (absl::IsUnimplemented(status)) {
+        FERRY_RETURN_IF_ERROR(src.Synchronize());
+        status = CopyTensor(*input.source, copy);
+      } else if (std::find(sources.begin(), sources.end(), input.src_backend) ==
+                 sources.end()) {
+        sources.push_back(input.src_backend);
+      }
+      FERRY_RETURN_IF_ERROR(status);
+    }
+    if (!sources.empty()) {
+      // The producers must not overwrite what the copies read before the
+      // copies have run (ggml's missing event sync, #8685).
+      const Event copied = dst.Record();
+      for (int b : sources) FERRY_RETURN_IF_ERROR(backends_[b]->Wait(copied));
+    }
+    FERRY_RETURN_IF_ERROR(dst.EnqueueCompute(split.slot_nodes[slot]));
+  }
+  std::vector<Event> events;
+  for (size_t b = 0; b < backends_.size(); ++b) {
+    if (used[b]) events.push_back(backends_[b]->Record());
+  }
+  slot_events_[slot] = events;
+  const uint64_t value = static_cast<uint64_t>(++next_batch_);
+  ++stats_.batches;
+  Event done(batch_timeline_, value);
+  Detach(SignalWhenDone(std::move(events), batch_timeline_, value));
+  return done;
+}
+
+absl::StatusOr<Event> Scheduler::Submit(const Graph& graph) {
+  FERRY_RETURN_IF_ERROR(PrepareSubmit(graph));
+  const int slot = static_cast<int>(next_batch_ % n_copies_);
+  // The slot's previous batch must be done before its copies are rewritten.
+  for (const Event& event : slot_events_[slot]) {
+    FERRY_RETURN_IF_ERROR(event.Synchronize());
+  }
+  return EnqueueBatch(slot);
+}
+
+Task<absl::Status> Scheduler::ComputeAsync(const Graph& graph) {
+  FERRY_CO_RETURN_IF_ERROR(PrepareSubmit(graph));
+  const int slot = static_cast<int>(next_batch_ % n_copies_);
+  const std::vector<Event> busy = slot_events_[slot];
+  for (const Event& event : busy) FERRY_CO_RETURN_IF_ERROR(co_await event);
+  FERRY_CO_ASSIGN_OR_RETURN(Event done, EnqueueBatch(slot));
+  co_return co_await done;
+}
+
+absl::Status Scheduler::Compute(const Graph& graph) {
+  if (eval_callback_) return ComputeWithCallback(graph);
+  FERRY_ASSIGN_OR_RETURN(Event done, Submit(graph));
+  return done.Synchronize();
+}
+
+absl::Status Scheduler::ComputeWithCallback(const Graph& graph) {
+  FERRY_RETURN_IF_ERROR(PrepareSubmit(graph));
+  FERRY_RETURN_IF_ERROR(Synchronize());
+  const int slot = static_cast<int>(next_batch_++ % n_copies_);
+  for (const Split& split : splits_) {
+    Backend& dst = *backends_[split.backend];
+    for (int index : split.inputs) {
+      const InputCopy& input = input_copies_[index];
+      FERRY_RETURN_IF_ERROR(backends_[input.src_backend]->Synchronize());
+      FERRY_RETURN_IF_ERROR(CopyTensor(*input.source, *input.slots[slot]));
+    }
+    // Nodes between observed ones run as one batch.
+    const auto& nodes = split.slot_nodes[slot];
+    size_t begin = 0;
+    for (size_t k = 0; k < nodes.size(); ++k) {
+      Tensor& original = *tensors_[nodes[k]->scratch_index];
+      if (!eval_callback_(original, /*ask=*/true) && k + 1 != nodes.size()) {
+        continue;
+      }
+      FERRY_RETURN_IF_ERROR(
+          dst.EnqueueCompute(NodeSpan(nodes.data() + begin, k + 1 - begin)));
+      FERRY_RETURN_IF_ERROR(dst.Synchronize());
+      begin = k + 1;
+      if (eval_callback_(original, /*ask=*/true) &&
+          !eval_callback_(original, /*ask=*/false)) {
+        return absl::CancelledError(
+            absl::StrCat("evaluation callback stopped the graph after '",
+                         original.name, "'"));
+      }
+    }
+  }
+  ++stats_.batches;
+  return absl::OkStatus();
+}
+
+absl::Status Scheduler::Synchronize() {
+  absl::Status first;
+  for (Backend* backend : backends_) {
+    absl::Status status = backend->Synchronize();
+    if (first.ok()) first = status;
+  }
+  if (!batch_timeline_->status().ok()) {
+    // Start a fresh batch timeline so the scheduler works again.
+    batch_timeline_ =
+        std::make_shared<TimelineSemaphore>(static_cast<uint64_t>(next_batch_));
+  }
+  for (auto& events : slot_events_) events.clear();
+  return first;
+}
+
+void Scheduler::Reset() {
+  pins_.clear();
+  graph_ = nullptr;
+  allocated_ = false;
+}
+
+std::string Scheduler::DescribeAssignment() const {
+  std::string out;
+  if (graph_ == nullptr) return "no graph planned\n";
+  for (size_t i = 0; i < tensors_.size(); ++i) {
+    const Tensor* t = tensors_[i];
+    const int b = tensor_backend_[i];
+    absl::StrAppendFormat(
+        &out, "%s %4d %-10s %-24s -> %-8s (%s)\n",
+        i < static_cast<size_t>(graph_->num_nodes()) ? "node" : "leaf",
+        static_cast<int>(i < static_cast<size_t>(graph_->num_nodes())
+                             ? i
+                             : i - graph_->num_nodes()),
+        std::string(OpName(t->op)), t->name,
+        b >= 0 ? std::string(backends_[b]->name()) : std::string("-"),
+        AssignReasonName(reasons_[i]));
+  }
+  return out;
+}
+
+std::string Scheduler::DescribeSplits() const {
+  std::string out;
+  for (size_t s = 0; s < splits_.size(); ++s) {
+    const Split& split = splits_[s];
+    absl::StrAppendFormat(&out, "split %zu on %s: nodes [%d, %d)", s,
+                          std::string(backends_[split.backend]->name()),
+                          split.first_node, split.end_node);
+    if (!split.inputs.empty()) out += ", inputs:";
+    for (int index : split.inputs) {
+      const InputCopy& input = input_copies_[index];
+      absl::StrAppendFormat(&out, " '%s' from %s (%d bytes)%s",
+                            input.source->name,
+                            std::string(backends_[input.src_backend]->name()),
+                            static_cast<int>(input.source->NumBytes()),
+                            input.user_input ? " [user input]" : "");
+    }
+    out += "\n";
+  }
+  return out;
+}
+
+}  // namespace ferry
