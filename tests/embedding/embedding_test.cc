@@ -1,12 +1,11 @@
 // Uses ferry from another workspace that has a runtime/task.h of its own.
-#include "runtime/task.h"
-
 #include <thread>
 
 #include "ferry/runtime/sync_wait.h"
 #include "ferry/runtime/task.h"
 #include "ferry/runtime/thread_pool.h"
 #include "gtest/gtest.h"
+#include "runtime/task.h"
 
 namespace {
 
