@@ -47,7 +47,7 @@ absl::Status KernelRunner::Run(absl::Span<Tensor* const> nodes,
     scratch = std::max(scratch, ScratchBytes(*node, nth_));
     computes = computes || ComputesSomething(*node);
   }
-  // Waking the workers for nothing would let a later Run change nodes_
+  // Waking the workers for nothing would let a later Run change the list
   // while they still read it.
   if (!computes) return absl::OkStatus();
   if (scratch > scratch_bytes_) {
@@ -65,7 +65,12 @@ absl::Status KernelRunner::Run(absl::Span<Tensor* const> nodes,
   }
   ctx_.scratch = scratch_.get();
   ctx_.scratch_bytes = scratch_bytes_;
-  nodes_ = nodes;
+  // Only computing nodes: after the barrier of the last one no thread looks
+  // at the list (or the caller's graph) again.
+  compute_nodes_.clear();
+  for (Tensor* node : nodes) {
+    if (ComputesSomething(*node)) compute_nodes_.push_back(node);
+  }
   should_abort_ = std::move(should_abort);
   uint64_t generation;
   {
@@ -96,14 +101,15 @@ void KernelRunner::WorkerLoop(int ith) {
 }
 
 void KernelRunner::Compute(int ith, uint64_t generation) {
-  uint64_t step = 0;
-  for (const Tensor* node : nodes_) {
-    if (!ComputesSomething(*node)) continue;
-    ComputeNode(*node, ith, nth_, ctx_);
+  // The count is read once: after the last barrier a thread touches neither
+  // the list (which the next Run rewrites) nor the nodes.
+  const size_t count = compute_nodes_.size();
+  for (size_t i = 0; i < count; ++i) {
+    ComputeNode(*compute_nodes_[i], ith, nth_, ctx_);
     // Thread 0 decides before the barrier and names the exact (run, node)
     // it stops after: a slow thread leaving an earlier barrier late must
     // not mistake a later decision for its own.
-    const uint64_t key = (generation << 32) | ++step;
+    const uint64_t key = (generation << 32) | (i + 1);
     if (ith == 0 && should_abort_ && should_abort_()) {
       abort_key_.store(key, std::memory_order_relaxed);
     }

@@ -59,7 +59,7 @@ class KernelRunner {
   uint64_t generation_ = 0;  // Guarded by mu_.
   bool stop_ = false;        // Guarded by mu_.
   // Written by Run before it bumps generation_, read by the workers after.
-  absl::Span<Tensor* const> nodes_;
+  std::vector<Tensor*> compute_nodes_;
   std::function<bool()> should_abort_;
   // (generation << 32 | node step) of the last abort.
   std::atomic<uint64_t> abort_key_{0};

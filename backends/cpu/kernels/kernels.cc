@@ -609,8 +609,6 @@ absl::Status CheckSupported(const Tensor& node) {
 
 size_t ScratchBytes(const Tensor& node, int nth) {
   switch (node.op) {
-    case Op::kMulMat:
-      return MatMulScratchBytesPerThread(node) * static_cast<size_t>(nth);
     case Op::kRope:
       return RopeScratchBytesPerThread(node) * static_cast<size_t>(nth);
     default:
@@ -622,7 +620,7 @@ void ComputeNode(const Tensor& node, int ith, int nth,
                  const KernelContext& ctx) {
   switch (node.op) {
     case Op::kMulMat:
-      return MatMulNode(node, ith, nth, ctx);
+      return MatMulNode(node, ith, nth);
     case Op::kAdd:
       return BinaryKernel(node, BinaryOp::kAdd, ith, nth);
     case Op::kSub:

@@ -137,6 +137,16 @@ void BM_MulMat(benchmark::State& state) {
     return *MulMat(ctx, *ctx.NewTensor(dtype, {k, m}), F32(ctx, {k, n}));
   });
 }
+// Attention's KQ: `heads` f32 slices of [M kv positions x N queries] over the
+// head dimension K, K permuted from a [K, heads, M] cache as in llama.
+void BM_MulMatHeads(benchmark::State& state) {
+  const int64_t m = state.range(0), n = state.range(1), k = state.range(2);
+  const int64_t heads = state.range(3);
+  RunOp(state, [=](Context& ctx) {
+    Tensor* keys = *Permute(ctx, F32(ctx, {k, heads, m}), 0, 2, 1, 3);
+    return *MulMat(ctx, keys, F32(ctx, {k, n, heads}));
+  });
+}
 
 BENCHMARK(BM_Add)->UseRealTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_MulBroadcastRow)->UseRealTime()->Unit(benchmark::kMicrosecond);
@@ -157,6 +167,13 @@ BENCHMARK(BM_MulMat)
     ->Args({static_cast<int>(DType::kF16), 4096, 1, 4096})
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
+// Args: M (kv length), N (queries), K (head dim), heads.
+BENCHMARK(BM_MulMatHeads)
+    ->ArgNames({"M", "N", "K", "heads"})
+    ->Args({128, 32, 128, 32})  // Prompt chunk.
+    ->Args({512, 1, 128, 32})   // Decode.
+    ->UseRealTime()
+    ->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 }  // namespace ferry::cpu_kernels

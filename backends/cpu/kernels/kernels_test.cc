@@ -159,6 +159,46 @@ TEST_P(KernelsTest, MulMatManyThreadsSmallOutput) {
   ExpectMatchesReference(out, kTolMatMulF32, "mul_mat small");
 }
 
+TEST_P(KernelsTest, MulMatLargeSlices) {
+  // Slices too large to go whole to one thread, a broadcast over dim 2:
+  // every thread computes a share of each.
+  Context ctx;
+  Tensor* a = *ctx.NewTensor(DType::kF16, {160, 200, 1, 1});
+  Tensor* b = *ctx.NewTensor(DType::kF32, {160, 140, 3, 1});
+  Tensor* out = *MulMat(ctx, a, b);
+  FERRY_ASSERT_OK(ctx.AllocateHostData());
+  FERRY_ASSERT_OK(FillRandom(*a, 1));
+  FERRY_ASSERT_OK(FillRandom(*b, 2));
+  ExpectMatchesReference(out, kTolMatMulHalf, "mul_mat large slices");
+}
+
+TEST_P(KernelsTest, MulMatOverlappingRows) {
+  // Row strides below K (rows of a and b overlap, or repeat with stride 0).
+  for (int64_t a_stride : {0, 3}) {
+    Context ctx;
+    Tensor* a_leaf = *ctx.NewTensor(DType::kBF16, {64});
+    Tensor* b_leaf = *ctx.NewTensor(DType::kF32, {128});
+    Tensor* a = *View2D(ctx, a_leaf, 20, 5, a_stride * 2, 0);
+    Tensor* b = *View3D(ctx, b_leaf, 20, 4, 3, 2 * 4, 30 * 4, 4);
+    FERRY_ASSERT_OK_AND_ASSIGN(Tensor * out, MulMat(ctx, a, b));
+    FERRY_ASSERT_OK(ctx.AllocateHostData());
+    FERRY_ASSERT_OK(FillRandom(*a_leaf, 3));
+    FERRY_ASSERT_OK(FillRandom(*b_leaf, 4));
+    ExpectMatchesReference(out, kTolMatMulHalf,
+                           absl::StrCat("mul_mat overlapping ", a_stride));
+  }
+}
+
+TEST_P(KernelsTest, MulMatEmptyK) {
+  // K = 0: every sum is empty, so dst is all zeros.
+  Context ctx;
+  Tensor* a = *ctx.NewTensor(DType::kF32, {0, 5, 2});
+  Tensor* b = *ctx.NewTensor(DType::kF32, {0, 3, 4});
+  FERRY_ASSERT_OK_AND_ASSIGN(Tensor * out, MulMat(ctx, a, b));
+  FERRY_ASSERT_OK(ctx.AllocateHostData());
+  ExpectMatchesReference(out, 0.0, "mul_mat k=0");
+}
+
 TEST_P(KernelsTest, Binary) {
   std::mt19937 rng(2);
   using BuildFn = absl::StatusOr<Tensor*> (*)(Context&, Tensor*, Tensor*);
