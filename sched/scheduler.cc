@@ -1,6 +1,7 @@
 #include "ferry/sched/scheduler.h"
 
 #include <algorithm>
+#include <array>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -357,24 +358,19 @@ absl::Status Scheduler::BuildSplits(const Graph& graph) {
   for (auto& v : copy_of_) v.assign(tensors_.size(), -1);
   input_copies_.clear();
   splits_.clear();
+  split_inputs_.clear();
   for (auto& row : stats_.copies) std::fill(row.begin(), row.end(), 0);
   for (auto& row : stats_.copy_bytes) std::fill(row.begin(), row.end(), 0);
 
-  struct Rewire {
-    int node;
-    int src;
-    int copy;
-  };
-  std::vector<Rewire> rewires;
-  size_t copy_tensors = 0;
+  rewires_.clear();
 
   Split* current = nullptr;
-  std::vector<int> needed;  // Source slots of the node that need a copy.
   for (int k = 0; k < n_nodes; ++k) {
     Tensor* node = graph.node(k);
     if (!Computes(*node)) continue;
     const int b = tensor_backend_[node->scratch_index];
-    needed.clear();
+    std::array<int, kMaxSrc> needed;  // Sources of the node needing a copy.
+    int n_needed = 0;
     int fresh = 0;
     bool weight_elsewhere = false;
     for (int j = 0; j < kMaxSrc; ++j) {
@@ -383,23 +379,27 @@ absl::Status Scheduler::BuildSplits(const Graph& graph) {
       const int sb = SourceBackend(src);
       const bool user_input = n_copies_ > 1 && IsUserInput(Owner(src));
       if (sb == b && !user_input) continue;
-      needed.push_back(j);
+      needed[n_needed++] = j;
       if (copy_of_[b][src->scratch_index] < 0) ++fresh;
       weight_elsewhere = weight_elsewhere || IsWeight(src);
     }
     bool new_split = current == nullptr || current->backend != b ||
                      (weight_elsewhere && fresh > 0);
     if (!new_split && options_.max_split_inputs > 0 &&
-        static_cast<int>(current->inputs.size()) + fresh >
+        static_cast<int>(split_inputs_.size()) - current->inputs_begin + fresh >
             options_.max_split_inputs) {
       new_split = true;
     }
     if (new_split) {
-      if (current != nullptr) current->end_node = k;
+      if (current != nullptr) {
+        current->end_node = k;
+        current->inputs_end = static_cast<int>(split_inputs_.size());
+      }
       splits_.emplace_back();
       current = &splits_.back();
       current->backend = b;
       current->first_node = k;
+      current->inputs_begin = static_cast<int>(split_inputs_.size());
     }
     if (options_.max_split_inputs > 0 && fresh > options_.max_split_inputs) {
       return absl::ResourceExhaustedError(absl::StrCat(
@@ -407,7 +407,8 @@ absl::Status Scheduler::BuildSplits(const Graph& graph) {
           " inputs from other backends, above max_split_inputs = ",
           options_.max_split_inputs));
     }
-    for (int j : needed) {
+    for (int n = 0; n < n_needed; ++n) {
+      const int j = needed[n];
       Tensor* src = node->src[j];
       int& copy = copy_of_[b][src->scratch_index];
       if (copy < 0) {
@@ -417,56 +418,56 @@ absl::Status Scheduler::BuildSplits(const Graph& graph) {
         input.src_backend = SourceBackend(src);
         input.dst_backend = b;
         input.user_input = IsUserInput(Owner(src));
-        input_copies_.push_back(std::move(input));
-        current->inputs.push_back(copy);
-        copy_tensors += n_copies_;
+        input_copies_.push_back(input);
+        split_inputs_.push_back(copy);
         stats_.copies[input_copies_.back().src_backend][b] += 1;
         stats_.copy_bytes[input_copies_.back().src_backend][b] +=
             src->NumBytes();
       }
-      rewires.push_back({k, j, copy});
+      rewires_.push_back({k, j, copy});
     }
   }
-  if (current != nullptr) current->end_node = n_nodes;
+  if (current != nullptr) {
+    current->end_node = n_nodes;
+    current->inputs_end = static_cast<int>(split_inputs_.size());
+  }
 
   // Copy tensors: same layout as their source, owned by the scheduler.
-  copy_storage_.clear();
-  copy_storage_.reserve(copy_tensors);
-  for (InputCopy& input : input_copies_) {
-    input.slots.clear();
+  copy_storage_.resize(input_copies_.size() * n_copies_);
+  for (size_t i = 0; i < input_copies_.size(); ++i) {
+    const Tensor* source = input_copies_[i].source;
     for (int c = 0; c < n_copies_; ++c) {
-      Tensor copy;
-      copy.dtype = input.source->dtype;
-      copy.ne = input.source->ne;
-      copy.nb = input.source->nb;
+      Tensor& copy = *CopySlot(static_cast<int>(i), c);
+      copy.dtype = source->dtype;
+      copy.ne = source->ne;
+      copy.nb = source->nb;
       copy.flags = kTensorFlagInput;
-      copy.scratch_index = input.source->scratch_index;
-      copy_storage_.push_back(std::move(copy));
-      input.slots.push_back(&copy_storage_.back());
+      copy.scratch_index = source->scratch_index;
+      copy.buffer = nullptr;
+      copy.data = nullptr;
     }
   }
 
   // Per-slot node lists: a node reading a copy is replaced by a clone that
   // reads that slot's copy; the clone shares the node's memory.
-  clone_storage_.clear();
-  std::vector<int> cloned_at(n_nodes, -1);  // First rewire of each node.
   size_t n_clones = 0;
-  for (size_t r = 0; r < rewires.size(); ++r) {
-    if (cloned_at[rewires[r].node] < 0) {
-      cloned_at[rewires[r].node] = static_cast<int>(r);
+  clone_of_.assign(static_cast<size_t>(n_nodes) * n_copies_, nullptr);
+  for (const Rewire& rw : rewires_) {
+    Tensor*& first = clone_of_[static_cast<size_t>(rw.node) * n_copies_];
+    if (first == nullptr) {
+      first = reinterpret_cast<Tensor*>(1);  // Counted; replaced below.
       ++n_clones;
     }
   }
-  clone_storage_.reserve(n_clones * n_copies_);
-  clone_of_.assign(static_cast<size_t>(n_nodes) * n_copies_, nullptr);
+  std::fill(clone_of_.begin(), clone_of_.end(), nullptr);
+  clone_storage_.resize(n_clones * n_copies_);
+  size_t next_clone = 0;
   for (int c = 0; c < n_copies_; ++c) {
-    for (size_t r = 0; r < rewires.size(); ++r) {
-      const Rewire& rw = rewires[r];
+    for (const Rewire& rw : rewires_) {
       Tensor*& clone = clone_of_[static_cast<size_t>(rw.node) * n_copies_ + c];
       if (clone == nullptr) {
         const Tensor* node = graph.node(rw.node);
-        clone_storage_.emplace_back();
-        clone = &clone_storage_.back();
+        clone = &clone_storage_[next_clone++];
         // Copy everything but the name (kept on the original).
         clone->dtype = node->dtype;
         clone->ne = node->ne;
@@ -479,21 +480,22 @@ absl::Status Scheduler::BuildSplits(const Graph& graph) {
         clone->flags = node->flags;
         clone->scratch_index = node->scratch_index;
       }
-      clone->src[rw.src] = input_copies_[rw.copy].slots[c];
+      clone->src[rw.src] = CopySlot(rw.copy, c);
     }
   }
+  slot_nodes_.resize(n_copies_);
+  for (int c = 0; c < n_copies_; ++c) slot_nodes_[c].clear();
   for (Split& split : splits_) {
-    split.slot_nodes.assign(n_copies_, {});
+    split.nodes_begin = static_cast<int>(slot_nodes_[0].size());
     for (int c = 0; c < n_copies_; ++c) {
-      auto& list = split.slot_nodes[c];
-      list.reserve(split.end_node - split.first_node);
       for (int k = split.first_node; k < split.end_node; ++k) {
         Tensor* node = graph.node(k);
         if (!Computes(*node)) continue;
         Tensor* clone = clone_of_[static_cast<size_t>(k) * n_copies_ + c];
-        list.push_back(clone != nullptr ? clone : node);
+        slot_nodes_[c].push_back(clone != nullptr ? clone : node);
       }
     }
+    split.nodes_end = static_cast<int>(slot_nodes_[0].size());
   }
   stats_.num_splits = static_cast<int>(splits_.size());
   stats_.num_split_inputs = static_cast<int>(input_copies_.size());
@@ -501,6 +503,9 @@ absl::Status Scheduler::BuildSplits(const Graph& graph) {
 }
 
 absl::Status Scheduler::Plan(const Graph& graph) {
+  // Batches in flight compute the current plan's clones and copies, which
+  // the new plan rewrites.
+  if (in_flight_) FERRY_RETURN_IF_ERROR(Synchronize());
   graph_ = nullptr;
   allocated_ = false;
   tensors_.clear();
@@ -531,10 +536,12 @@ absl::Status Scheduler::Plan(const Graph& graph) {
 
 absl::Status Scheduler::AllocateCopies() {
   std::vector<size_t> need(backends_.size(), 0);
-  for (const InputCopy& input : input_copies_) {
-    BufferType* type = backends_[input.dst_backend]->default_buffer_type();
-    need[input.dst_backend] +=
-        n_copies_ * Align(type->AllocSize(*input.slots[0]), type->alignment());
+  for (size_t i = 0; i < input_copies_.size(); ++i) {
+    const int b = input_copies_[i].dst_backend;
+    BufferType* type = backends_[b]->default_buffer_type();
+    need[b] +=
+        n_copies_ * Align(type->AllocSize(*CopySlot(static_cast<int>(i), 0)),
+                          type->alignment());
   }
   bool synced = false;
   for (size_t b = 0; b < backends_.size(); ++b) {
@@ -555,10 +562,11 @@ absl::Status Scheduler::AllocateCopies() {
     stats_.copy_buffer_bytes[b] = need[b];
   }
   std::vector<size_t> offset(backends_.size(), 0);
-  for (InputCopy& input : input_copies_) {
-    const int b = input.dst_backend;
+  for (size_t i = 0; i < input_copies_.size(); ++i) {
+    const int b = input_copies_[i].dst_backend;
     BufferType* type = backends_[b]->default_buffer_type();
-    for (Tensor* slot : input.slots) {
+    for (int c = 0; c < n_copies_; ++c) {
+      Tensor* slot = CopySlot(static_cast<int>(i), c);
       slot->buffer = nullptr;
       slot->data = nullptr;
       FERRY_RETURN_IF_ERROR(PlaceTensor(*copy_buffers_[b], *slot, offset[b]));
@@ -623,9 +631,10 @@ absl::StatusOr<Event> Scheduler::EnqueueBatch(int slot) {
     Backend& dst = *backends_[split.backend];
     used[split.backend] = true;
     sources.clear();
-    for (int index : split.inputs) {
+    for (int i = split.inputs_begin; i < split.inputs_end; ++i) {
+      const int index = split_inputs_[i];
       const InputCopy& input = input_copies_[index];
-      Tensor& copy = *input.slots[slot];
+      Tensor& copy = *CopySlot(index, slot);
       if (input.user_input) {
         // The caller's memory is read now, before Submit returns.
         FERRY_RETURN_IF_ERROR(CopyTensor(*input.source, copy));
@@ -648,13 +657,14 @@ absl::StatusOr<Event> Scheduler::EnqueueBatch(int slot) {
       const Event copied = dst.Record();
       for (int b : sources) FERRY_RETURN_IF_ERROR(backends_[b]->Wait(copied));
     }
-    FERRY_RETURN_IF_ERROR(dst.EnqueueCompute(split.slot_nodes[slot]));
+    FERRY_RETURN_IF_ERROR(dst.EnqueueCompute(SplitNodes(split, slot)));
   }
   std::vector<Event> events;
   for (size_t b = 0; b < backends_.size(); ++b) {
     if (used[b]) events.push_back(backends_[b]->Record());
   }
   slot_events_[slot] = events;
+  in_flight_ = true;
   const uint64_t value = static_cast<uint64_t>(++next_batch_);
   ++stats_.batches;
   Event done(batch_timeline_, value);
@@ -693,13 +703,14 @@ absl::Status Scheduler::ComputeWithCallback(const Graph& graph) {
   const int slot = static_cast<int>(next_batch_++ % n_copies_);
   for (const Split& split : splits_) {
     Backend& dst = *backends_[split.backend];
-    for (int index : split.inputs) {
+    for (int i = split.inputs_begin; i < split.inputs_end; ++i) {
+      const int index = split_inputs_[i];
       const InputCopy& input = input_copies_[index];
       FERRY_RETURN_IF_ERROR(backends_[input.src_backend]->Synchronize());
-      FERRY_RETURN_IF_ERROR(CopyTensor(*input.source, *input.slots[slot]));
+      FERRY_RETURN_IF_ERROR(CopyTensor(*input.source, *CopySlot(index, slot)));
     }
     // Nodes between observed ones run as one batch.
-    const auto& nodes = split.slot_nodes[slot];
+    const NodeSpan nodes = SplitNodes(split, slot);
     size_t begin = 0;
     for (size_t k = 0; k < nodes.size(); ++k) {
       Tensor& original = *tensors_[nodes[k]->scratch_index];
@@ -734,6 +745,7 @@ absl::Status Scheduler::Synchronize() {
         std::make_shared<TimelineSemaphore>(static_cast<uint64_t>(next_batch_));
   }
   for (auto& events : slot_events_) events.clear();
+  in_flight_ = false;
   return first;
 }
 
@@ -769,9 +781,9 @@ std::string Scheduler::DescribeSplits() const {
     absl::StrAppendFormat(&out, "split %zu on %s: nodes [%d, %d)", s,
                           std::string(backends_[split.backend]->name()),
                           split.first_node, split.end_node);
-    if (!split.inputs.empty()) out += ", inputs:";
-    for (int index : split.inputs) {
-      const InputCopy& input = input_copies_[index];
+    if (split.inputs_end > split.inputs_begin) out += ", inputs:";
+    for (int i = split.inputs_begin; i < split.inputs_end; ++i) {
+      const InputCopy& input = input_copies_[split_inputs_[i]];
       absl::StrAppendFormat(&out, " '%s' from %s (%d bytes)%s",
                             input.source->name,
                             std::string(backends_[input.src_backend]->name()),

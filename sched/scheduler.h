@@ -157,21 +157,32 @@ class Scheduler {
   std::string DescribeSplits() const;
 
  private:
+  // Plans are rebuilt for every graph, so they live in flat arrays that
+  // keep their capacity: no allocation per split or per copy.
   struct InputCopy {
     Tensor* source = nullptr;  // The original tensor (another backend's).
     int src_backend = -1;
     int dst_backend = -1;
-    bool user_input = false;     // A graph input: copied synchronously.
-    std::vector<Tensor*> slots;  // One copy per slot, on the split backend.
+    bool user_input = false;  // A graph input: copied synchronously.
   };
   struct Split {
     int backend = -1;
     int first_node = 0;  // Range in the graph's node order.
     int end_node = 0;
-    std::vector<int> inputs;  // Indices into input_copies_ issued here.
-    // Nodes to compute for each slot (clones where a source is a copy).
-    std::vector<std::vector<Tensor*>> slot_nodes;
+    int inputs_begin = 0;  // Range in split_inputs_ (copies issued here).
+    int inputs_end = 0;
+    int nodes_begin = 0;  // Range in each slot_nodes_[slot].
+    int nodes_end = 0;
   };
+
+  // The copy of input `index` for `slot`.
+  Tensor* CopySlot(int index, int slot) {
+    return &copy_storage_[static_cast<size_t>(index) * n_copies_ + slot];
+  }
+  NodeSpan SplitNodes(const Split& split, int slot) const {
+    return NodeSpan(slot_nodes_[slot].data() + split.nodes_begin,
+                    split.nodes_end - split.nodes_begin);
+  }
 
   Scheduler(std::vector<Backend*> backends, SchedulerOptions options,
             int n_copies);
@@ -207,9 +218,13 @@ class Scheduler {
   std::vector<int8_t> supports_;  // [tensor * backends + b]: -1 unknown.
   std::vector<InputCopy> input_copies_;
   std::vector<Split> splits_;
+  std::vector<int> split_inputs_;
+  // Nodes to compute for each slot (clones where a source is a copy).
+  std::vector<std::vector<Tensor*>> slot_nodes_;
   std::vector<Tensor> clone_storage_;
   std::vector<Tensor> copy_storage_;
   bool allocated_ = false;
+  bool in_flight_ = false;  // Batches may be running (since Synchronize).
   bool reserved_ = false;
 
   // Memory.
@@ -224,6 +239,13 @@ class Scheduler {
   std::vector<std::vector<int>> copy_of_;
   // clone_of_[node * n_copies + slot]: the node's clone for that slot.
   std::vector<Tensor*> clone_of_;
+  // Node `node` reads input copy `copy` through its source `src`.
+  struct Rewire {
+    int node;
+    int src;
+    int copy;
+  };
+  std::vector<Rewire> rewires_;
 
   // Pipelining: the batch counter picks the slot; slot_events_[slot] are
   // the per-backend events of the last batch that used the slot, which must
