@@ -72,22 +72,111 @@ BENCHMARK(BM_SchedulerOverhead)
     ->Repetitions(5)
     ->ReportAggregatesOnly(true);
 
-}  // namespace
-}  // namespace ferry
-namespace ferry {
-namespace {
-void BM_SupportsOpSweep(benchmark::State& state) {
-  testing::LlamaConfig config;
-  config.n_layer = 32;
-  auto model = Check(testing::MakeLlamaModel(config));
-  testing::FakePlaceWeights(model->ctx);
-  auto graph = Check(testing::BuildLlamaGraph(*model, 32, false));
-  for (auto _ : state) {
-    int n = 0;
-    for (Tensor* node : graph.graph.nodes()) n += GetCpuDevice().SupportsOp(*node);
-    benchmark::DoNotOptimize(n);
+// Places each layer's weights on the device that runs it: layers
+// [0, n/2) on sims[0], the rest and the output on sims[1]; the token
+// embedding stays on the CPU.
+absl::StatusOr<std::vector<std::unique_ptr<Buffer>>> PlaceLayerSplit(
+    testing::LlamaModel& model, std::vector<Backend*> sims, Backend& cpu) {
+  const int n = static_cast<int>(model.layers.size());
+  std::vector<std::vector<Tensor*>> per_device(sims.size() + 1);
+  for (int l = 0; l < n; ++l) {
+    const size_t d = static_cast<size_t>(l) * sims.size() / n;
+    const testing::LlamaLayer& layer = model.layers[l];
+    for (Tensor* t : {layer.attn_norm, layer.wq, layer.wk, layer.wv, layer.wo,
+                      layer.ffn_norm, layer.w_gate, layer.w_up, layer.w_down}) {
+      per_device[d].push_back(t);
+    }
   }
+  per_device[sims.size() - 1].push_back(model.output_norm);
+  per_device[sims.size() - 1].push_back(model.output);
+  per_device[sims.size()].push_back(model.tok_embd);
+  std::vector<std::unique_ptr<Buffer>> buffers;
+  for (size_t d = 0; d < per_device.size(); ++d) {
+    BufferType* type = d < sims.size() ? sims[d]->default_buffer_type()
+                                       : cpu.default_buffer_type();
+    size_t bytes = 0;
+    for (Tensor* t : per_device[d]) {
+      bytes += (type->AllocSize(*t) + type->alignment() - 1) /
+               type->alignment() * type->alignment();
+    }
+    FERRY_ASSIGN_OR_RETURN(std::unique_ptr<Buffer> buffer,
+                           type->Allocate(bytes));
+    buffer->set_usage(BufferUsage::kWeights);
+    FERRY_RETURN_IF_ERROR(buffer->Clear(0));
+    TensorAllocator allocator(*buffer);
+    for (Tensor* t : per_device[d])
+      FERRY_RETURN_IF_ERROR(allocator.Allocate(*t));
+    buffers.push_back(std::move(buffer));
+  }
+  return buffers;
 }
-BENCHMARK(BM_SupportsOpSweep)->Unit(benchmark::kMicrosecond);
+
+// Batches/s of a layer-split model on two simulated devices (modelled at
+// 10 GFLOP/s each, so the host's own compute never dominates), one batch
+// at a time (n_copies = 1) or pipelined (n_copies = 4, all batches
+// submitted back to back). The bound is the slowest device's modelled busy
+// time per batch.
+void BM_LayerSplitPipeline(benchmark::State& state) {
+  const int n_copies = static_cast<int>(state.range(0));
+  constexpr int kBatches = 16;
+  testing::LlamaConfig config;
+  config.n_layer = 8;
+  config.n_embd = 512;
+  config.n_head = 8;
+  config.n_ff = 1024;
+  config.n_vocab = 2000;
+  auto model = Check(testing::MakeLlamaModel(config));
+  auto cpu = Check(GetCpuDevice().CreateBackend("threads=1"));
+  std::vector<std::unique_ptr<SimDevice>> devices;
+  std::vector<std::unique_ptr<Backend>> sims;
+  std::vector<Backend*> sim_ptrs;
+  for (int d = 0; d < 2; ++d) {
+    devices.push_back(
+        Check(SimDevice::Create(absl::StrCat("pipe_sim", d),
+                                "mem=2GiB,flops=10G,bw=100GB/s,guard=off")));
+    sims.push_back(Check(devices.back()->CreateBackend()));
+    sim_ptrs.push_back(sims.back().get());
+  }
+  auto weights = Check(PlaceLayerSplit(*model, sim_ptrs, *cpu));
+  auto graph = Check(testing::BuildLlamaGraph(*model, 64, false));
+  auto sched = Check(Scheduler::Create({sim_ptrs[0], sim_ptrs[1], cpu.get()},
+                                       {.n_copies = n_copies}));
+  FERRY_CHECK(sched->AllocGraph(graph.graph).ok());
+  FERRY_CHECK(testing::FillLlamaInputs(graph, config.n_vocab, 1).ok());
+  FERRY_CHECK(sched->Compute(graph.graph).ok());  // Warm up.
+  double busy_ns = 0;
+  for (auto _ : state) {
+    for (auto& device : devices) device->ResetStats();
+    if (n_copies == 1) {
+      for (int k = 0; k < kBatches; ++k)
+        FERRY_CHECK(sched->Compute(graph.graph).ok());
+    } else {
+      for (int k = 0; k < kBatches; ++k)
+        FERRY_CHECK(sched->Submit(graph.graph).ok());
+      FERRY_CHECK(sched->Synchronize().ok());
+    }
+    double slowest = 0;
+    for (auto& device : devices) {
+      slowest = std::max(
+          slowest,
+          static_cast<double>(device->stats(SimEngineKind::kCompute).busy_ns));
+    }
+    busy_ns += slowest;
+  }
+  const double iterations = static_cast<double>(state.iterations());
+  state.counters["batches/s"] =
+      benchmark::Counter(kBatches * iterations, benchmark::Counter::kIsRate);
+  // The slowest stage's busy time per batch bounds the throughput.
+  state.counters["bound_batches/s"] = kBatches * iterations / (busy_ns * 1e-9);
+  state.counters["splits"] = sched->num_splits();
+  state.SetLabel(n_copies == 1 ? "one batch at a time" : "pipelined");
+}
+BENCHMARK(BM_LayerSplitPipeline)
+    ->Arg(1)
+    ->Arg(4)
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(2);
+
 }  // namespace
 }  // namespace ferry

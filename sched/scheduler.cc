@@ -139,6 +139,7 @@ Scheduler::Scheduler(std::vector<Backend*> backends, SchedulerOptions options,
   }
   allocator_ = std::make_unique<GraphAllocator>(buffer_types_);
   copy_buffers_.resize(backends_.size());
+  staging_buffers_.resize(backends_.size());
   slot_events_.resize(n_copies_);
   const size_t n = backends_.size();
   stats_.copies.assign(n, std::vector<int64_t>(n, 0));
@@ -543,7 +544,47 @@ absl::Status Scheduler::AllocateCopies() {
         n_copies_ * Align(type->AllocSize(*CopySlot(static_cast<int>(i), 0)),
                           type->alignment());
   }
+  // User inputs bound for device memory go through per-slot host staging
+  // (pinned where the device offers it), so Submit only does a host memcpy
+  // and the upload itself is asynchronous.
+  std::vector<size_t> staging_need(backends_.size(), 0);
+  for (const InputCopy& input : input_copies_) {
+    if (!input.user_input) continue;
+    if (backends_[input.dst_backend]->default_buffer_type()->is_host())
+      continue;
+    staging_need[input.dst_backend] +=
+        n_copies_ * Align(static_cast<size_t>(input.source->NumBytes()), 64);
+  }
   bool synced = false;
+  for (size_t b = 0; b < backends_.size(); ++b) {
+    if (staging_need[b] == 0) continue;
+    if (staging_buffers_[b] != nullptr &&
+        staging_buffers_[b]->size() >= staging_need[b]) {
+      continue;
+    }
+    if (staging_buffers_[b] != nullptr && !synced) {
+      FERRY_RETURN_IF_ERROR(Synchronize());
+      synced = true;
+    }
+    BufferType* type = backends_[b]->device().host_buffer_type();
+    if (type == nullptr) type = backends_[cpu_]->default_buffer_type();
+    staging_buffers_[b].reset();
+    FERRY_ASSIGN_OR_RETURN(staging_buffers_[b],
+                           type->Allocate(staging_need[b]));
+  }
+  staging_.assign(input_copies_.size() * n_copies_, nullptr);
+  std::vector<size_t> staging_offset(backends_.size(), 0);
+  for (size_t i = 0; i < input_copies_.size(); ++i) {
+    const InputCopy& input = input_copies_[i];
+    const int b = input.dst_backend;
+    if (!input.user_input || staging_need[b] == 0) continue;
+    for (int c = 0; c < n_copies_; ++c) {
+      staging_[i * n_copies_ + c] =
+          static_cast<char*>(staging_buffers_[b]->base()) + staging_offset[b];
+      staging_offset[b] +=
+          Align(static_cast<size_t>(input.source->NumBytes()), 64);
+    }
+  }
   for (size_t b = 0; b < backends_.size(); ++b) {
     if (need[b] == 0) continue;
     if (copy_buffers_[b] != nullptr && copy_buffers_[b]->size() >= need[b]) {
@@ -636,8 +677,17 @@ absl::StatusOr<Event> Scheduler::EnqueueBatch(int slot) {
       const InputCopy& input = input_copies_[index];
       Tensor& copy = *CopySlot(index, slot);
       if (input.user_input) {
-        // The caller's memory is read now, before Submit returns.
-        FERRY_RETURN_IF_ERROR(CopyTensor(*input.source, copy));
+        // The caller's memory is read now, before Submit returns: straight
+        // into host copies, or into host staging then uploaded async.
+        void* staging = staging_[static_cast<size_t>(index) * n_copies_ + slot];
+        if (staging == nullptr) {
+          FERRY_RETURN_IF_ERROR(CopyTensor(*input.source, copy));
+        } else {
+          const size_t bytes = static_cast<size_t>(input.source->NumBytes());
+          FERRY_RETURN_IF_ERROR(
+              GetTensorData(*input.source, staging, 0, bytes));
+          FERRY_RETURN_IF_ERROR(dst.SetTensorAsync(copy, staging, 0, bytes));
+        }
         continue;
       }
       Backend& src = *backends_[input.src_backend];

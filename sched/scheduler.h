@@ -232,6 +232,10 @@ class Scheduler {
   std::vector<BufferType*> buffer_types_;              // Distinct types.
   std::vector<int> backend_type_;                      // Backend -> type index.
   std::vector<std::unique_ptr<Buffer>> copy_buffers_;  // Per backend.
+  // Host staging for user inputs bound for device memory, per backend, and
+  // the staging address of each (input, slot), or null.
+  std::vector<std::unique_ptr<Buffer>> staging_buffers_;
+  std::vector<void*> staging_;
   std::vector<int> leaf_types_;
   std::vector<int> node_types_;
 
