@@ -14,6 +14,7 @@
 #include "ferry/backends/cpu/kernels/kernels.h"
 #include "ferry/backends/registry.h"
 #include "ferry/runtime/status_macros.h"
+#include "ferry/runtime/trace.h"
 
 namespace ferry {
 namespace {
@@ -117,6 +118,8 @@ CpuBackend::CpuBackend(CpuDevice& device, int threads)
     : device_(device),
       threads_(threads),
       runner_(std::make_unique<cpu_kernels::KernelRunner>(threads)),
+      compute_track_(TraceRecorder::Global().Track("cpu/compute")),
+      copy_track_(TraceRecorder::Global().Track("cpu/copy")),
       stream_("cpu") {}
 
 CpuBackend::~CpuBackend() = default;
@@ -132,7 +135,8 @@ absl::Status CpuBackend::SetTensorAsync(Tensor& tensor, const void* data,
                                         size_t offset, size_t size) {
   FERRY_RETURN_IF_ERROR(CheckHostTensor(tensor, offset, size, "write"));
   char* dst = static_cast<char*>(tensor.data) + offset;
-  stream_.Enqueue([dst, data, size] {
+  stream_.Enqueue([dst, data, size, track = copy_track_] {
+    ScopedTraceSpan span(track, "set");
     std::memcpy(dst, data, size);
     return absl::OkStatus();
   });
@@ -143,7 +147,8 @@ absl::Status CpuBackend::GetTensorAsync(const Tensor& tensor, void* data,
                                         size_t offset, size_t size) {
   FERRY_RETURN_IF_ERROR(CheckHostTensor(tensor, offset, size, "read"));
   const char* src = static_cast<const char*>(tensor.data) + offset;
-  stream_.Enqueue([src, data, size] {
+  stream_.Enqueue([src, data, size, track = copy_track_] {
+    ScopedTraceSpan span(track, "get");
     std::memcpy(data, src, size);
     return absl::OkStatus();
   });
@@ -165,7 +170,9 @@ absl::Status CpuBackend::EnqueueCompute(NodeSpan nodes) {
     abort = abort_;
   }
   cpu_kernels::KernelRunner* runner = runner_.get();
-  stream_.Enqueue([runner, nodes, abort = std::move(abort)] {
+  const int track = compute_track_;
+  stream_.Enqueue([runner, nodes, abort = std::move(abort), track] {
+    ScopedTraceSpan span(track, "compute");
     return runner->Run(nodes, abort ? *abort : std::function<bool()>());
   });
   return absl::OkStatus();

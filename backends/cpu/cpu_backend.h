@@ -88,6 +88,8 @@ class CpuBackend final : public Backend {
   CpuDevice& device_;
   const int threads_;
   std::unique_ptr<cpu_kernels::KernelRunner> runner_;
+  const int compute_track_;  // Trace tracks (runtime/trace.h).
+  const int copy_track_;
   std::shared_ptr<std::function<bool()>> abort_;
   std::mutex abort_mu_;
   Stream stream_;  // Last: its worker stops before the runner is destroyed.
