@@ -378,7 +378,9 @@ absl::Status Scheduler::BuildSplits(const Graph& graph) {
       const Tensor* src = node->src[j];
       if (src == nullptr) continue;
       const int sb = SourceBackend(src);
-      const bool user_input = n_copies_ > 1 && IsUserInput(Owner(src));
+      // User inputs are always copied, so the caller may overwrite them as
+      // soon as Submit returns (even with one slot).
+      const bool user_input = IsUserInput(Owner(src));
       if (sb == b && !user_input) continue;
       needed[n_needed++] = j;
       if (copy_of_[b][src->scratch_index] < 0) ++fresh;

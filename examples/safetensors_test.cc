@@ -1,0 +1,182 @@
+#include "ferry/examples/safetensors.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "ferry/backends/cpu/cpu_backend.h"
+#include "ferry/examples/llama_model.h"
+#include "ferry/runtime/io_reactor.h"
+#include "ferry/runtime/status_matchers.h"
+#include "ferry/runtime/thread_pool.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace ferry::examples {
+namespace {
+
+using ::ferry::testing::StatusIs;
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+
+constexpr char kFile[] = "w.safetensors";
+
+TEST(ParseSafetensorsHeaderTest, ParsesTensorsAndMetadata) {
+  FERRY_ASSERT_OK_AND_ASSIGN(SafetensorsHeader h,
+                             ParseSafetensorsHeader(
+                                 R"({"__metadata__": {"n_layer": "2"},
+              "a": {"dtype": "F32", "shape": [2, 3], "data_offsets": [0, 24]},
+              "b\u0041": {"shape": [], "dtype": "F16",
+                          "data_offsets": [24, 26], "extra": [1, {"x": null}]}})",
+                                 26, kFile));
+  EXPECT_EQ(h.metadata.at("n_layer"), "2");
+  ASSERT_EQ(h.tensors.size(), 2u);
+  EXPECT_EQ(h.tensors.at("a").shape, (std::vector<int64_t>{2, 3}));
+  EXPECT_EQ(h.tensors.at("bA").dtype, "F16");
+  EXPECT_EQ(h.tensors.at("bA").end, 26u);
+}
+
+TEST(ParseSafetensorsHeaderTest, ErrorsNameFileAndTensor) {
+  EXPECT_THAT(ParseSafetensorsHeader("{\"a\": ", 0, kFile),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr(kFile), HasSubstr("tensor 'a'"))));
+  EXPECT_THAT(ParseSafetensorsHeader("not json", 0, kFile),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(kFile)));
+  EXPECT_THAT(
+      ParseSafetensorsHeader("{} x", 0, kFile),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("trailing")));
+  // Offsets past the data: truncated.
+  EXPECT_THAT(
+      ParseSafetensorsHeader(
+          R"({"w": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]}})",
+          8, kFile),
+      StatusIs(absl::StatusCode::kDataLoss,
+               AllOf(HasSubstr(kFile), HasSubstr("'w'"))));
+  // Size disagrees with dtype x shape.
+  EXPECT_THAT(
+      ParseSafetensorsHeader(
+          R"({"w": {"dtype": "F32", "shape": [4], "data_offsets": [0, 8]}})", 8,
+          kFile),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("'w'")));
+  EXPECT_THAT(
+      ParseSafetensorsHeader(
+          R"({"w": {"dtype": "Q9", "shape": [4], "data_offsets": [0, 8]}})", 8,
+          kFile),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("dtype")));
+  EXPECT_THAT(ParseSafetensorsHeader(R"({"w": {"dtype": "F32"}})", 8, kFile),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("'w'")));
+  EXPECT_THAT(ParseSafetensorsHeader(
+                  R"({"w": {"dtype": "F32", "shape": [99999999999999999999],
+                    "data_offsets": [0, 8]}})",
+                  8, kFile),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(ParseSafetensorsHeader(std::string(100, '['), 0, kFile),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
+class LoadTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    FERRY_ASSERT_OK_AND_ASSIGN(cpu_, GetCpuDevice().CreateBackend("threads=1"));
+    FERRY_ASSERT_OK_AND_ASSIGN(io_, IoReactor::Create(&pool_));
+    path_ = absl::StrCat(::testing::TempDir(), "/model.safetensors");
+  }
+  absl::StatusOr<std::unique_ptr<LlamaModel>> Load() {
+    return LoadLlamaModel(path_, {cpu_.get()}, {}, *io_);
+  }
+  // Rewrites the file with `edit` applied to its bytes.
+  void Edit(const std::function<void(std::string&)>& edit) {
+    std::string bytes;
+    {
+      FILE* f = std::fopen(path_.c_str(), "rb");
+      ASSERT_NE(f, nullptr);
+      char buf[65536];
+      size_t n;
+      while ((n = std::fread(buf, 1, sizeof(buf), f)) > 0) bytes.append(buf, n);
+      std::fclose(f);
+    }
+    edit(bytes);
+    FILE* f = std::fopen(path_.c_str(), "wb");
+    ASSERT_NE(f, nullptr);
+    std::fwrite(bytes.data(), 1, bytes.size(), f);
+    std::fclose(f);
+  }
+
+  ThreadPool pool_{2};
+  std::unique_ptr<Backend> cpu_;
+  std::unique_ptr<IoReactor> io_;
+  std::string path_;
+  LlamaConfig config_{.n_layer = 2,
+                      .n_embd = 32,
+                      .n_head = 4,
+                      .n_head_kv = 2,
+                      .n_ff = 48,
+                      .n_vocab = 40,
+                      .n_ctx = 16};
+};
+
+TEST_F(LoadTest, RoundTripsRandomWeights) {
+  FERRY_ASSERT_OK(WriteRandomWeights(path_, config_, 5));
+  FERRY_ASSERT_OK_AND_ASSIGN(auto loaded, Load());
+  FERRY_ASSERT_OK_AND_ASSIGN(auto filled,
+                             LlamaModel::Create(config_, {cpu_.get()}));
+  FERRY_ASSERT_OK(filled->FillRandom(5));
+  const auto a = loaded->Weights();
+  const auto b = filled->Weights();
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    ASSERT_EQ(a[i]->name, b[i]->name);
+    EXPECT_EQ(std::memcmp(a[i]->data, b[i]->data, a[i]->NumBytes()), 0)
+        << a[i]->name;
+  }
+}
+
+TEST_F(LoadTest, TruncatedFileNamesFileAndTensor) {
+  FERRY_ASSERT_OK(WriteRandomWeights(path_, config_, 5));
+  Edit([](std::string& b) { b.resize(b.size() - 100); });
+  EXPECT_THAT(Load(), StatusIs(absl::StatusCode::kDataLoss,
+                               AllOf(HasSubstr(path_), HasSubstr("'output'"))));
+}
+
+TEST_F(LoadTest, OversizedHeaderIsRefused) {
+  FERRY_ASSERT_OK(WriteRandomWeights(path_, config_, 5));
+  Edit([](std::string& b) { b[7] = 0x7f; });
+  EXPECT_THAT(Load(), StatusIs(absl::StatusCode::kInvalidArgument,
+                               AllOf(HasSubstr(path_), HasSubstr("limit"))));
+  Edit([](std::string& b) {
+    b[7] = 0;
+    b[3] = 0x01;
+  });  // < limit, > file.
+  EXPECT_THAT(Load(),
+              StatusIs(absl::StatusCode::kDataLoss, HasSubstr("truncated")));
+}
+
+TEST_F(LoadTest, MissingTensorWrongDtypeWrongShape) {
+  auto rewrite = [&](const std::string& from, const std::string& to) {
+    FERRY_ASSERT_OK(WriteRandomWeights(path_, config_, 5));
+    Edit([&](std::string& b) {
+      const size_t at = b.find(from);
+      ASSERT_NE(at, std::string::npos) << from;
+      b.replace(at, from.size(), to);  // Same length: offsets stay valid.
+    });
+  };
+  rewrite("\"blk.1.ffn_up\"", "\"blk.1.ffn_uq\"");
+  EXPECT_THAT(Load(),
+              StatusIs(absl::StatusCode::kNotFound,
+                       AllOf(HasSubstr(path_), HasSubstr("blk.1.ffn_up"))));
+  rewrite("\"output_norm\":{\"dtype\":\"F32\",\"shape\":[32]",
+          "\"output_norm\":{\"dtype\":\"I32\",\"shape\":[32]");
+  EXPECT_THAT(Load(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("output_norm"), HasSubstr("I32"))));
+  rewrite("\"blk.0.attn_q\":{\"dtype\":\"F32\",\"shape\":[32, 32]",
+          "\"blk.0.attn_q\":{\"dtype\":\"F32\",\"shape\":[16, 64]");
+  EXPECT_THAT(Load(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("blk.0.attn_q"), HasSubstr("shape"))));
+}
+
+}  // namespace
+}  // namespace ferry::examples
