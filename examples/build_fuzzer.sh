@@ -14,14 +14,7 @@ clang++ -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined \
   -I"$inc" \
   "$root/examples/safetensors_header_fuzzer.cc" \
   "$root/examples/safetensors_header.cc" \
-  -labsl_status -labsl_statusor -labsl_strings -labsl_str_format_internal \
-  -labsl_cord -labsl_cordz_info -labsl_cord_internal -labsl_cordz_functions \
-  -labsl_cordz_handle -labsl_strings_internal -labsl_int128 \
-  -labsl_raw_logging_internal -labsl_throw_delegate -labsl_synchronization \
-  -labsl_base -labsl_spinlock_wait -labsl_time -labsl_time_zone \
-  -labsl_stacktrace -labsl_symbolize -labsl_malloc_internal \
-  -labsl_debugging_internal -labsl_demangle_internal -labsl_graphcycles_internal \
-  -labsl_exponential_biased -labsl_bad_optional_access \
+  $(pkg-config --libs absl_status absl_statusor absl_strings absl_str_format) \
   -o "$out"
 echo "built $out"
 if [ "$seconds" -gt 0 ]; then
