@@ -41,8 +41,11 @@ class KernelRunner {
   // memory. Does not take ownership of the nodes. `should_abort`, if set, is
   // called after each node; returning true stops the run, which then
   // returns Cancelled.
+  // `validate` false skips CheckSupported for callers that checked already
+  // (the CPU backend checks when work is enqueued).
   absl::Status Run(absl::Span<Tensor* const> nodes,
-                   std::function<bool()> should_abort = nullptr);
+                   std::function<bool()> should_abort = nullptr,
+                   bool validate = true);
 
  private:
   struct FreeDeleter {
