@@ -115,9 +115,12 @@ absl::StatusOr<std::unique_ptr<Scheduler>> Scheduler::Create(
   if (options.max_split_inputs < 0) {
     return absl::InvalidArgumentError("max_split_inputs must be >= 0");
   }
-  const int n_copies = options.n_copies > 0  ? options.n_copies
-                       : backends.size() > 1 ? 4
-                                             : 1;
+  // Pipelining needs device-side event waits on every backend.
+  bool events = backends.size() > 1;
+  for (Backend* backend : backends) {
+    events = events && backend->device().props().caps.events;
+  }
+  const int n_copies = options.n_copies > 0 ? options.n_copies : events ? 4 : 1;
   return std::unique_ptr<Scheduler>(
       new Scheduler(std::move(backends), options, n_copies));
 }

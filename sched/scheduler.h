@@ -52,7 +52,8 @@ namespace ferry {
 
 struct SchedulerOptions {
   // Copies of graph inputs and split inputs, so that this many batches can
-  // be in flight. 0 picks 4 when there are several backends, else 1.
+  // be in flight. 0 picks 4 when there are several backends and all have
+  // device-side events (DeviceCaps::events), else 1.
   int n_copies = 0;
   // A split with this many inputs ends early (0: no limit).
   int max_split_inputs = 0;
