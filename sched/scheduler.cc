@@ -729,7 +729,7 @@ absl::StatusOr<Event> Scheduler::EnqueueBatch(int slot) {
 
 absl::StatusOr<Event> Scheduler::Submit(const Graph& graph) {
   FERRY_RETURN_IF_ERROR(PrepareSubmit(graph));
-  const int slot = static_cast<int>(next_batch_ % n_copies_);
+  const int slot = static_cast<int>(slots_reserved_++ % n_copies_);
   // The slot's previous batch must be done before its copies are rewritten.
   for (const Event& event : slot_events_[slot]) {
     FERRY_RETURN_IF_ERROR(event.Synchronize());
@@ -739,7 +739,8 @@ absl::StatusOr<Event> Scheduler::Submit(const Graph& graph) {
 
 Task<absl::Status> Scheduler::ComputeAsync(const Graph& graph) {
   FERRY_CO_RETURN_IF_ERROR(PrepareSubmit(graph));
-  const int slot = static_cast<int>(next_batch_ % n_copies_);
+  // Reserved before suspending, so concurrent callers take different slots.
+  const int slot = static_cast<int>(slots_reserved_++ % n_copies_);
   const std::vector<Event> busy = slot_events_[slot];
   for (const Event& event : busy) FERRY_CO_RETURN_IF_ERROR(co_await event);
   FERRY_CO_ASSIGN_OR_RETURN(Event done, EnqueueBatch(slot));
@@ -755,7 +756,7 @@ absl::Status Scheduler::Compute(const Graph& graph) {
 absl::Status Scheduler::ComputeWithCallback(const Graph& graph) {
   FERRY_RETURN_IF_ERROR(PrepareSubmit(graph));
   FERRY_RETURN_IF_ERROR(Synchronize());
-  const int slot = static_cast<int>(next_batch_++ % n_copies_);
+  const int slot = static_cast<int>(slots_reserved_++ % n_copies_);
   for (const Split& split : splits_) {
     Backend& dst = *backends_[split.backend];
     for (int i = split.inputs_begin; i < split.inputs_end; ++i) {

@@ -136,7 +136,9 @@ class Scheduler {
   // outputs are written.
   absl::StatusOr<Event> Submit(const Graph& graph);
   // Submit, awaiting free copy slots instead of blocking, then awaits the
-  // batch.
+  // batch. Several may be in flight; at most n_copies of them should be
+  // waiting for a slot at once (a later one could see its slot's previous
+  // user not yet enqueued).
   Task<absl::Status> ComputeAsync(const Graph& graph);
   // Blocking form; honours the eval callback.
   absl::Status Compute(const Graph& graph);
@@ -255,7 +257,8 @@ class Scheduler {
   // Pipelining: the batch counter picks the slot; slot_events_[slot] are
   // the per-backend events of the last batch that used the slot, which must
   // complete before the slot's copies are rewritten.
-  int64_t next_batch_ = 0;
+  int64_t next_batch_ = 0;      // Batches enqueued.
+  int64_t slots_reserved_ = 0;  // Slots handed out (may run ahead).
   std::vector<std::vector<Event>> slot_events_;
   // Batch k's completion is value k on this timeline.
   std::shared_ptr<TimelineSemaphore> batch_timeline_;
