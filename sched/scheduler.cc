@@ -457,15 +457,11 @@ absl::Status Scheduler::BuildSplits(const Graph& graph) {
   // Per-slot node lists: a node reading a copy is replaced by a clone that
   // reads that slot's copy; the clone shares the node's memory.
   size_t n_clones = 0;
-  clone_of_.assign(static_cast<size_t>(n_nodes) * n_copies_, nullptr);
-  for (const Rewire& rw : rewires_) {
-    Tensor*& first = clone_of_[static_cast<size_t>(rw.node) * n_copies_];
-    if (first == nullptr) {
-      first = reinterpret_cast<Tensor*>(1);  // Counted; replaced below.
-      ++n_clones;
-    }
+  for (size_t r = 0; r < rewires_.size(); ++r) {
+    // Rewires are made in node order, so a node's rewires are adjacent.
+    if (r == 0 || rewires_[r].node != rewires_[r - 1].node) ++n_clones;
   }
-  std::fill(clone_of_.begin(), clone_of_.end(), nullptr);
+  clone_of_.assign(static_cast<size_t>(n_nodes) * n_copies_, nullptr);
   clone_storage_.resize(n_clones * n_copies_);
   size_t next_clone = 0;
   for (int c = 0; c < n_copies_; ++c) {
