@@ -232,6 +232,10 @@ class UringReactor final : public IoReactor {
                           request->data + request->done, chunk,
                           request->offset + request->done);
     }
+    // Buffered reads that hit the page cache would otherwise be copied
+    // inline, one at a time, on the submitting (poller) thread; IOSQE_ASYNC
+    // hands them to the kernel's io-wq workers, which copy in parallel.
+    if (!request->file->direct()) sqe->flags |= IOSQE_ASYNC;
     io_uring_sqe_set_data(sqe, request);
     ++in_flight_;
     return true;
