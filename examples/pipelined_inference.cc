@@ -30,6 +30,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -625,6 +626,10 @@ absl::Status Run() {
 }  // namespace ferry::examples
 
 int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "Runs a llama-style model split over simulated devices and the CPU, "
+      "one micro-batch at a time and pipelined, and reports throughput, "
+      "latency and overlap. With no flags it runs in a few seconds.");
   absl::ParseCommandLine(argc, argv);
   const absl::Status status = ferry::examples::Run();
   if (!status.ok()) {
