@@ -98,8 +98,12 @@ CpuDevice& GetCpuDevice() {
   static CpuDevice* const device = [] {
     auto owned = std::make_unique<CpuDevice>();
     CpuDevice* raw = owned.get();
-    // The registry owns it; a second "cpu" can only come from user code.
-    FERRY_CHECK(Registry::Global().RegisterDevice(std::move(owned)).ok());
+    if (!Registry::Global().RegisterDevice(std::move(owned)).ok()) {
+      // User code registered its own "cpu" first (the registry refused and
+      // dropped ours): keep an unregistered one for the process instead of
+      // aborting.
+      raw = new CpuDevice();
+    }
     return raw;
   }();
   return *device;
