@@ -1,0 +1,103 @@
+#include "ferry/backends/cuda/internal/gated_issue_queue.h"
+
+#include <utility>
+
+#include "ferry/runtime/promise.h"
+
+namespace ferry::cuda_internal {
+
+GatedIssueQueue::GatedIssueQueue(FailureHandler on_failure)
+    : on_failure_(std::move(on_failure)) {}
+
+GatedIssueQueue::~GatedIssueQueue() { WaitIdle(); }
+
+void GatedIssueQueue::RunLocked(Step step) {
+  if (failed_) return;  // Dropped, as work behind a failure is.
+  absl::Status status = std::move(step)();
+  if (!status.ok()) FailLocked(std::move(status));
+}
+
+void GatedIssueQueue::FailLocked(absl::Status status) {
+  failed_ = true;
+  on_failure_(std::move(status));
+}
+
+void GatedIssueQueue::Run(Step step) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (blocked_) {
+    held_.push_back(Item{std::move(step), std::nullopt});
+    return;
+  }
+  RunLocked(std::move(step));
+}
+
+void GatedIssueQueue::WaitFor(const Event& event) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (blocked_) {
+      held_.push_back(Item{std::nullopt, event});
+      return;
+    }
+    if (event.IsComplete()) return;
+    absl::Status status = event.timeline()->status();
+    if (!status.ok()) {
+      FailLocked(std::move(status));
+      return;
+    }
+    blocked_ = true;
+  }
+  // Outside the lock: the event may complete at once and resume inline.
+  Detach(AwaitGate(event));
+}
+
+Task<void> GatedIssueQueue::AwaitGate(Event gate) {
+  absl::Status status = co_await gate;
+  Resume(std::move(status));
+}
+
+void GatedIssueQueue::Resume(absl::Status status) {
+  std::optional<Event> next_gate;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!status.ok() && !failed_) FailLocked(std::move(status));
+    while (!held_.empty()) {
+      Item item = std::move(held_.front());
+      held_.pop_front();
+      if (item.step.has_value()) {
+        RunLocked(std::move(*item.step));
+        continue;
+      }
+      if (failed_ || item.gate->IsComplete()) continue;
+      absl::Status gate_status = item.gate->timeline()->status();
+      if (!gate_status.ok()) {
+        FailLocked(std::move(gate_status));
+        continue;
+      }
+      next_gate = std::move(item.gate);
+      break;
+    }
+    if (!next_gate.has_value()) {
+      blocked_ = false;
+      idle_cv_.notify_all();
+      return;
+    }
+  }
+  Detach(AwaitGate(std::move(*next_gate)));
+}
+
+void GatedIssueQueue::WaitIdle() {
+  std::unique_lock<std::mutex> lock(mu_);
+  idle_cv_.wait(lock, [this] { return !blocked_; });
+}
+
+bool GatedIssueQueue::failed() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return failed_;
+}
+
+void GatedIssueQueue::Reset() {
+  std::lock_guard<std::mutex> lock(mu_);
+  failed_ = false;
+}
+
+}  // namespace ferry::cuda_internal
