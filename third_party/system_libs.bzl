@@ -87,8 +87,10 @@ exports_files(["nvcc"])
 
 cc_library(
     name = "cuda_headers",
-    hdrs = glob(["include/*.h", "include/*.hpp", "include/crt/**"]),
-    includes = ["include"],
+    # cccl/nv: <nv/target>, which cuda_fp16.h (and so cublas_v2.h) includes;
+    # nvcc adds it by itself, host compilers need it spelled out.
+    hdrs = glob(["include/*.h", "include/*.hpp", "include/crt/**", "include/cccl/nv/**"]),
+    includes = ["include", "include/cccl"],
 )
 
 cc_library(

@@ -1,0 +1,517 @@
+#include "ferry/backends/cuda/cuda_backend.h"
+
+#include <algorithm>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "ferry/backends/cuda/kernels/cuda_kernels.h"
+#include "ferry/graph/op.h"
+#include "ferry/runtime/status_macros.h"
+
+namespace ferry {
+namespace {
+
+// cuBLAS's workspace per handle (its guidance for Hopper is 32 MiB; smaller
+// workspaces make it pick slower algorithms for big GEMMs).
+constexpr size_t kCublasWorkspaceBytes = size_t{32} << 20;
+
+absl::Status CublasCheck(cublasStatus_t status, absl::string_view context) {
+  if (status == CUBLAS_STATUS_SUCCESS) return absl::OkStatus();
+  const std::string message =
+      absl::StrCat(context, ": ", cublasGetStatusName(status), " (",
+                   cublasGetStatusString(status), ")");
+  if (status == CUBLAS_STATUS_ALLOC_FAILED) {
+    return absl::ResourceExhaustedError(message);
+  }
+  if (status == CUBLAS_STATUS_NOT_INITIALIZED) {
+    return absl::UnavailableError(message);
+  }
+  return absl::InternalError(message);
+}
+
+// A pooled CUDA event, returned to its device's pool when the last holder
+// (the poller entry, a waiting backend's step) lets go.
+struct PooledEvent {
+  PooledEvent(CudaDevice& device, cudaEvent_t event)
+      : device(device), event(event) {}
+  ~PooledEvent() { device.ReleaseEvent(event); }
+  PooledEvent(const PooledEvent&) = delete;
+  PooledEvent& operator=(const PooledEvent&) = delete;
+
+  CudaDevice& device;
+  const cudaEvent_t event;
+};
+
+// A recorded event as a caching-allocator fence.
+class EventFence : public cuda_internal::Fence {
+ public:
+  explicit EventFence(std::shared_ptr<PooledEvent> event)
+      : event_(std::move(event)) {}
+  bool IsComplete() override {
+    // Errors count as complete: the work will not touch memory any more.
+    return cudaEventQuery(event_->event) != cudaErrorNotReady;
+  }
+
+ private:
+  std::shared_ptr<PooledEvent> event_;
+};
+
+bool InDeviceMemory(const Tensor& tensor, const CudaDevice& device) {
+  return tensor.buffer != nullptr &&
+         tensor.buffer->type()->device() == &device &&
+         !tensor.buffer->is_host();
+}
+
+const CudaBufferType* AsCudaMemory(const Tensor& tensor) {
+  if (tensor.buffer == nullptr || tensor.buffer->is_host()) return nullptr;
+  Device* device = tensor.buffer->type()->device();
+  auto* cuda = dynamic_cast<CudaDevice*>(device);
+  if (cuda == nullptr || tensor.buffer->type() != cuda->default_buffer_type()) {
+    return nullptr;
+  }
+  return static_cast<const CudaBufferType*>(tensor.buffer->type());
+}
+
+absl::Status CheckRange(const Tensor& tensor, size_t offset, size_t size,
+                        absl::string_view what) {
+  const size_t bytes = static_cast<size_t>(tensor.NumBytes());
+  if (offset > bytes || size > bytes - offset) {
+    return absl::OutOfRangeError(
+        absl::StrCat(what, " of '", tensor.name, "': bytes [", offset, ", ",
+                     offset, " + ", size, ") outside its ", bytes, " bytes"));
+  }
+  return absl::OkStatus();
+}
+
+// Copies `nodes` and what they read, so held-back launches do not depend on
+// tensors the caller may re-place after enqueueing.
+class NodeSnapshot {
+ public:
+  explicit NodeSnapshot(NodeSpan nodes) {
+    copies_.reserve(nodes.size() * (1 + kMaxSrc));
+    absl::flat_hash_map<const Tensor*, Tensor*> copied;
+    for (Tensor* node : nodes) {
+      Tensor* copy = Copy(*node, copied);
+      for (int i = 0; i < kMaxSrc; ++i) {
+        if (node->src[i] != nullptr) copy->src[i] = Copy(*node->src[i], copied);
+      }
+      order_.push_back(copy);
+    }
+  }
+  NodeSpan nodes() const { return NodeSpan(order_); }
+
+ private:
+  Tensor* Copy(const Tensor& tensor,
+               absl::flat_hash_map<const Tensor*, Tensor*>& copied) {
+    auto [it, inserted] = copied.try_emplace(&tensor, nullptr);
+    if (inserted) {
+      copies_.push_back(std::make_unique<Tensor>(tensor));
+      it->second = copies_.back().get();
+    }
+    return it->second;
+  }
+
+  std::vector<std::unique_ptr<Tensor>> copies_;
+  std::vector<Tensor*> order_;
+};
+
+}  // namespace
+
+namespace cuda_internal {
+
+// Events recorded on a backend and not yet seen complete, so another CUDA
+// backend can wait for them on the device. Found through the timeline that
+// an Event carries.
+class RecordedEvents {
+ public:
+  struct Entry {
+    const TimelineSemaphore* timeline;
+    uint64_t value;
+    std::shared_ptr<PooledEvent> event;
+  };
+
+  void Add(const TimelineSemaphore* timeline, uint64_t value,
+           std::shared_ptr<PooledEvent> event) {
+    std::lock_guard<std::mutex> lock(mu_);
+    entries_.push_back(Entry{timeline, value, std::move(event)});
+  }
+  void Remove(const TimelineSemaphore* timeline, uint64_t value) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it =
+        std::find_if(entries_.begin(), entries_.end(), [&](const Entry& e) {
+          return e.timeline == timeline && e.value == value;
+        });
+    if (it != entries_.end()) entries_.erase(it);
+  }
+  // The earliest recorded event at or after `value`, or null if none is
+  // recorded yet (its operations are still held on the host).
+  std::shared_ptr<PooledEvent> Find(const TimelineSemaphore* timeline,
+                                    uint64_t value) {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const Entry& e : entries_) {
+      if (e.timeline == timeline && e.value >= value) return e.event;
+    }
+    return nullptr;
+  }
+
+ private:
+  std::mutex mu_;
+  std::deque<Entry> entries_;
+};
+
+}  // namespace cuda_internal
+
+namespace {
+
+using cuda_internal::RecordedEvents;
+
+// Which CUDA backend's RecordedEvents a timeline belongs to.
+class TimelineIndex {
+ public:
+  static TimelineIndex& Get() {
+    static TimelineIndex* const index = new TimelineIndex();
+    return *index;
+  }
+  void Insert(const TimelineSemaphore* timeline,
+              std::weak_ptr<RecordedEvents> events) {
+    std::lock_guard<std::mutex> lock(mu_);
+    map_[timeline] = std::move(events);
+  }
+  void Erase(const TimelineSemaphore* timeline) {
+    std::lock_guard<std::mutex> lock(mu_);
+    map_.erase(timeline);
+  }
+  std::shared_ptr<RecordedEvents> Find(const TimelineSemaphore* timeline) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = map_.find(timeline);
+    if (it == map_.end()) return nullptr;
+    return it->second.lock();
+  }
+
+ private:
+  std::mutex mu_;
+  absl::flat_hash_map<const TimelineSemaphore*, std::weak_ptr<RecordedEvents>>
+      map_;
+};
+
+}  // namespace
+
+CudaBackend::CudaBackend(CudaDevice& device)
+    : device_(device),
+      recorded_(std::make_shared<RecordedEvents>()),
+      timeline_(std::make_shared<TimelineSemaphore>()),
+      queue_([this](absl::Status status) { FailTimelineLater(status); }) {}
+
+absl::Status CudaBackend::Init() {
+  FERRY_RETURN_IF_ERROR(device_.MakeCurrent());
+  for (int i = 0; i < kNumStreams; ++i) {
+    FERRY_RETURN_IF_ERROR(
+        Check(cudaStreamCreateWithFlags(&streams_[i], cudaStreamNonBlocking),
+              "cudaStreamCreateWithFlags"));
+    FERRY_RETURN_IF_ERROR(Check(
+        cudaEventCreateWithFlags(&chain_events_[i], cudaEventDisableTiming),
+        "cudaEventCreateWithFlags"));
+  }
+  compute_stream_id_ = reinterpret_cast<uint64_t>(
+      streams_[static_cast<int>(StreamKind::kCompute)]);
+  FERRY_RETURN_IF_ERROR(CublasCheck(cublasCreate(&cublas_), "cublasCreate"));
+  FERRY_RETURN_IF_ERROR(
+      CublasCheck(cublasSetStream(cublas_, stream(StreamKind::kCompute)),
+                  "cublasSetStream"));
+  FERRY_ASSIGN_OR_RETURN(
+      cublas_workspace_,
+      device_.allocator().Allocate(kCublasWorkspaceBytes, compute_stream_id_));
+  FERRY_RETURN_IF_ERROR(
+      CublasCheck(cublasSetWorkspace(cublas_, cublas_workspace_.ptr,
+                                     cublas_workspace_.size),
+                  "cublasSetWorkspace"));
+  lane_ = device_.poller().NewLane();
+  TimelineIndex::Get().Insert(timeline().get(), recorded_);
+  device_.AddBackend(this);
+  return absl::OkStatus();
+}
+
+CudaBackend::~CudaBackend() {
+  if (lane_ != 0) (void)Synchronize();
+  queue_.WaitIdle();
+  device_.RemoveBackend(this);
+  TimelineIndex::Get().Erase(timeline().get());
+  (void)device_.MakeCurrent();
+  for (int i = 0; i < kNumStreams; ++i) {
+    if (streams_[i] != nullptr) (void)cudaStreamSynchronize(streams_[i]);
+  }
+  if (cublas_ != nullptr) (void)cublasDestroy(cublas_);
+  // The streams are idle: same-stream reuse is safe, others need no fence.
+  if (cublas_workspace_.ptr != nullptr) {
+    device_.allocator().Free(cublas_workspace_, cuda_internal::kNoStream,
+                             nullptr, {});
+  }
+  if (scratch_.ptr != nullptr) {
+    device_.allocator().Free(scratch_, cuda_internal::kNoStream, nullptr, {});
+  }
+  for (int i = 0; i < kNumStreams; ++i) {
+    if (chain_events_[i] != nullptr) (void)cudaEventDestroy(chain_events_[i]);
+    if (streams_[i] != nullptr) (void)cudaStreamDestroy(streams_[i]);
+  }
+}
+
+std::shared_ptr<TimelineSemaphore> CudaBackend::timeline() const {
+  std::lock_guard<std::mutex> lock(timeline_mu_);
+  return timeline_;
+}
+
+void CudaBackend::FailTimelineLater(absl::Status status) {
+  // Through the poller lane: earlier events complete first (their work did
+  // run), then the failure; and nobody resumes under the issue lock.
+  std::shared_ptr<TimelineSemaphore> target = timeline();
+  device_.poller().Watch(
+      lane_, [status]() -> absl::StatusOr<bool> { return status; },
+      [target](absl::Status failure) { target->Fail(std::move(failure)); });
+}
+
+absl::StatusOr<cudaStream_t> CudaBackend::Begin(StreamKind kind) {
+  FERRY_RETURN_IF_ERROR(device_.MakeCurrent());
+  const int k = static_cast<int>(kind);
+  if (tail_ >= 0 && tail_ != k) {
+    FERRY_RETURN_IF_ERROR(
+        Check(cudaEventRecord(chain_events_[tail_], streams_[tail_]),
+              "cudaEventRecord"));
+    FERRY_RETURN_IF_ERROR(
+        Check(cudaStreamWaitEvent(streams_[k], chain_events_[tail_], 0),
+              "cudaStreamWaitEvent"));
+  }
+  tail_ = k;
+  return streams_[k];
+}
+
+absl::Status CudaBackend::SetTensorAsync(Tensor& tensor, const void* data,
+                                         size_t offset, size_t size) {
+  FERRY_RETURN_IF_ERROR(device_.sticky_error());
+  if (!InDeviceMemory(tensor, device_)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(name(), ": SetTensorAsync of '", tensor.name,
+                     "': not in this device's memory"));
+  }
+  FERRY_RETURN_IF_ERROR(CheckRange(tensor, offset, size, "SetTensorAsync"));
+  if (size == 0) return absl::OkStatus();
+  void* dst = static_cast<char*>(tensor.data) + offset;
+  queue_.Run([this, dst, data, size]() -> absl::Status {
+    FERRY_ASSIGN_OR_RETURN(cudaStream_t s, Begin(StreamKind::kH2D));
+    return Check(cudaMemcpyAsync(dst, data, size, cudaMemcpyHostToDevice, s),
+                 absl::StrCat("cudaMemcpyAsync(h2d, ", size, " bytes)"));
+  });
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::GetTensorAsync(const Tensor& tensor, void* data,
+                                         size_t offset, size_t size) {
+  FERRY_RETURN_IF_ERROR(device_.sticky_error());
+  if (!InDeviceMemory(tensor, device_)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(name(), ": GetTensorAsync of '", tensor.name,
+                     "': not in this device's memory"));
+  }
+  FERRY_RETURN_IF_ERROR(CheckRange(tensor, offset, size, "GetTensorAsync"));
+  if (size == 0) return absl::OkStatus();
+  const void* src = static_cast<const char*>(tensor.data) + offset;
+  queue_.Run([this, src, data, size]() -> absl::Status {
+    FERRY_ASSIGN_OR_RETURN(cudaStream_t s, Begin(StreamKind::kD2H));
+    return Check(cudaMemcpyAsync(data, src, size, cudaMemcpyDeviceToHost, s),
+                 absl::StrCat("cudaMemcpyAsync(d2h, ", size, " bytes)"));
+  });
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::CopyTensorAsync(Backend& src_backend,
+                                          const Tensor& src, Tensor& dst) {
+  FERRY_RETURN_IF_ERROR(device_.sticky_error());
+  const CudaBufferType* src_type = AsCudaMemory(src);
+  if (src_type == nullptr || !InDeviceMemory(dst, device_)) {
+    return Backend::CopyTensorAsync(src_backend, src, dst);
+  }
+  const size_t bytes = static_cast<size_t>(src.NumBytes());
+  if (bytes != static_cast<size_t>(dst.NumBytes())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("copy from '", src.name, "' ", src.ShapeString(), " to '",
+                     dst.name, "' ", dst.ShapeString(), ": byte sizes differ"));
+  }
+  // After the producer's work so far: device-side when it is a CUDA backend.
+  FERRY_RETURN_IF_ERROR(Wait(src_backend.Record()));
+  const int src_ordinal = src_type->cuda_device().ordinal();
+  const void* from = src.data;
+  void* to = dst.data;
+  queue_.Run([this, src_ordinal, from, to, bytes]() -> absl::Status {
+    // Peer copies pull over the inbound (h2d) engine; local ones are
+    // device-memory copies on the compute stream.
+    const bool peer = src_ordinal != device_.ordinal();
+    FERRY_ASSIGN_OR_RETURN(
+        cudaStream_t s, Begin(peer ? StreamKind::kH2D : StreamKind::kCompute));
+    if (peer) {
+      return Check(
+          cudaMemcpyPeerAsync(to, device_.ordinal(), from, src_ordinal, bytes,
+                              s),
+          absl::StrCat("cudaMemcpyPeerAsync(cuda", src_ordinal, " -> cuda",
+                       device_.ordinal(), ", ", bytes, " bytes)"));
+    }
+    return Check(cudaMemcpyAsync(to, from, bytes, cudaMemcpyDeviceToDevice, s),
+                 absl::StrCat("cudaMemcpyAsync(d2d, ", bytes, " bytes)"));
+  });
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::EnsureScratch(size_t bytes) {
+  if (bytes <= scratch_.size) return absl::OkStatus();
+  if (scratch_.ptr != nullptr) {
+    // Kernels already queued on the compute stream may still use it: the
+    // compute stream reuses it at once, others after this fence.
+    FERRY_ASSIGN_OR_RETURN(cudaEvent_t event, device_.AcquireEvent());
+    auto pooled = std::make_shared<PooledEvent>(device_, event);
+    FERRY_RETURN_IF_ERROR(
+        Check(cudaEventRecord(event, stream(StreamKind::kCompute)),
+              "cudaEventRecord"));
+    device_.allocator().Free(scratch_, compute_stream_id_,
+                             std::make_shared<EventFence>(std::move(pooled)),
+                             {});
+    scratch_ = {};
+  }
+  FERRY_ASSIGN_OR_RETURN(
+      scratch_, device_.allocator().Allocate(bytes, compute_stream_id_));
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::LaunchNodes(NodeSpan nodes) {
+  FERRY_ASSIGN_OR_RETURN(cudaStream_t s, Begin(StreamKind::kCompute));
+  size_t scratch = 0;
+  for (const Tensor* node : nodes) {
+    scratch = std::max(scratch, cuda_kernels::ScratchBytes(*node));
+  }
+  FERRY_RETURN_IF_ERROR(EnsureScratch(scratch));
+  cuda_kernels::LaunchContext context;
+  context.stream = s;
+  context.cublas = cublas_;
+  context.scratch = scratch_.ptr;
+  context.scratch_bytes = scratch_.size;
+  for (const Tensor* node : nodes) {
+    if (node->op == Op::kNone || IsViewOp(node->op)) continue;
+    FERRY_RETURN_IF_ERROR(cuda_kernels::Launch(*node, context));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::EnqueueCompute(NodeSpan nodes) {
+  FERRY_RETURN_IF_ERROR(device_.sticky_error());
+  for (const Tensor* node : nodes) {
+    if (node->op == Op::kNone || IsViewOp(node->op)) continue;
+    if (!device_.SupportsOp(*node)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(name(), " cannot compute node '", node->name, "' (",
+                       OpName(node->op), " ", node->ShapeString(), ")"));
+    }
+    if (!InDeviceMemory(*node, device_)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          name(), ": node '", node->name, "' is not in this device's memory"));
+    }
+    for (const Tensor* src : node->src) {
+      if (src != nullptr && !InDeviceMemory(*src, device_)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(name(), ": input '", src->name, "' of node '",
+                         node->name, "' is not in this device's memory"));
+      }
+    }
+  }
+  if (nodes.empty()) return absl::OkStatus();
+  // Launch now if nothing is held; a held launch reads a snapshot.
+  auto snapshot = std::make_shared<NodeSnapshot>(nodes);
+  queue_.Run([this, snapshot]() { return LaunchNodes(snapshot->nodes()); });
+  return absl::OkStatus();
+}
+
+Event CudaBackend::Record() {
+  std::shared_ptr<TimelineSemaphore> target = timeline();
+  absl::Status sticky = device_.sticky_error();
+  if (!sticky.ok()) {
+    target->Fail(sticky);
+    return Event(target, last_value_ + 1);
+  }
+  const uint64_t value = ++last_value_;
+  queue_.Run([this, target, value]() -> absl::Status {
+    const int k = tail_ >= 0 ? tail_ : static_cast<int>(StreamKind::kCompute);
+    FERRY_RETURN_IF_ERROR(device_.MakeCurrent());
+    FERRY_ASSIGN_OR_RETURN(cudaEvent_t raw, device_.AcquireEvent());
+    auto event = std::make_shared<PooledEvent>(device_, raw);
+    FERRY_RETURN_IF_ERROR(
+        Check(cudaEventRecord(raw, streams_[k]), "cudaEventRecord"));
+    recorded_->Add(target.get(), value, event);
+    std::shared_ptr<RecordedEvents> recorded = recorded_;
+    CudaDevice* device = &device_;
+    device_.poller().Watch(
+        lane_,
+        [device, event]() -> absl::StatusOr<bool> {
+          const cudaError_t error = cudaEventQuery(event->event);
+          if (error == cudaErrorNotReady) return false;
+          FERRY_RETURN_IF_ERROR(device->Check(error, "cudaEventQuery"));
+          return true;
+        },
+        [recorded, target, value](absl::Status status) {
+          recorded->Remove(target.get(), value);
+          if (status.ok()) {
+            (void)target->Signal(value);
+          } else {
+            target->Fail(std::move(status));
+          }
+        });
+    return absl::OkStatus();
+  });
+  return Event(target, value);
+}
+
+absl::Status CudaBackend::Wait(const Event& event) {
+  FERRY_RETURN_IF_ERROR(device_.sticky_error());
+  if (event.IsComplete()) return absl::OkStatus();
+  const TimelineSemaphore* timeline = event.timeline().get();
+  if (std::shared_ptr<RecordedEvents> recorded =
+          TimelineIndex::Get().Find(timeline)) {
+    if (std::shared_ptr<PooledEvent> cuda_event =
+            recorded->Find(timeline, event.value())) {
+      // A CUDA event exists: wait on the device.
+      queue_.Run([this, cuda_event]() -> absl::Status {
+        FERRY_ASSIGN_OR_RETURN(cudaStream_t s, Begin(StreamKind::kCompute));
+        return Check(cudaStreamWaitEvent(s, cuda_event->event, 0),
+                     "cudaStreamWaitEvent");
+      });
+      return absl::OkStatus();
+    }
+  }
+  // A host-side timeline, or a CUDA backend's work still held on the host:
+  // hold what follows until the event completes.
+  queue_.WaitFor(event);
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::Synchronize() {
+  FERRY_RETURN_IF_ERROR(device_.sticky_error());
+  const Event done = Record();
+  absl::Status status = done.Synchronize();
+  queue_.WaitIdle();
+  if (status.ok()) return absl::OkStatus();
+  // Let work issued before the failure finish, then start a fresh timeline.
+  (void)device_.MakeCurrent();
+  for (cudaStream_t s : streams_) (void)cudaStreamSynchronize(s);
+  absl::Status sticky = device_.sticky_error();
+  if (!sticky.ok()) return sticky;
+  auto fresh = std::make_shared<TimelineSemaphore>();
+  {
+    std::lock_guard<std::mutex> lock(timeline_mu_);
+    TimelineIndex::Get().Erase(timeline_.get());
+    timeline_ = fresh;
+  }
+  last_value_ = 0;
+  tail_ = -1;
+  TimelineIndex::Get().Insert(fresh.get(), recorded_);
+  queue_.Reset();
+  return status;
+}
+
+}  // namespace ferry

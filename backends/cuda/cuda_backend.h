@@ -1,0 +1,140 @@
+// CudaBackend: a ferry Backend on one GPU: a compute stream plus dedicated
+// host-to-device and device-to-host copy streams, a cuBLAS handle and its
+// own timeline.
+//
+// Order. Work on one backend runs in the order it was enqueued, as on any
+// ferry backend: each operation goes to the stream of the engine it needs
+// (uploads on h2d, downloads on d2h, kernels and device copies on compute)
+// and waits, device-side, for the operation before it when that ran on
+// another stream. Copies in both directions and compute therefore overlap
+// across backends of one GPU (as with CUDA streams), each on its own engine.
+//
+// Completion. Record() records a pooled CUDA event after the work so far and
+// hands it to the device's completion poller, which signals this backend's
+// timeline when cudaEventQuery reports it done (see
+// internal/completion_poller.h for why polling and not host callbacks).
+// Waiters resume on the poller thread unless they ask for an executor.
+//
+// Waits. Wait() on another CUDA backend's event is a device-side
+// cudaStreamWaitEvent on the CUDA event behind it. An event of a host-side
+// backend (CPU, sim) cannot be waited on by a GPU, so later operations are
+// held on the host and issued by the thread that completes that event
+// (internal/gated_issue_queue.h); the enqueuing thread never blocks. Held
+// operations keep copies of what they read from tensors (addresses, shapes),
+// so tensors may be re-placed after enqueueing, as on other backends.
+//
+// Errors. Every CUDA and cuBLAS call's error is a status naming the call. A
+// failure fails this backend's timeline (its events and Synchronize report
+// it) and the operations queued behind it are dropped; Synchronize() returns
+// it and the backend works again, unless the error was sticky (the device's
+// context is ruined): then every call returns it.
+#ifndef FERRY_BACKENDS_CUDA_CUDA_BACKEND_H_
+#define FERRY_BACKENDS_CUDA_CUDA_BACKEND_H_
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <utility>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "ferry/backends/backend.h"
+#include "ferry/backends/cuda/cuda_device.h"
+#include "ferry/backends/cuda/internal/caching_allocator.h"
+#include "ferry/backends/cuda/internal/gated_issue_queue.h"
+#include "ferry/backends/event.h"
+#include "ferry/graph/tensor.h"
+#include "ferry/runtime/timeline_semaphore.h"
+
+namespace ferry {
+namespace cuda_internal {
+class RecordedEvents;
+}  // namespace cuda_internal
+
+// Thread-compatible (one enqueuer at a time), like every Backend.
+class CudaBackend final : public Backend {
+ public:
+  enum class StreamKind : int { kCompute = 0, kH2D = 1, kD2H = 2 };
+  static constexpr int kNumStreams = 3;
+
+  // Waits for the work enqueued so far.
+  ~CudaBackend() override;
+
+  absl::string_view name() const override { return device_.name(); }
+  Device& device() const override { return device_; }
+  CudaDevice& cuda_device() const { return device_; }
+
+  // `tensor` must be in this device's memory; `data` is host memory
+  // (pinned for truly asynchronous copies).
+  absl::Status SetTensorAsync(Tensor& tensor, const void* data, size_t offset,
+                              size_t size) override;
+  absl::Status GetTensorAsync(const Tensor& tensor, void* data, size_t offset,
+                              size_t size) override;
+  // Device-to-device within this GPU and peer copies from other GPUs
+  // (cudaMemcpyPeerAsync); host-resident sides as Backend's.
+  absl::Status CopyTensorAsync(Backend& src_backend, const Tensor& src,
+                               Tensor& dst) override;
+  // Every node must satisfy SupportsOp and live in this device's memory.
+  absl::Status EnqueueCompute(NodeSpan nodes) override;
+  Event Record() override;
+  absl::Status Wait(const Event& event) override;
+  absl::Status Synchronize() override;
+
+  // The underlying stream (for interop and benchmarks).
+  cudaStream_t stream(StreamKind kind) const {
+    return streams_[static_cast<int>(kind)];
+  }
+
+ private:
+  friend class CudaDevice;
+
+  explicit CudaBackend(CudaDevice& device);
+  absl::Status Init();
+
+  // --- Issue side: runs under the issue queue's lock. ---
+  // Makes the device current and `kind`'s stream wait for the previous
+  // operation if that ran on another stream; returns the stream.
+  absl::StatusOr<cudaStream_t> Begin(StreamKind kind);
+  // Grows the kernel scratch to `bytes`.
+  absl::Status EnsureScratch(size_t bytes);
+  absl::Status LaunchNodes(NodeSpan nodes);
+  // Converts and, for sticky errors, marks the device.
+  absl::Status Check(cudaError_t error, absl::string_view context) {
+    return device_.Check(error, context);
+  }
+
+  // Fails the current timeline from the poller thread (never inline under
+  // the issue lock, where resumed waiters could re-enter this backend).
+  void FailTimelineLater(absl::Status status);
+  std::shared_ptr<TimelineSemaphore> timeline() const;
+
+  CudaDevice& device_;
+  cudaStream_t streams_[kNumStreams] = {};
+  cudaEvent_t chain_events_[kNumStreams] = {};  // Re-recorded to chain.
+  int tail_ = -1;  // Stream of the last issued operation.
+  cublasHandle_t cublas_ = nullptr;
+  cuda_internal::CachingAllocator::Block cublas_workspace_;
+  cuda_internal::CachingAllocator::Block scratch_;
+  uint64_t compute_stream_id_ = 0;  // For the caching allocator.
+  uint64_t lane_ = 0;               // In the device's poller.
+
+  // Events recorded but not yet seen complete, for device-side waits by
+  // other CUDA backends; shared with the process-wide timeline index.
+  std::shared_ptr<cuda_internal::RecordedEvents> recorded_;
+
+  mutable std::mutex timeline_mu_;
+  std::shared_ptr<TimelineSemaphore> timeline_ ABSL_GUARDED_BY(timeline_mu_);
+  uint64_t last_value_ = 0;  // Enqueuer only.
+
+  cuda_internal::GatedIssueQueue queue_;
+};
+
+}  // namespace ferry
+
+#endif  // FERRY_BACKENDS_CUDA_CUDA_BACKEND_H_

@@ -1,0 +1,283 @@
+// The CUDA backend on a real GPU (tagged requires-gpu; every test skips,
+// saying why, where no GPU is usable).
+#include "ferry/backends/cuda/cuda_backend.h"
+
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <numeric>
+#include <vector>
+
+#include "absl/time/clock.h"
+#include "ferry/backends/cpu/cpu_backend.h"
+#include "ferry/backends/cuda/cuda_device.h"
+#include "ferry/backends/cuda/cuda_probe.h"
+#include "ferry/backends/cuda/testing/test_kernels.h"
+#include "ferry/graph/context.h"
+#include "ferry/graph/ops.h"
+#include "ferry/runtime/status_matchers.h"
+#include "ferry/runtime/sync_wait.h"
+#include "ferry/runtime/task.h"
+#include "ferry/runtime/timeline_semaphore.h"
+#include "gtest/gtest.h"
+
+namespace ferry {
+namespace {
+
+using ::ferry::testing::IsOk;
+using ::ferry::testing::StatusIs;
+
+constexpr int64_t kMillisecond = 1'000'000;
+
+class CudaBackendTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    absl::StatusOr<int> count = CudaDeviceCount();
+    if (!count.ok()) GTEST_SKIP() << "no CUDA device: " << count.status();
+    device_count_ = *count;
+    FERRY_ASSERT_OK_AND_ASSIGN(Device * device,
+                               Registry::Global().FindDevice("cuda0"));
+    device_ = static_cast<CudaDevice*>(device);
+    FERRY_ASSERT_OK_AND_ASSIGN(auto backend, device_->CreateBackend());
+    backend_.reset(static_cast<CudaBackend*>(backend.release()));
+  }
+
+  // A placed f32 tensor of n elements in `type`.
+  Tensor* NewPlaced(BufferType* type, int64_t n, const char* name) {
+    absl::StatusOr<Tensor*> t = ctx_.NewTensor(DType::kF32, {n}, name);
+    EXPECT_THAT(t, IsOk());
+    auto buffer = type->Allocate(static_cast<size_t>(n) * sizeof(float));
+    EXPECT_THAT(buffer, IsOk());
+    EXPECT_THAT(PlaceTensor(**buffer, **t, 0), IsOk());
+    buffers_.push_back(*std::move(buffer));
+    return *t;
+  }
+
+  int device_count_ = 0;
+  CudaDevice* device_ = nullptr;
+  std::unique_ptr<CudaBackend> backend_;
+  Context ctx_;
+  std::vector<std::unique_ptr<Buffer>> buffers_;
+};
+
+TEST_F(CudaBackendTest, PropsDescribeTheGpu) {
+  const DeviceProps props = device_->props();
+  EXPECT_EQ(props.name, "cuda0");
+  EXPECT_EQ(props.type, DeviceType::kGpu);
+  EXPECT_GT(props.memory_total, 0u);
+  EXPECT_GT(props.memory_free, 0u);
+  EXPECT_TRUE(props.caps.async && props.caps.events && props.caps.host_buffer);
+  EXPECT_FALSE(device_->info().pci_bus_id.empty());
+  EXPECT_GE(device_->info().compute_major, 7);
+  EXPECT_NE(props.description.find(device_->info().gpu_name),
+            std::string::npos);
+}
+
+TEST_F(CudaBackendTest, RejectsUnknownParams) {
+  EXPECT_THAT(device_->CreateBackend("threads=4").status(),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
+TEST_F(CudaBackendTest, AsyncRoundTripThroughPinnedMemory) {
+  constexpr int64_t n = 1 << 20;
+  Tensor* t = NewPlaced(device_->default_buffer_type(), n, "t");
+  Tensor* pinned_in = NewPlaced(device_->host_buffer_type(), n, "in");
+  Tensor* pinned_out = NewPlaced(device_->host_buffer_type(), n, "out");
+  float* in = static_cast<float*>(pinned_in->data);
+  float* out = static_cast<float*>(pinned_out->data);
+  for (int64_t i = 0; i < n; ++i) in[i] = static_cast<float>(i) * 0.25f;
+  FERRY_ASSERT_OK(backend_->SetTensorAsync(*t, in, 0, n * sizeof(float)));
+  FERRY_ASSERT_OK(backend_->GetTensorAsync(*t, out, 0, n * sizeof(float)));
+  FERRY_ASSERT_OK(backend_->Synchronize());
+  EXPECT_EQ(std::memcmp(in, out, n * sizeof(float)), 0);
+}
+
+TEST_F(CudaBackendTest, OutOfRangeAndMisplacedTransfersAreErrors) {
+  Tensor* t = NewPlaced(device_->default_buffer_type(), 16, "t");
+  std::vector<float> host(32);
+  EXPECT_THAT(backend_->SetTensorAsync(*t, host.data(), 0, 32 * sizeof(float)),
+              StatusIs(absl::StatusCode::kOutOfRange));
+  Tensor* on_host = NewPlaced(GetCpuDevice().default_buffer_type(), 16, "h");
+  EXPECT_THAT(backend_->SetTensorAsync(*on_host, host.data(), 0, 4),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  FERRY_EXPECT_OK(backend_->Synchronize());
+}
+
+TEST_F(CudaBackendTest, SynchronousBufferOps) {
+  Tensor* t = NewPlaced(device_->default_buffer_type(), 256, "t");
+  std::vector<float> in(256), out(256);
+  std::iota(in.begin(), in.end(), 1.0f);
+  FERRY_ASSERT_OK(SetTensorData(*t, in.data()));
+  FERRY_ASSERT_OK(GetTensorData(*t, out.data()));
+  EXPECT_EQ(in, out);
+  FERRY_ASSERT_OK(t->buffer->Clear(0));
+  FERRY_ASSERT_OK(GetTensorData(*t, out.data()));
+  EXPECT_EQ(out, std::vector<float>(256, 0.0f));
+}
+
+TEST_F(CudaBackendTest, ComputeAddAndAwaitOnCoroutine) {
+  Context ctx;
+  FERRY_ASSERT_OK_AND_ASSIGN(Tensor * a,
+                             ctx.NewTensor(DType::kF32, {1024}, "a"));
+  FERRY_ASSERT_OK_AND_ASSIGN(Tensor * b,
+                             ctx.NewTensor(DType::kF32, {1024}, "b"));
+  FERRY_ASSERT_OK_AND_ASSIGN(Tensor * sum, Add(ctx, a, b));
+  FERRY_ASSERT_OK_AND_ASSIGN(
+      auto buffer, device_->default_buffer_type()->Allocate(3 * 4096));
+  FERRY_ASSERT_OK(PlaceTensor(*buffer, *a, 0));
+  FERRY_ASSERT_OK(PlaceTensor(*buffer, *b, 4096));
+  FERRY_ASSERT_OK(PlaceTensor(*buffer, *sum, 8192));
+  std::vector<float> va(1024, 1.5f), vb(1024, 2.0f), out(1024);
+  FERRY_ASSERT_OK(SetTensorData(*a, va.data()));
+  FERRY_ASSERT_OK(SetTensorData(*b, vb.data()));
+  Tensor* nodes[] = {sum};
+  FERRY_ASSERT_OK(SyncWait(backend_->Compute(NodeSpan(nodes))));
+  FERRY_ASSERT_OK(GetTensorData(*sum, out.data()));
+  EXPECT_EQ(out, std::vector<float>(1024, 3.5f));
+}
+
+TEST_F(CudaBackendTest, UnplacedOrUnsupportedNodesAreErrors) {
+  Context ctx;
+  FERRY_ASSERT_OK_AND_ASSIGN(Tensor * a, ctx.NewTensor(DType::kF32, {8}, "a"));
+  FERRY_ASSERT_OK_AND_ASSIGN(Tensor * s, Scale(ctx, a, 2.0f));
+  Tensor* nodes[] = {s};
+  EXPECT_THAT(backend_->EnqueueCompute(NodeSpan(nodes)),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  FERRY_EXPECT_OK(backend_->Synchronize());
+}
+
+TEST_F(CudaBackendTest, WaitOnHostEventHoldsLaterWorkWithoutBlocking) {
+  constexpr int64_t n = 4096;
+  Tensor* t = NewPlaced(device_->default_buffer_type(), n, "t");
+  Tensor* pinned = NewPlaced(device_->host_buffer_type(), n, "p");
+  float* host = static_cast<float*>(pinned->data);
+  for (int64_t i = 0; i < n; ++i) host[i] = 7.0f;
+  auto timeline = std::make_shared<TimelineSemaphore>();
+  FERRY_ASSERT_OK(backend_->Wait(Event(timeline, 1)));  // Returns at once.
+  FERRY_ASSERT_OK(backend_->SetTensorAsync(*t, host, 0, n * sizeof(float)));
+  const Event uploaded = backend_->Record();
+  absl::SleepFor(absl::Milliseconds(20));
+  EXPECT_FALSE(uploaded.IsComplete());
+  for (int64_t i = 0; i < n; ++i) host[i] = 9.0f;  // Before the gate opens.
+  FERRY_ASSERT_OK(timeline->Signal(1));
+  FERRY_ASSERT_OK(uploaded.Synchronize());
+  std::vector<float> out(n);
+  FERRY_ASSERT_OK(GetTensorData(*t, out.data()));
+  EXPECT_EQ(out, std::vector<float>(n, 9.0f));
+}
+
+TEST_F(CudaBackendTest, FailedHostEventFailsTheBackendUntilSynchronize) {
+  auto timeline = std::make_shared<TimelineSemaphore>();
+  FERRY_ASSERT_OK(backend_->Wait(Event(timeline, 1)));
+  const Event after = backend_->Record();
+  timeline->Fail(absl::DataLossError("producer faulted"));
+  EXPECT_THAT(after.Synchronize(), StatusIs(absl::StatusCode::kDataLoss));
+  EXPECT_THAT(backend_->Synchronize(), StatusIs(absl::StatusCode::kDataLoss));
+  FERRY_EXPECT_OK(backend_->Synchronize());  // Recovered.
+}
+
+TEST_F(CudaBackendTest, WaitOnAnotherCudaBackendIsDeviceSide) {
+  FERRY_ASSERT_OK_AND_ASSIGN(auto other_owned, device_->CreateBackend());
+  auto& other = static_cast<CudaBackend&>(*other_owned);
+  FERRY_ASSERT_OK(cuda_testing::LaunchSpinKernel(
+      other.stream(CudaBackend::StreamKind::kCompute), 50 * kMillisecond));
+  const Event spun = other.Record();
+  FERRY_ASSERT_OK(backend_->Wait(spun));
+  const Event after = backend_->Record();
+  absl::SleepFor(absl::Milliseconds(10));
+  EXPECT_FALSE(after.IsComplete());
+  FERRY_ASSERT_OK(after.Synchronize());
+  EXPECT_TRUE(spun.IsComplete());
+}
+
+TEST_F(CudaBackendTest, CopiesBetweenBackendsOfOneDevice) {
+  constexpr int64_t n = 1 << 16;
+  FERRY_ASSERT_OK_AND_ASSIGN(auto other, device_->CreateBackend());
+  Tensor* src = NewPlaced(device_->default_buffer_type(), n, "src");
+  Tensor* dst = NewPlaced(device_->default_buffer_type(), n, "dst");
+  std::vector<float> in(n), out(n);
+  std::iota(in.begin(), in.end(), 0.0f);
+  FERRY_ASSERT_OK(other->SetTensorAsync(*src, in.data(), 0, n * sizeof(float)));
+  FERRY_ASSERT_OK(backend_->CopyTensorAsync(*other, *src, *dst));
+  FERRY_ASSERT_OK(backend_->Synchronize());
+  FERRY_ASSERT_OK(GetTensorData(*dst, out.data()));
+  EXPECT_EQ(in, out);
+}
+
+TEST_F(CudaBackendTest, PeerCopyBetweenGpus) {
+  if (device_count_ < 2) GTEST_SKIP() << "needs two GPUs";
+  constexpr int64_t n = 1 << 16;
+  FERRY_ASSERT_OK_AND_ASSIGN(Device * second,
+                             Registry::Global().FindDevice("cuda1"));
+  FERRY_ASSERT_OK_AND_ASSIGN(auto other, second->CreateBackend());
+  Tensor* src = NewPlaced(second->default_buffer_type(), n, "src");
+  Tensor* dst = NewPlaced(device_->default_buffer_type(), n, "dst");
+  std::vector<float> in(n), out(n);
+  std::iota(in.begin(), in.end(), 3.0f);
+  FERRY_ASSERT_OK(other->SetTensorAsync(*src, in.data(), 0, n * sizeof(float)));
+  FERRY_ASSERT_OK(backend_->CopyTensorAsync(*other, *src, *dst));
+  FERRY_ASSERT_OK(backend_->Synchronize());
+  FERRY_ASSERT_OK(GetTensorData(*dst, out.data()));
+  EXPECT_EQ(in, out);
+}
+
+TEST_F(CudaBackendTest, FreedMemoryIsNotReusedBeforeItsWorkCompletes) {
+  constexpr size_t kBytes = 8 << 20;
+  FERRY_ASSERT_OK_AND_ASSIGN(auto first,
+                             device_->default_buffer_type()->Allocate(kBytes));
+  void* const address = first->base();
+  // Work still running on a stream of the device when the buffer goes.
+  FERRY_ASSERT_OK(cuda_testing::LaunchSpinKernel(
+      backend_->stream(CudaBackend::StreamKind::kCompute), 50 * kMillisecond));
+  first.reset();
+  FERRY_ASSERT_OK_AND_ASSIGN(auto second,
+                             device_->default_buffer_type()->Allocate(kBytes));
+  EXPECT_NE(second->base(), address);
+  FERRY_ASSERT_OK(backend_->Synchronize());
+  FERRY_ASSERT_OK_AND_ASSIGN(auto third,
+                             device_->default_buffer_type()->Allocate(kBytes));
+  EXPECT_EQ(third->base(), address);  // Reused once the work is done.
+  EXPECT_GE(device_->memory_stats().hits, 1);
+}
+
+TEST_F(CudaBackendTest, OutOfMemoryIsResourceExhaustedAndHarmless) {
+  const size_t too_much = device_->info().total_memory * 2;
+  EXPECT_THAT(device_->default_buffer_type()->Allocate(too_much).status(),
+              StatusIs(absl::StatusCode::kResourceExhausted));
+  Tensor* t = NewPlaced(device_->default_buffer_type(), 64, "t");
+  std::vector<float> in(64, 1.0f), out(64);
+  FERRY_ASSERT_OK(SetTensorData(*t, in.data()));
+  FERRY_ASSERT_OK(GetTensorData(*t, out.data()));
+  EXPECT_EQ(in, out);
+}
+
+TEST_F(CudaBackendTest, BufferOverHostPointerCopiesAsync) {
+  constexpr int64_t n = 1 << 14;
+  std::vector<float> memory(n, 4.0f);
+  FERRY_ASSERT_OK_AND_ASSIGN(
+      auto host, device_->BufferFromHostPointer(memory.data(),
+                                                memory.size() * sizeof(float)));
+  EXPECT_TRUE(host->is_host());
+  FERRY_ASSERT_OK_AND_ASSIGN(Tensor * h, ctx_.NewTensor(DType::kF32, {n}, "h"));
+  FERRY_ASSERT_OK(PlaceTensor(*host, *h, 0));
+  Tensor* d = NewPlaced(device_->default_buffer_type(), n, "d");
+  FERRY_ASSERT_OK(backend_->CopyTensorAsync(*backend_, *h, *d));
+  FERRY_ASSERT_OK(backend_->Synchronize());
+  std::vector<float> out(n);
+  FERRY_ASSERT_OK(GetTensorData(*d, out.data()));
+  EXPECT_EQ(out, memory);
+}
+
+TEST_F(CudaBackendTest, ManyRecordsCompleteInOrder) {
+  std::vector<Event> events;
+  for (int i = 0; i < 200; ++i) {
+    FERRY_ASSERT_OK(cuda_testing::LaunchEmptyKernel(
+        backend_->stream(CudaBackend::StreamKind::kCompute)));
+    events.push_back(backend_->Record());
+  }
+  FERRY_ASSERT_OK(events.back().Synchronize());
+  for (const Event& e : events) EXPECT_TRUE(e.IsComplete());
+}
+
+}  // namespace
+}  // namespace ferry
