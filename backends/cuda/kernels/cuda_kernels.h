@@ -1,0 +1,54 @@
+// The CUDA backend's op kernels: every graph op (graph/ops.h) that the CPU
+// kernels support, enqueued on a CUDA stream with the same semantics
+// (cpu_kernels::CheckSupported decides what is supported, for both).
+//
+// Element-wise ops, copies, get_rows and concat run grid-stride kernels over
+// the result's elements; rms_norm, norm, soft_max and rope run one block per
+// row; mul_mat runs on cuBLAS (f32 x f32 in full f32, f16/bf16 weights with
+// b converted to their type in scratch, f32 accumulation).
+//
+// Typical use:
+//   size_t bytes = cuda_kernels::ScratchBytes(*node);  // Plan; 0 for most.
+//   cuda_kernels::LaunchContext ctx{stream, cublas, scratch, bytes};
+//   FERRY_RETURN_IF_ERROR(cuda_kernels::Launch(*node, ctx));
+#ifndef FERRY_BACKENDS_CUDA_KERNELS_CUDA_KERNELS_H_
+#define FERRY_BACKENDS_CUDA_KERNELS_CUDA_KERNELS_H_
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+
+#include "absl/status/status.h"
+#include "ferry/graph/tensor.h"
+
+namespace ferry::cuda_kernels {
+
+// Where and with what Launch enqueues work. Holds no ownership.
+struct LaunchContext {
+  cudaStream_t stream = nullptr;
+  // Already bound to `stream` by the caller (cublasSetStream) with a
+  // workspace set, in CUBLAS_POINTER_MODE_HOST (the default).
+  cublasHandle_t cublas = nullptr;
+  // Device memory of at least ScratchBytes(node) bytes, 256-byte aligned.
+  void* scratch = nullptr;
+  size_t scratch_bytes = 0;
+};
+
+// Returns the device scratch bytes `node` needs (mul_mat converting f32 b
+// to f16/bf16 for tensor cores, or copying operands whose rows overlap); 0
+// for most ops.
+size_t ScratchBytes(const Tensor& node);
+
+// Enqueues node's computation on ctx.stream. `node` must pass
+// cpu_kernels::CheckSupported; node.data and every source's data are DEVICE
+// pointers. Ops that OpCanRunInPlace also work with node.data ==
+// src[0]->data (same layout). Leafs (Op::kNone) and view ops (IsViewOp) are
+// no-ops returning OK. Returns an error naming the op and the CUDA or cuBLAS
+// call when a launch fails (cudaGetLastError after each launch, cuBLAS
+// statuses). Never synchronizes.
+absl::Status Launch(const Tensor& node, const LaunchContext& ctx);
+
+}  // namespace ferry::cuda_kernels
+
+#endif  // FERRY_BACKENDS_CUDA_KERNELS_CUDA_KERNELS_H_

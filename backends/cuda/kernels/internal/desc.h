@@ -1,0 +1,85 @@
+// Plain descriptions of tensors and op arguments handed to the CUDA kernels
+// (internal/device_kernels.h) and to their host emulation. No CUDA, Abseil or
+// graph headers: nvcc compiles the files that include it, and the structs go
+// to kernels by value.
+#ifndef FERRY_BACKENDS_CUDA_KERNELS_INTERNAL_DESC_H_
+#define FERRY_BACKENDS_CUDA_KERNELS_INTERNAL_DESC_H_
+
+#include <cstdint>
+
+namespace ferry {
+namespace cuda_kernels_internal {
+
+// Element types; values equal ferry::DType's.
+enum class ElemType : int32_t { kF32 = 0, kF16 = 1, kBF16 = 2, kI32 = 3 };
+
+// One tensor as the kernels see it: a device (or, when emulated, host)
+// address, its element type and ggml-style shape and byte strides. Does not
+// own `data`.
+struct TensorDesc {
+  void* data = nullptr;
+  ElemType type = ElemType::kF32;
+  int64_t ne[4] = {1, 1, 1, 1};
+  int64_t nb[4] = {0, 0, 0, 0};
+};
+
+enum class BinaryKind : int32_t { kAdd, kSub, kMul, kDiv };
+enum class UnaryKind : int32_t { kScale, kSilu, kGelu, kRelu };
+
+// add/sub/mul/div: dst = a op b, b broadcast onto a; all f32.
+struct BinaryArgs {
+  TensorDesc a, b, dst;
+  BinaryKind kind = BinaryKind::kAdd;
+};
+
+// scale/silu/gelu/relu on f32.
+struct UnaryArgs {
+  TensorDesc a, dst;
+  UnaryKind kind = UnaryKind::kScale;
+  float scale = 1.0f;
+};
+
+// rms_norm (center = false) and norm (center = true).
+struct NormArgs {
+  TensorDesc a, dst;
+  bool center = false;
+  float eps = 0.0f;
+};
+
+// soft_max(a * scale + mask); mask unused unless has_mask.
+struct SoftMaxArgs {
+  TensorDesc a, mask, dst;
+  bool has_mask = false;
+  float scale = 1.0f;
+};
+
+struct RopeArgs {
+  TensorDesc a, pos, dst;
+  int32_t n_dims = 0;
+  bool neox = false;
+  float freq_base = 10000.0f;
+  float freq_scale = 1.0f;
+};
+
+// get_rows: a f32/f16/bf16, ids i32, dst f32.
+struct GetRowsArgs {
+  TensorDesc a, ids, dst;
+};
+
+// Copies src's elements into dst in logical order (i0 fastest), converting
+// between float types; same_shape when src.ne == dst.ne (one index for both).
+struct CopyArgs {
+  TensorDesc src, dst;
+  bool same_shape = false;
+};
+
+// concat along dim; a, b and dst have one element type.
+struct ConcatArgs {
+  TensorDesc a, b, dst;
+  int32_t dim = 0;
+};
+
+}  // namespace cuda_kernels_internal
+}  // namespace ferry
+
+#endif  // FERRY_BACKENDS_CUDA_KERNELS_INTERNAL_DESC_H_

@@ -1,0 +1,27 @@
+// Launchers of the CUDA kernels, one per kernel family. Each enqueues its
+// kernel on `stream` (nothing for an empty result) and returns
+// cudaGetLastError() after the launch; none synchronizes. Pointers in the
+// arguments are device addresses. The math lives in kernel_math.h.
+#ifndef FERRY_BACKENDS_CUDA_KERNELS_INTERNAL_DEVICE_KERNELS_H_
+#define FERRY_BACKENDS_CUDA_KERNELS_INTERNAL_DEVICE_KERNELS_H_
+
+#include <cuda_runtime_api.h>
+
+#include "ferry/backends/cuda/kernels/internal/desc.h"
+
+namespace ferry {
+namespace cuda_kernels_internal {
+
+cudaError_t LaunchBinary(const BinaryArgs& args, cudaStream_t stream);
+cudaError_t LaunchUnary(const UnaryArgs& args, cudaStream_t stream);
+cudaError_t LaunchNorm(const NormArgs& args, cudaStream_t stream);
+cudaError_t LaunchSoftMax(const SoftMaxArgs& args, cudaStream_t stream);
+cudaError_t LaunchRope(const RopeArgs& args, cudaStream_t stream);
+cudaError_t LaunchGetRows(const GetRowsArgs& args, cudaStream_t stream);
+cudaError_t LaunchCopy(const CopyArgs& args, cudaStream_t stream);
+cudaError_t LaunchConcat(const ConcatArgs& args, cudaStream_t stream);
+
+}  // namespace cuda_kernels_internal
+}  // namespace ferry
+
+#endif  // FERRY_BACKENDS_CUDA_KERNELS_INTERNAL_DEVICE_KERNELS_H_

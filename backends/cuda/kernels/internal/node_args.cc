@@ -1,0 +1,347 @@
+#include "ferry/backends/cuda/kernels/internal/node_args.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <optional>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "ferry/backends/cuda/kernels/internal/desc.h"
+#include "ferry/graph/dtype.h"
+#include "ferry/graph/op.h"
+#include "ferry/graph/ops.h"
+#include "ferry/graph/tensor.h"
+
+namespace ferry {
+namespace cuda_kernels_internal {
+namespace {
+
+int64_t AlignUp(int64_t bytes) {
+  const auto alignment = static_cast<int64_t>(kScratchAlignment);
+  return (bytes + alignment - 1) / alignment * alignment;
+}
+
+int64_t ElemSize(ElemType type) {
+  return type == ElemType::kF16 || type == ElemType::kBF16 ? 2 : 4;
+}
+
+// Where mul_mat's operand copies go in its scratch: b's at 0, a's after.
+struct MulMatScratch {
+  bool copy_a = false;
+  bool copy_b = false;
+  int64_t b_bytes = 0;  // Aligned.
+  int64_t a_bytes = 0;  // Aligned.
+};
+
+MulMatScratch LayOutMulMatScratch(const Tensor& node) {
+  const Tensor& a = *node.src[0];
+  const Tensor& b = *node.src[1];
+  const int64_t k = a.ne[0];
+  MulMatScratch s;
+  if (node.NumElements() == 0 || k == 0) return s;
+  // cuBLAS wants ld >= k: rows that overlap (views with a row stride below
+  // k, even 0) are made contiguous first. A single row's stride is unused.
+  s.copy_a = a.ne[1] > 1 && a.nb[1] < k * a.ElementSize();
+  s.copy_b =
+      a.dtype != DType::kF32 || (b.ne[1] > 1 && b.nb[1] < k * b.ElementSize());
+  if (s.copy_b) {
+    s.b_bytes = AlignUp(b.NumElements() * a.ElementSize());
+  }
+  if (s.copy_a) s.a_bytes = AlignUp(a.NumElements() * a.ElementSize());
+  return s;
+}
+
+// A contiguous tensor of `type` and shape `ne` at `data`.
+TensorDesc ContiguousDesc(void* data, ElemType type,
+                          const std::array<int64_t, kMaxDims>& ne) {
+  TensorDesc d;
+  d.data = data;
+  d.type = type;
+  int64_t stride = ElemSize(type);
+  for (int i = 0; i < kMaxDims; ++i) {
+    d.ne[i] = ne[i];
+    d.nb[i] = stride;
+    stride *= ne[i];
+  }
+  return d;
+}
+
+bool FitsInt(int64_t v) {
+  return v >= 0 && v <= std::numeric_limits<int32_t>::max();
+}
+
+// Appends batch offsets one at a time, merging runs with constant strides
+// (and equal element-size multiples) into strided batched calls.
+class BatchRuns {
+ public:
+  BatchRuns(int64_t a_size, int64_t b_size, std::vector<GemmBatch>* out)
+      : a_size_(a_size), b_size_(b_size), out_(out) {}
+
+  void Add(int64_t a_off, int64_t b_off, int64_t c_off) {
+    if (!out_->empty() && Extends(out_->back(), a_off, b_off, c_off)) return;
+    GemmBatch batch;
+    batch.a_offset = a_off;
+    batch.b_offset = b_off;
+    batch.c_offset = c_off;
+    out_->push_back(batch);
+  }
+
+ private:
+  // Strides in elements for the byte step `delta`, if it is a non-negative
+  // multiple of `size`.
+  static std::optional<int64_t> Stride(int64_t delta, int64_t size) {
+    if (delta < 0 || delta % size != 0) return std::nullopt;
+    return delta / size;
+  }
+
+  bool Extends(GemmBatch& run, int64_t a_off, int64_t b_off,
+               int64_t c_off) const {
+    if (run.count == std::numeric_limits<int32_t>::max()) return false;
+    if (run.count == 1) {
+      const std::optional<int64_t> sa = Stride(a_off - run.a_offset, a_size_);
+      const std::optional<int64_t> sb = Stride(b_off - run.b_offset, b_size_);
+      const std::optional<int64_t> sc =
+          Stride(c_off - run.c_offset, sizeof(float));
+      if (!sa || !sb || !sc) return false;
+      run.stride_a = *sa;
+      run.stride_b = *sb;
+      run.stride_c = *sc;
+      run.count = 2;
+      return true;
+    }
+    const int64_t n = run.count;
+    if (a_off != run.a_offset + n * run.stride_a * a_size_ ||
+        b_off != run.b_offset + n * run.stride_b * b_size_ ||
+        c_off != run.c_offset +
+                     n * run.stride_c * static_cast<int64_t>(sizeof(float))) {
+      return false;
+    }
+    ++run.count;
+    return true;
+  }
+
+  int64_t a_size_;
+  int64_t b_size_;
+  std::vector<GemmBatch>* out_;
+};
+
+}  // namespace
+
+TensorDesc Describe(const Tensor& t) {
+  TensorDesc d;
+  d.data = t.data;
+  d.type = static_cast<ElemType>(t.dtype);
+  for (int i = 0; i < kMaxDims; ++i) {
+    d.ne[i] = t.ne[i];
+    d.nb[i] = t.nb[i];
+  }
+  return d;
+}
+
+size_t MulMatScratchBytes(const Tensor& node) {
+  const MulMatScratch s = LayOutMulMatScratch(node);
+  return static_cast<size_t>(s.b_bytes + s.a_bytes);
+}
+
+absl::StatusOr<GemmPlan> PlanMulMat(const Tensor& node, void* scratch,
+                                    size_t scratch_bytes) {
+  const Tensor& a = *node.src[0];
+  const Tensor& b = *node.src[1];
+  const int64_t k = a.ne[0];
+  const int64_t m = a.ne[1];
+  const int64_t n = b.ne[1];
+  GemmPlan plan;
+  plan.c = static_cast<float*>(node.data);
+  plan.output_bytes = node.NumElements() * static_cast<int64_t>(sizeof(float));
+  if (node.NumElements() == 0) return plan;
+  if (k == 0) {
+    plan.zero_output = true;
+    return plan;
+  }
+  const MulMatScratch layout = LayOutMulMatScratch(node);
+  if (scratch_bytes < static_cast<size_t>(layout.a_bytes + layout.b_bytes) ||
+      (layout.a_bytes + layout.b_bytes > 0 && scratch == nullptr)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cuda kernels: mul_mat needs ", layout.a_bytes + layout.b_bytes,
+        " scratch bytes, got ", scratch_bytes, " (", node.DebugString(), ")"));
+  }
+  plan.ab_type = static_cast<ElemType>(a.dtype);
+  const int64_t ab_size = a.ElementSize();
+  auto* scratch_bytes_ptr = static_cast<std::byte*>(scratch);
+
+  // B operand: b itself, or its conversion to a's type in scratch.
+  std::array<int64_t, kMaxDims> b_nb = b.nb;
+  plan.b = b.data;
+  if (layout.copy_b) {
+    CopyArgs copy;
+    copy.src = Describe(b);
+    copy.dst = ContiguousDesc(scratch_bytes_ptr, plan.ab_type, b.ne);
+    copy.same_shape = true;
+    for (int i = 0; i < kMaxDims; ++i) b_nb[i] = copy.dst.nb[i];
+    plan.b = scratch_bytes_ptr;
+    plan.copy_b = copy;
+  }
+  // A operand: a itself, or a contiguous copy in scratch.
+  std::array<int64_t, kMaxDims> a_nb = a.nb;
+  plan.a = a.data;
+  if (layout.copy_a) {
+    std::byte* at = scratch_bytes_ptr + layout.b_bytes;
+    CopyArgs copy;
+    copy.src = Describe(a);
+    copy.dst = ContiguousDesc(at, plan.ab_type, a.ne);
+    copy.same_shape = true;
+    for (int i = 0; i < kMaxDims; ++i) a_nb[i] = copy.dst.nb[i];
+    plan.a = at;
+    plan.copy_a = copy;
+  }
+
+  // Column-major view: A = a's rows as k x m (ld = row stride), op T;
+  // B = b's rows as k x n, op N; C = m x n with ldc = m, i.e. the row-major
+  // [n][m] result. A single row's stride is never read: use k.
+  const int64_t lda = m == 1 ? k : a_nb[1] / ab_size;
+  const int64_t ldb = n == 1 ? k : b_nb[1] / ab_size;
+  const int64_t ldc = m;
+  for (const auto& [name, value] : {std::pair<const char*, int64_t>{"m", m},
+                                    {"n", n},
+                                    {"k", k},
+                                    {"lda", lda},
+                                    {"ldb", ldb},
+                                    {"ldc", ldc}}) {
+    if (!FitsInt(value)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "cuda kernels: mul_mat: ", name, " = ", value,
+          " does not fit cuBLAS's int (", node.DebugString(), ")"));
+    }
+  }
+  plan.m = static_cast<int32_t>(m);
+  plan.n = static_cast<int32_t>(n);
+  plan.k = static_cast<int32_t>(k);
+  plan.lda = static_cast<int32_t>(lda);
+  plan.ldb = static_cast<int32_t>(ldb);
+  plan.ldc = static_cast<int32_t>(ldc);
+
+  // Batches (i2, i3) of b, i2 fastest; a's batch is (i2 / r2, i3 / r3).
+  const int64_t r2 = b.ne[2] / a.ne[2];
+  const int64_t r3 = b.ne[3] / a.ne[3];
+  BatchRuns runs(ab_size, ab_size, &plan.batches);
+  for (int64_t i3 = 0; i3 < b.ne[3]; ++i3) {
+    for (int64_t i2 = 0; i2 < b.ne[2]; ++i2) {
+      runs.Add((i2 / r2) * a_nb[2] + (i3 / r3) * a_nb[3],
+               i2 * b_nb[2] + i3 * b_nb[3], i2 * node.nb[2] + i3 * node.nb[3]);
+    }
+  }
+  return plan;
+}
+
+BinaryArgs MakeBinaryArgs(const Tensor& node) {
+  BinaryArgs args;
+  args.a = Describe(*node.src[0]);
+  args.b = Describe(*node.src[1]);
+  args.dst = Describe(node);
+  switch (node.op) {
+    case Op::kSub:
+      args.kind = BinaryKind::kSub;
+      break;
+    case Op::kMul:
+      args.kind = BinaryKind::kMul;
+      break;
+    case Op::kDiv:
+      args.kind = BinaryKind::kDiv;
+      break;
+    default:
+      args.kind = BinaryKind::kAdd;
+      break;
+  }
+  return args;
+}
+
+UnaryArgs MakeUnaryArgs(const Tensor& node) {
+  UnaryArgs args;
+  args.a = Describe(*node.src[0]);
+  args.dst = Describe(node);
+  switch (node.op) {
+    case Op::kSilu:
+      args.kind = UnaryKind::kSilu;
+      break;
+    case Op::kGelu:
+      args.kind = UnaryKind::kGelu;
+      break;
+    case Op::kRelu:
+      args.kind = UnaryKind::kRelu;
+      break;
+    default:
+      args.kind = UnaryKind::kScale;
+      args.scale = node.ParamF32(0);
+      break;
+  }
+  return args;
+}
+
+NormArgs MakeNormArgs(const Tensor& node) {
+  NormArgs args;
+  args.a = Describe(*node.src[0]);
+  args.dst = Describe(node);
+  args.center = node.op == Op::kNorm;
+  args.eps = node.ParamF32(0);
+  return args;
+}
+
+SoftMaxArgs MakeSoftMaxArgs(const Tensor& node) {
+  SoftMaxArgs args;
+  args.a = Describe(*node.src[0]);
+  args.dst = Describe(node);
+  if (node.src[1] != nullptr) {
+    args.mask = Describe(*node.src[1]);
+    args.has_mask = true;
+  }
+  args.scale = node.ParamF32(0);
+  return args;
+}
+
+RopeArgs MakeRopeArgs(const Tensor& node) {
+  RopeArgs args;
+  args.a = Describe(*node.src[0]);
+  args.pos = Describe(*node.src[1]);
+  args.dst = Describe(node);
+  args.n_dims = node.ParamI32(0);
+  args.neox = node.ParamI32(1) == static_cast<int32_t>(RopeMode::kNeox);
+  args.freq_base = node.ParamF32(2);
+  args.freq_scale = node.ParamF32(3);
+  return args;
+}
+
+GetRowsArgs MakeGetRowsArgs(const Tensor& node) {
+  GetRowsArgs args;
+  args.a = Describe(*node.src[0]);
+  args.ids = Describe(*node.src[1]);
+  args.dst = Describe(node);
+  return args;
+}
+
+CopyArgs MakeCopyArgs(const Tensor& src, const Tensor& dst) {
+  CopyArgs args;
+  args.src = Describe(src);
+  args.dst = Describe(dst);
+  args.same_shape = src.ne == dst.ne;
+  return args;
+}
+
+ConcatArgs MakeConcatArgs(const Tensor& node) {
+  ConcatArgs args;
+  args.a = Describe(*node.src[0]);
+  args.b = Describe(*node.src[1]);
+  args.dst = Describe(node);
+  args.dim = node.ParamI32(0);
+  return args;
+}
+
+absl::Status UnsupportedOp(const Tensor& node) {
+  return absl::UnimplementedError(
+      absl::StrCat("cuda kernels: op ", OpName(node.op), " has no kernel (",
+                   node.DebugString(), ")"));
+}
+
+}  // namespace cuda_kernels_internal
+}  // namespace ferry
