@@ -1,0 +1,203 @@
+// The scheduler with CUDA backends (tagged requires-gpu; skips, saying why,
+// without a GPU): the same checks the sim devices pass in tests/sched.
+#include <memory>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "ferry/alloc/testing/llama_graph.h"
+#include "ferry/alloc/weights.h"
+#include "ferry/backends/cpu/cpu_backend.h"
+#include "ferry/backends/cuda/cuda_probe.h"
+#include "ferry/backends/registry.h"
+#include "ferry/graph/context.h"
+#include "ferry/graph/testing/reference.h"
+#include "ferry/runtime/status_matchers.h"
+#include "ferry/runtime/sync_wait.h"
+#include "ferry/runtime/when_all.h"
+#include "ferry/sched/scheduler.h"
+#include "gtest/gtest.h"
+
+namespace ferry {
+namespace {
+
+constexpr testing::LlamaConfig kLlama = {
+    .n_layer = 2, .n_embd = 256, .n_head = 4, .n_ff = 512, .n_vocab = 300};
+
+struct PlacedModel {
+  std::unique_ptr<testing::LlamaModel> model;
+  std::vector<std::unique_ptr<Buffer>> buffers;
+};
+
+// Weights in `type`, with values that depend only on their position.
+absl::StatusOr<PlacedModel> MakeModel(BufferType& type) {
+  PlacedModel placed;
+  FERRY_ASSIGN_OR_RETURN(placed.model, testing::MakeLlamaModel(kLlama));
+  FERRY_ASSIGN_OR_RETURN(placed.buffers,
+                         AllocateWeights(placed.model->ctx, type));
+  uint64_t seed = 7;
+  for (Tensor* t : placed.model->ctx.tensors()) {
+    Context host_ctx;
+    FERRY_ASSIGN_OR_RETURN(
+        Tensor * host,
+        host_ctx.NewTensor(t->dtype, {t->ne[0], t->ne[1], t->ne[2], t->ne[3]}));
+    FERRY_RETURN_IF_ERROR(host_ctx.AllocateHostData());
+    const bool norm = t->ne[1] == 1;
+    FERRY_RETURN_IF_ERROR(testing::FillRandom(
+        *host, seed++, norm ? 0.9f : -0.1f, norm ? 1.1f : 0.1f));
+    FERRY_RETURN_IF_ERROR(SetTensorData(*t, host->data));
+  }
+  return placed;
+}
+
+absl::StatusOr<std::vector<float>> ReadLogits(const Tensor& logits) {
+  std::vector<float> out(logits.NumElements());
+  FERRY_RETURN_IF_ERROR(GetTensorData(logits, out.data()));
+  return out;
+}
+
+class CudaSchedulerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    absl::StatusOr<int> count = CudaDeviceCount();
+    if (!count.ok()) GTEST_SKIP() << "no CUDA device: " << count.status();
+    gpus_ = *count;
+    FERRY_ASSERT_OK_AND_ASSIGN(cpu_, GetCpuDevice().CreateBackend("threads=2"));
+    FERRY_ASSERT_OK_AND_ASSIGN(cuda0_,
+                               Registry::Global().CreateBackend("cuda0"));
+  }
+
+  std::vector<float> CpuOnlyLogits(int64_t n_tokens, uint64_t seed) {
+    auto model = MakeModel(*cpu_->default_buffer_type());
+    EXPECT_THAT(model, testing::IsOk());
+    auto graph = testing::BuildLlamaGraph(*model->model, n_tokens, false);
+    EXPECT_THAT(graph, testing::IsOk());
+    auto sched = Scheduler::Create({cpu_.get()});
+    EXPECT_THAT(sched, testing::IsOk());
+    EXPECT_THAT(testing::FillLlamaInputs(*graph, kLlama.n_vocab, seed),
+                testing::IsOk());
+    EXPECT_THAT((*sched)->Compute(graph->graph), testing::IsOk());
+    auto logits = ReadLogits(*graph->logits);
+    EXPECT_THAT(logits, testing::IsOk());
+    return *logits;
+  }
+
+  int gpus_ = 0;
+  std::unique_ptr<Backend> cpu_;
+  std::unique_ptr<Backend> cuda0_;
+};
+
+TEST_F(CudaSchedulerTest, LlamaOnGpuAndCpuEqualsCpuOnly) {
+  const std::vector<float> expected = CpuOnlyLogits(8, 3);
+  FERRY_ASSERT_OK_AND_ASSIGN(PlacedModel model,
+                             MakeModel(*cuda0_->default_buffer_type()));
+  FERRY_ASSERT_OK_AND_ASSIGN(testing::LlamaGraph graph,
+                             testing::BuildLlamaGraph(*model.model, 8, false));
+  FERRY_ASSERT_OK_AND_ASSIGN(auto sched,
+                             Scheduler::Create({cuda0_.get(), cpu_.get()}));
+  FERRY_ASSERT_OK(testing::FillLlamaInputs(graph, kLlama.n_vocab, 3));
+  FERRY_ASSERT_OK(sched->Compute(graph.graph));
+  FERRY_ASSERT_OK_AND_ASSIGN(std::vector<float> logits,
+                             ReadLogits(*graph.logits));
+  // cuBLAS sums in another order than the CPU: close, not bit-equal.
+  EXPECT_LE(testing::Nmse(expected, logits), 1e-6) << sched->DescribeSplits();
+}
+
+TEST_F(CudaSchedulerTest, HostWeightsAreOffloadedForLargeBatches) {
+  const std::vector<float> expected = CpuOnlyLogits(64, 5);
+  FERRY_ASSERT_OK_AND_ASSIGN(PlacedModel model,
+                             MakeModel(*cpu_->default_buffer_type()));
+  FERRY_ASSERT_OK_AND_ASSIGN(testing::LlamaGraph graph,
+                             testing::BuildLlamaGraph(*model.model, 64, false));
+  FERRY_ASSERT_OK_AND_ASSIGN(auto sched,
+                             Scheduler::Create({cuda0_.get(), cpu_.get()}));
+  FERRY_ASSERT_OK(sched->AllocGraph(graph.graph));
+  EXPECT_GT(sched->stats().copies[1][0], 0) << sched->DescribeAssignment();
+  FERRY_ASSERT_OK(testing::FillLlamaInputs(graph, kLlama.n_vocab, 5));
+  FERRY_ASSERT_OK(sched->Compute(graph.graph));
+  FERRY_ASSERT_OK_AND_ASSIGN(std::vector<float> logits,
+                             ReadLogits(*graph.logits));
+  EXPECT_LE(testing::Nmse(expected, logits), 1e-6);
+}
+
+// Eight batches through two copy slots: a slot rewritten before its
+// previous batch finished would corrupt that batch's inputs.
+TEST_F(CudaSchedulerTest, CopySlotsAreReusedOnlyAfterTheirBatch) {
+  FERRY_ASSERT_OK_AND_ASSIGN(PlacedModel model,
+                             MakeModel(*cuda0_->default_buffer_type()));
+  FERRY_ASSERT_OK_AND_ASSIGN(testing::LlamaGraph graph,
+                             testing::BuildLlamaGraph(*model.model, 16, false));
+  FERRY_ASSERT_OK_AND_ASSIGN(
+      auto sched,
+      Scheduler::Create({cuda0_.get(), cpu_.get()}, {.n_copies = 2}));
+  constexpr int kBatches = 8;
+  std::vector<std::vector<float>> one_at_a_time;
+  for (int k = 0; k < kBatches; ++k) {
+    FERRY_ASSERT_OK(testing::FillLlamaInputs(graph, kLlama.n_vocab, 100 + k));
+    FERRY_ASSERT_OK(sched->Compute(graph.graph));
+    FERRY_ASSERT_OK_AND_ASSIGN(auto logits, ReadLogits(*graph.logits));
+    one_at_a_time.push_back(std::move(logits));
+  }
+  Backend* logits_backend = sched->GetTensorBackend(*graph.logits);
+  ASSERT_NE(logits_backend, nullptr);
+  std::vector<std::vector<float>> pipelined(
+      kBatches, std::vector<float>(graph.logits->NumElements()));
+  for (int k = 0; k < kBatches; ++k) {
+    FERRY_ASSERT_OK(testing::FillLlamaInputs(graph, kLlama.n_vocab, 100 + k));
+    FERRY_ASSERT_OK(sched->Submit(graph.graph).status());
+    FERRY_ASSERT_OK(logits_backend->GetTensorAsync(
+        *graph.logits, pipelined[k].data(), 0, graph.logits->NumBytes()));
+  }
+  FERRY_ASSERT_OK(sched->Synchronize());
+  for (int k = 0; k < kBatches; ++k) {
+    EXPECT_EQ(pipelined[k], one_at_a_time[k]) << "batch " << k;
+  }
+}
+
+TEST_F(CudaSchedulerTest, ComputeAsyncFromSeveralCoroutines) {
+  FERRY_ASSERT_OK_AND_ASSIGN(PlacedModel model,
+                             MakeModel(*cuda0_->default_buffer_type()));
+  FERRY_ASSERT_OK_AND_ASSIGN(testing::LlamaGraph graph,
+                             testing::BuildLlamaGraph(*model.model, 4, true));
+  FERRY_ASSERT_OK_AND_ASSIGN(auto sched,
+                             Scheduler::Create({cuda0_.get(), cpu_.get()}));
+  FERRY_ASSERT_OK(testing::FillLlamaInputs(graph, kLlama.n_vocab, 1));
+  FERRY_ASSERT_OK(SyncWait(sched->ComputeAsync(graph.graph)));
+  FERRY_ASSERT_OK_AND_ASSIGN(auto first, ReadLogits(*graph.logits));
+  std::vector<Task<absl::Status>> batches;
+  for (int k = 0; k < 3; ++k) {
+    batches.push_back(sched->ComputeAsync(graph.graph));
+  }
+  FERRY_ASSERT_OK(SyncWait(WhenAllOk(std::move(batches))));
+  FERRY_ASSERT_OK_AND_ASSIGN(auto again, ReadLogits(*graph.logits));
+  EXPECT_EQ(first, again);
+}
+
+TEST_F(CudaSchedulerTest, LayersSplitAcrossTwoGpus) {
+  if (gpus_ < 2) GTEST_SKIP() << "needs two GPUs";
+  const std::vector<float> expected = CpuOnlyLogits(8, 9);
+  FERRY_ASSERT_OK_AND_ASSIGN(auto cuda1,
+                             Registry::Global().CreateBackend("cuda1"));
+  FERRY_ASSERT_OK_AND_ASSIGN(PlacedModel model,
+                             MakeModel(*cuda0_->default_buffer_type()));
+  FERRY_ASSERT_OK_AND_ASSIGN(testing::LlamaGraph graph,
+                             testing::BuildLlamaGraph(*model.model, 8, false));
+  FERRY_ASSERT_OK_AND_ASSIGN(
+      auto sched, Scheduler::Create({cuda0_.get(), cuda1.get(), cpu_.get()}));
+  // Pin the second half of the nodes to cuda1: peer copies in between.
+  for (size_t i = graph.graph.nodes().size() / 2;
+       i < graph.graph.nodes().size(); ++i) {
+    Tensor* node = graph.graph.nodes()[i];
+    if (cuda1->SupportsOp(*node)) {
+      FERRY_ASSERT_OK(sched->SetTensorBackend(*node, *cuda1));
+    }
+  }
+  FERRY_ASSERT_OK(testing::FillLlamaInputs(graph, kLlama.n_vocab, 9));
+  FERRY_ASSERT_OK(sched->Compute(graph.graph));
+  EXPECT_GT(sched->stats().copies[0][1], 0);
+  FERRY_ASSERT_OK_AND_ASSIGN(std::vector<float> logits,
+                             ReadLogits(*graph.logits));
+  EXPECT_LE(testing::Nmse(expected, logits), 1e-6);
+}
+
+}  // namespace
+}  // namespace ferry
