@@ -4,8 +4,10 @@
 //
 // Element-wise ops, copies, get_rows and concat run grid-stride kernels over
 // the result's elements; rms_norm, norm, soft_max and rope run one block per
-// row; mul_mat runs on cuBLAS (f32 x f32 in full f32, f16/bf16 weights with
-// b converted to their type in scratch, f32 accumulation).
+// row; mul_mat runs on cuBLAS with CUBLAS_COMPUTE_32F: f32 x f32 in full
+// f32 (no TF32 unless the caller's handle math mode asks for it), f16/bf16
+// weights on tensor cores with b converted to their type in scratch and f32
+// accumulation.
 //
 // Typical use:
 //   size_t bytes = cuda_kernels::ScratchBytes(*node);  // Plan; 0 for most.

@@ -265,6 +265,17 @@ TEST(LaunchWithoutGpuTest, MulMatWithoutCublasHandleFails) {
                        ::testing::HasSubstr("mul_mat")));
 }
 
+TEST(LaunchWithoutGpuTest, MulMatWithoutScratchFails) {
+  Context ctx;
+  Tensor* a = *ctx.NewTensor(DType::kBF16, {8, 4});
+  Tensor* b = *ctx.NewTensor(DType::kF32, {8, 2});
+  Tensor* out = *MulMat(ctx, a, b);
+  EXPECT_GT(ScratchBytes(*out), 0u);
+  EXPECT_THAT(Launch(*out, LaunchContext{}),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       ::testing::HasSubstr("scratch")));
+}
+
 TEST(LaunchWithoutGpuTest, FailedLaunchNamesOpAndKernel) {
   int devices = 0;
   if (cudaGetDeviceCount(&devices) == cudaSuccess && devices > 0) {

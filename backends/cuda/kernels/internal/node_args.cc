@@ -18,6 +18,12 @@ namespace ferry {
 namespace cuda_kernels_internal {
 namespace {
 
+static_assert(
+    static_cast<int>(ElemType::kF32) == static_cast<int>(DType::kF32) &&
+    static_cast<int>(ElemType::kF16) == static_cast<int>(DType::kF16) &&
+    static_cast<int>(ElemType::kBF16) == static_cast<int>(DType::kBF16) &&
+    static_cast<int>(ElemType::kI32) == static_cast<int>(DType::kI32));
+
 int64_t AlignUp(int64_t bytes) {
   const auto alignment = static_cast<int64_t>(kScratchAlignment);
   return (bytes + alignment - 1) / alignment * alignment;
