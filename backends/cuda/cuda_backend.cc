@@ -422,7 +422,12 @@ absl::Status CudaBackend::EnqueueCompute(NodeSpan nodes) {
     }
   }
   if (nodes.empty()) return absl::OkStatus();
-  // Launch now if nothing is held; a held launch reads a snapshot.
+  if (!queue_.holding()) {
+    // Runs now, while the caller's tensors are as they were enqueued.
+    queue_.Run([this, nodes]() { return LaunchNodes(nodes); });
+    return absl::OkStatus();
+  }
+  // Held: launch later from a snapshot of what the nodes read now.
   auto snapshot = std::make_shared<NodeSnapshot>(nodes);
   queue_.Run([this, snapshot]() { return LaunchNodes(snapshot->nodes()); });
   return absl::OkStatus();

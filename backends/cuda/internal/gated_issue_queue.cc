@@ -90,6 +90,11 @@ void GatedIssueQueue::WaitIdle() {
   idle_cv_.wait(lock, [this] { return !blocked_; });
 }
 
+bool GatedIssueQueue::holding() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return blocked_;
+}
+
 bool GatedIssueQueue::failed() const {
   std::lock_guard<std::mutex> lock(mu_);
   return failed_;

@@ -47,6 +47,9 @@ class GatedIssueQueue {
   void WaitFor(const Event& event);
   // Blocks until nothing is held back.
   void WaitIdle();
+  // True while later steps would be held. Only WaitFor (the enqueuer) turns
+  // it on, so a false answer means the enqueuer's next Run runs at once.
+  bool holding() const;
   // True if steps are being skipped after a failure.
   bool failed() const;
   // Ends skipping after a failure (call once idle).

@@ -48,10 +48,12 @@ TEST_F(GatedIssueQueueTest, HoldsStepsUntilTheEventThenRunsThemInOrder) {
   queue_.WaitFor(Event(timeline, 2));
   queue_.Run(Append(3));
   EXPECT_EQ(order_, (std::vector<int>{1}));
+  EXPECT_TRUE(queue_.holding());
   FERRY_ASSERT_OK(timeline->Signal(1));
   EXPECT_EQ(order_, (std::vector<int>{1, 2}));
   FERRY_ASSERT_OK(timeline->Signal(2));
   EXPECT_EQ(order_, (std::vector<int>{1, 2, 3}));
+  EXPECT_FALSE(queue_.holding());
   queue_.Run(Append(4));  // Not held any more.
   EXPECT_EQ(order_, (std::vector<int>{1, 2, 3, 4}));
   EXPECT_TRUE(failures_.empty());
