@@ -7,12 +7,8 @@ namespace ferry {
 
 absl::Status Backend::CopyTensorAsync(Backend& src_backend, const Tensor& src,
                                       Tensor& dst) {
+  FERRY_RETURN_IF_ERROR(CheckCopySizes(src, dst));
   const size_t bytes = static_cast<size_t>(src.NumBytes());
-  if (bytes != static_cast<size_t>(dst.NumBytes())) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("copy from '", src.name, "' ", src.ShapeString(), " to '",
-                     dst.name, "' ", dst.ShapeString(), ": byte sizes differ"));
-  }
   if (src.buffer == nullptr || dst.buffer == nullptr) {
     return absl::FailedPreconditionError(absl::StrCat(
         "copy from '", src.name, "' to '", dst.name, "': not placed"));
@@ -31,6 +27,13 @@ absl::Status Backend::CopyTensorAsync(Backend& src_backend, const Tensor& src,
   }
   return absl::UnimplementedError(
       absl::StrCat(name(), " has no async copy from ", src_backend.name()));
+}
+
+absl::Status Backend::CheckCopySizes(const Tensor& src, const Tensor& dst) {
+  if (src.NumBytes() == dst.NumBytes()) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("copy from '", src.name, "' ", src.ShapeString(), " to '",
+                   dst.name, "' ", dst.ShapeString(), ": byte sizes differ"));
 }
 
 Task<absl::Status> Backend::Compute(NodeSpan nodes) {

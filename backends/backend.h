@@ -75,6 +75,10 @@ class Backend {
   // failure that stopped the backend, if any.
   virtual absl::Status Synchronize() = 0;
 
+  // InvalidArgument unless `src` and `dst` have the same byte size (what
+  // every CopyTensorAsync checks first).
+  static absl::Status CheckCopySizes(const Tensor& src, const Tensor& dst);
+
   // Enqueues `nodes` and awaits their completion.
   Task<absl::Status> Compute(NodeSpan nodes);
   Task<absl::Status> Compute(const Graph& graph) {

@@ -331,12 +331,8 @@ absl::Status CudaBackend::CopyTensorAsync(Backend& src_backend,
   if (src_type == nullptr || !InDeviceMemory(dst, device_)) {
     return Backend::CopyTensorAsync(src_backend, src, dst);
   }
+  FERRY_RETURN_IF_ERROR(CheckCopySizes(src, dst));
   const size_t bytes = static_cast<size_t>(src.NumBytes());
-  if (bytes != static_cast<size_t>(dst.NumBytes())) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("copy from '", src.name, "' ", src.ShapeString(), " to '",
-                     dst.name, "' ", dst.ShapeString(), ": byte sizes differ"));
-  }
   // After the producer's work so far: device-side when it is a CUDA backend.
   FERRY_RETURN_IF_ERROR(Wait(src_backend.Record()));
   const int src_ordinal = src_type->cuda_device().ordinal();

@@ -2,7 +2,7 @@
 // reason and skips). Run with
 //   ./bazelw run --config=opt //backends/cuda:cuda_benchmark
 //
-//   BM_Upload/BM_Download    pinned vs pageable bandwidth (bytes/s); compare
+//   BM_Transfer              h2d/d2h, pinned vs pageable (bytes/s); compare
 //                            with the link (H100 PCIe Gen5 x16: ~64 GB/s
 //                            raw, ~50-55 GB/s achievable).
 //   BM_CopyComputeOverlap    an upload on one backend beside a spin kernel
@@ -85,11 +85,14 @@ bool MakeTransfer(CudaDevice& device, size_t bytes, bool pinned,
   return true;
 }
 
-void BM_Upload(benchmark::State& state) {
+// range(0): MiB; range(1): 1 pinned, 0 pageable; range(2): 0 upload,
+// 1 download.
+void BM_Transfer(benchmark::State& state) {
   CudaDevice* device = DeviceOrSkip(state);
   if (device == nullptr) return;
   const size_t bytes = static_cast<size_t>(state.range(0)) << 20;
   const bool pinned = state.range(1) != 0;
+  const bool upload = state.range(2) == 0;
   auto backend = NewBackend(*device);
   Transfer transfer;
   if (backend == nullptr || !MakeTransfer(*device, bytes, pinned, transfer)) {
@@ -97,33 +100,20 @@ void BM_Upload(benchmark::State& state) {
     return;
   }
   for (auto _ : state) {
-    (void)backend->SetTensorAsync(*transfer.tensor, transfer.host, 0, bytes);
+    if (upload) {
+      (void)backend->SetTensorAsync(*transfer.tensor, transfer.host, 0, bytes);
+    } else {
+      (void)backend->GetTensorAsync(*transfer.tensor, transfer.host, 0, bytes);
+    }
     (void)backend->Synchronize();
   }
   state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(bytes));
-  state.SetLabel(pinned ? "pinned" : "pageable");
+  state.SetLabel(std::string(upload ? "h2d " : "d2h ") +
+                 (pinned ? "pinned" : "pageable"));
 }
-BENCHMARK(BM_Upload)->ArgsProduct({{1, 64, 256}, {0, 1}})->UseRealTime();
-
-void BM_Download(benchmark::State& state) {
-  CudaDevice* device = DeviceOrSkip(state);
-  if (device == nullptr) return;
-  const size_t bytes = static_cast<size_t>(state.range(0)) << 20;
-  const bool pinned = state.range(1) != 0;
-  auto backend = NewBackend(*device);
-  Transfer transfer;
-  if (backend == nullptr || !MakeTransfer(*device, bytes, pinned, transfer)) {
-    state.SkipWithError("setup failed");
-    return;
-  }
-  for (auto _ : state) {
-    (void)backend->GetTensorAsync(*transfer.tensor, transfer.host, 0, bytes);
-    (void)backend->Synchronize();
-  }
-  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(bytes));
-  state.SetLabel(pinned ? "pinned" : "pageable");
-}
-BENCHMARK(BM_Download)->ArgsProduct({{1, 64, 256}, {0, 1}})->UseRealTime();
+BENCHMARK(BM_Transfer)
+    ->ArgsProduct({{1, 64, 256}, {0, 1}, {0, 1}})
+    ->UseRealTime();
 
 // mode 0: copy alone, 1: compute alone, 2: both at once on two backends.
 void BM_CopyComputeOverlap(benchmark::State& state) {

@@ -149,12 +149,8 @@ absl::Status SimBackend::CopyTensorAsync(Backend& src_backend,
   if (src_type == nullptr) {
     return Backend::CopyTensorAsync(src_backend, src, dst);
   }
+  FERRY_RETURN_IF_ERROR(CheckCopySizes(src, dst));
   const size_t bytes = static_cast<size_t>(src.NumBytes());
-  if (bytes != static_cast<size_t>(dst.NumBytes())) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("copy from '", src.name, "' ", src.ShapeString(), " to '",
-                     dst.name, "' ", dst.ShapeString(), ": byte sizes differ"));
-  }
   SimDevice& src_device = src_type->sim_device();
   FERRY_ASSIGN_OR_RETURN(char* from,
                          src_device.TensorAlias(src, 0, bytes, "copy"));
