@@ -5,6 +5,8 @@
 // vocabulary 32000, 32 tokens, attention over the batch) with no compute,
 // on [cpu] and on [a sim device that runs only mul_mat, cpu]. The weights
 // are allocated but never touched, so their pages are never committed.
+// BM_SchedulerOverheadCold: the same when every graph differs from the
+// previous one, so no plan is reused.
 //
 // BM_LayerSplitPipeline: batches/s of a model whose layers are split over
 // sim devices, with n_copies = 1 (one batch at a time) and 4 (pipelined),
@@ -33,40 +35,87 @@ T Check(absl::StatusOr<T> value) {
   return *std::move(value);
 }
 
-void BM_SchedulerOverhead(benchmark::State& state) {
-  const int n_layer = static_cast<int>(state.range(0));
-  const bool with_sim = state.range(1) != 0;
-  testing::LlamaConfig config;
-  config.n_layer = n_layer;
-  auto model = Check(testing::MakeLlamaModel(config));
-  auto cpu = Check(GetCpuDevice().CreateBackend("threads=1"));
+// The llama model, backends and scheduler of the overhead benchmarks.
+struct OverheadSetup {
+  explicit OverheadSetup(const benchmark::State& state) {
+    const int n_layer = static_cast<int>(state.range(0));
+    with_sim = state.range(1) != 0;
+    testing::LlamaConfig config;
+    config.n_layer = n_layer;
+    model = Check(testing::MakeLlamaModel(config));
+    cpu = Check(GetCpuDevice().CreateBackend("threads=1"));
+    std::vector<Backend*> backends;
+    BufferType* weights_type = cpu->default_buffer_type();
+    if (with_sim) {
+      sim_device =
+          Check(SimDevice::Create("bench_sim", "mem=16GiB,ops=mul_mat"));
+      sim = Check(sim_device->CreateBackend());
+      backends.push_back(sim.get());
+      weights_type = sim->default_buffer_type();
+    }
+    backends.push_back(cpu.get());
+    weights = Check(AllocateWeights(model->ctx, *weights_type));
+    sched = Check(Scheduler::Create(backends, {.n_copies = 1}));
+  }
+
+  void Report(benchmark::State& state, const Graph& graph) {
+    const SchedulerStats& stats = sched->stats();
+    state.counters["nodes"] = static_cast<double>(graph.num_nodes());
+    state.counters["splits"] = sched->num_splits();
+    state.counters["split_inputs"] = stats.num_split_inputs;
+    state.counters["re_reserves"] = static_cast<double>(stats.re_reserves);
+    // Share of plans that reused the previous one (1 in steady state, 0
+    // when every graph differs from the last).
+    state.counters["reused"] = static_cast<double>(stats.plans_reused) /
+                               static_cast<double>(stats.graphs_planned);
+    state.SetLabel(with_sim ? "[sim(mul_mat), cpu]" : "[cpu]");
+  }
+
+  bool with_sim = false;
+  std::unique_ptr<testing::LlamaModel> model;
+  std::unique_ptr<Backend> cpu;
   std::unique_ptr<SimDevice> sim_device;
   std::unique_ptr<Backend> sim;
-  std::vector<Backend*> backends;
-  BufferType* weights_type = cpu->default_buffer_type();
-  if (with_sim) {
-    sim_device = Check(SimDevice::Create("bench_sim", "mem=16GiB,ops=mul_mat"));
-    sim = Check(sim_device->CreateBackend());
-    backends.push_back(sim.get());
-    weights_type = sim->default_buffer_type();
-  }
-  backends.push_back(cpu.get());
-  auto weights = Check(AllocateWeights(model->ctx, *weights_type));
-  auto graph = Check(testing::BuildLlamaGraph(*model, 32, false));
-  auto sched = Check(Scheduler::Create(backends, {.n_copies = 1}));
-  FERRY_CHECK(sched->Reserve(graph.graph).ok());
+  std::vector<std::unique_ptr<Buffer>> weights;
+  std::unique_ptr<Scheduler> sched;
+};
+
+// Steady state: the same graph every iteration, as in a decode loop. The
+// scheduler checks the whole graph against its last plan each time and
+// reuses it (see Scheduler::AllocGraph); the allocator re-applies its plan.
+void BM_SchedulerOverhead(benchmark::State& state) {
+  OverheadSetup setup(state);
+  auto graph = Check(testing::BuildLlamaGraph(*setup.model, 32, false));
+  FERRY_CHECK(setup.sched->Reserve(graph.graph).ok());
   for (auto _ : state) {
-    sched->Reset();
-    FERRY_CHECK(sched->AllocGraph(graph.graph).ok());
+    setup.sched->Reset();
+    FERRY_CHECK(setup.sched->AllocGraph(graph.graph).ok());
   }
-  state.counters["nodes"] = static_cast<double>(graph.graph.num_nodes());
-  state.counters["splits"] = sched->num_splits();
-  state.counters["split_inputs"] = sched->stats().num_split_inputs;
-  state.counters["re_reserves"] =
-      static_cast<double>(sched->stats().re_reserves);
-  state.SetLabel(with_sim ? "[sim(mul_mat), cpu]" : "[cpu]");
+  setup.Report(state, graph.graph);
 }
 BENCHMARK(BM_SchedulerOverhead)
+    ->ArgsProduct({{8, 32}, {0, 1}})
+    ->Unit(benchmark::kMicrosecond)
+    ->Repetitions(5)
+    ->ReportAggregatesOnly(true);
+
+// Cold plans: two graphs of the same model (32 and 33 tokens) alternate, so
+// each AllocGraph differs from the last plan and the scheduler assigns and
+// splits from scratch (reused = 0). The graph allocator still finds both
+// graphs among its cached plans, as it would in the steady state.
+void BM_SchedulerOverheadCold(benchmark::State& state) {
+  OverheadSetup setup(state);
+  auto a = Check(testing::BuildLlamaGraph(*setup.model, 32, false));
+  auto b = Check(testing::BuildLlamaGraph(*setup.model, 33, false));
+  FERRY_CHECK(setup.sched->Reserve(b.graph).ok());
+  int64_t k = 0;
+  for (auto _ : state) {
+    setup.sched->Reset();
+    FERRY_CHECK(setup.sched->AllocGraph((k++ % 2 == 0 ? a : b).graph).ok());
+  }
+  setup.Report(state, a.graph);
+}
+BENCHMARK(BM_SchedulerOverheadCold)
     ->ArgsProduct({{8, 32}, {0, 1}})
     ->Unit(benchmark::kMicrosecond)
     ->Repetitions(5)

@@ -18,18 +18,6 @@ namespace {
 bool IsView(const Tensor& t) { return IsViewOp(t.op); }
 bool Computes(const Tensor& t) { return t.op != Op::kNone && !IsView(t); }
 
-// The tensor that owns the memory `t` uses.
-const Tensor* Owner(const Tensor* t) {
-  return t->view_src != nullptr ? t->view_src : t;
-}
-
-bool IsWeight(const Tensor* t) {
-  const Tensor* owner = Owner(t);
-  return owner->buffer != nullptr &&
-         (owner->buffer->usage() == BufferUsage::kWeights ||
-          owner->HasFlag(kTensorFlagWeight));
-}
-
 bool IsUserInput(const Tensor* t) {
   return t->op == Op::kNone && t->HasFlag(kTensorFlagInput);
 }
@@ -165,6 +153,7 @@ absl::Status Scheduler::SetTensorBackend(const Tensor& node, Backend& backend) {
         absl::StrCat("cannot pin '", node.name, "' (", OpName(node.op),
                      ") to '", backend.name(), "', which does not support it"));
   }
+  allocated_ = false;
   for (auto& pin : pins_) {
     if (pin.first == &node) {
       pin.second = index;
@@ -172,7 +161,6 @@ absl::Status Scheduler::SetTensorBackend(const Tensor& node, Backend& backend) {
     }
   }
   pins_.emplace_back(&node, index);
-  allocated_ = false;
   return absl::OkStatus();
 }
 
@@ -186,100 +174,235 @@ Backend* Scheduler::GetTensorBackend(const Tensor& tensor) const {
   return tensor_backend_[i] < 0 ? nullptr : backends_[tensor_backend_[i]];
 }
 
-bool Scheduler::Supports(int backend, const Tensor& node) {
+bool Scheduler::Supports(int backend, int i) {
   int8_t& cached =
-      supports_[static_cast<size_t>(node.scratch_index) * backends_.size() +
-                backend];
-  if (cached < 0) cached = backends_[backend]->SupportsOp(node) ? 1 : 0;
+      supports_[static_cast<size_t>(i) * backends_.size() + backend];
+  if (cached < 0) cached = backends_[backend]->SupportsOp(*tensors_[i]) ? 1 : 0;
   return cached == 1;
 }
 
-int Scheduler::BackendOfBuffer(const Buffer* buffer, const Tensor* node) {
+int Scheduler::BackendOfBuffer(const BufferType* type, int node) {
   for (int b = 0; b < num_backends(); ++b) {
-    if (!backends_[b]->device().SupportsBufferType(buffer->type())) continue;
-    if (node != nullptr && Computes(*node) && !Supports(b, *node)) continue;
+    if (!backends_[b]->device().SupportsBufferType(type)) continue;
+    if (node >= 0 && !Supports(b, node)) continue;
     return b;
   }
   return -1;
 }
 
-int Scheduler::SourceBackend(const Tensor* t) const {
-  return tensor_backend_[Owner(t)->scratch_index];
+bool Scheduler::IsOwnBuffer(const Buffer* buffer) const {
+  return std::find(own_buffers_.begin(), own_buffers_.end(), buffer) !=
+         own_buffers_.end();
 }
 
-absl::Status Scheduler::AssignBackends(const Graph& graph) {
-  const int n_nodes = static_cast<int>(graph.num_nodes());
-  const int nb = num_backends();
-  auto assign = [&](const Tensor* t, int b, AssignReason reason) {
-    tensor_backend_[t->scratch_index] = b;
-    reasons_[t->scratch_index] = reason;
-  };
-  auto unassigned = [&](const Tensor* t) {
-    return tensor_backend_[t->scratch_index] < 0;
-  };
-
-  // Pass 1: pins, tensors in buffers, weights (with offload), inputs.
-  for (const auto& [tensor, b] : pins_) {
-    const int i = tensor->scratch_index;
-    if (i >= 0 && i < static_cast<int>(tensors_.size()) &&
-        tensors_[i] == tensor) {
-      assign(tensor, b, AssignReason::kPinned);
+absl::Status Scheduler::NumberAndMatch(const Graph& graph, bool* match_out,
+                                       bool* rebind) {
+  const size_t n_nodes = static_cast<size_t>(graph.num_nodes());
+  const size_t n = n_nodes + static_cast<size_t>(graph.num_leafs());
+  bool match = plan_valid_ && tensors_.size() == n && keys_.size() == n;
+  bool same_tensors = match;
+  *match_out = false;
+  *rebind = false;
+  tensors_.resize(n);
+  keys_.resize(n);
+  topo_.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    Tensor* t = i < n_nodes ? graph.node(static_cast<int64_t>(i))
+                            : graph.leafs()[i - n_nodes];
+    same_tensors = same_tensors && tensors_[i] == t;
+    tensors_[i] = t;
+  }
+  // Memory from the allocator's buffers is re-placed by it; it must not
+  // steer the assignment (nor count as a difference).
+  own_buffers_.clear();
+  for (int type = 0; type < allocator_->num_types(); ++type) {
+    for (int c = 0; c < allocator_->num_buffers(type); ++c) {
+      own_buffers_.push_back(allocator_->buffer(type, c));
     }
   }
-  for (Tensor* t : tensors_) {
-    if (!unassigned(t)) continue;
-    const Tensor* owner = Owner(t);
-    if (owner->buffer != nullptr) {
-      const int b = BackendOfBuffer(owner->buffer, t);
-      if (b < 0 && !Computes(*t)) {
+  // While keys match, sources are compared by pointer with the tensor at the
+  // recorded index (tensors_ already holds the new graph), which is the same
+  // test as comparing indices without reading the source tensors. From the
+  // first difference on, keys are rewritten, which needs every index.
+  auto tensor_at = [&](int32_t i) -> const Tensor* {
+    return i >= 0 ? tensors_[static_cast<size_t>(i)] : nullptr;
+  };
+  auto index_of = [&](const Tensor* t) -> int32_t {
+    if (t == nullptr) return -1;
+    const int32_t i = t->scratch_index;
+    return i >= 0 && static_cast<size_t>(i) < n && tensors_[i] == t ? i : -2;
+  };
+  size_t numbered = 0;  // tensors_[0, numbered) carry their index.
+  for (size_t i = 0; i < n; ++i) {
+    Tensor& t = *tensors_[i];
+    if (numbered <= i) {
+      // Usually already right: reading keeps the line clean.
+      if (t.scratch_index != static_cast<int32_t>(i)) {
+        t.scratch_index = static_cast<int32_t>(i);
+      }
+      numbered = i + 1;
+    }
+    const Buffer* buffer =
+        t.buffer != nullptr && !IsOwnBuffer(t.buffer) ? t.buffer : nullptr;
+    TensorKey& key = keys_[i];
+    Topo& topo = topo_[i];
+    const bool computes = Computes(t);
+    if (match) {
+      // Branch-free field comparison: this pass runs for every graph.
+      uint64_t diff =
+          (static_cast<uint64_t>(key.op) ^ static_cast<uint64_t>(t.op)) |
+          (static_cast<uint64_t>(key.dtype) ^ static_cast<uint64_t>(t.dtype)) |
+          (key.flags ^ t.flags) |
+          static_cast<uint64_t>(key.view_offset ^ t.view_offset) |
+          (reinterpret_cast<uintptr_t>(key.buffer) ^
+           reinterpret_cast<uintptr_t>(buffer)) |
+          (reinterpret_cast<uintptr_t>(tensor_at(topo.view_src)) ^
+           reinterpret_cast<uintptr_t>(t.view_src));
+      for (int j = 0; j < kMaxSrc; ++j) {
+        diff |= reinterpret_cast<uintptr_t>(tensor_at(topo.src[j])) ^
+                reinterpret_cast<uintptr_t>(t.src[j]);
+      }
+      for (int d = 0; d < kMaxDims; ++d) {
+        diff |= static_cast<uint64_t>(key.ne[d] ^ t.ne[d]) |
+                static_cast<uint64_t>(key.nb[d] ^ t.nb[d]);
+      }
+      // Only SupportsOp and OffloadOp read op params, and only of nodes
+      // that compute (a view's params are its shape, strides and offset).
+      if (computes) {
+        for (int p = 0; p < kMaxOpParams; ++p) {
+          diff |= static_cast<uint32_t>(key.op_params[p] ^ t.op_params[p]);
+        }
+      }
+      if (buffer != nullptr) {
+        diff |= (reinterpret_cast<uintptr_t>(key.buffer_type) ^
+                 reinterpret_cast<uintptr_t>(buffer->type())) |
+                (static_cast<uint64_t>(key.usage) ^
+                 static_cast<uint64_t>(buffer->usage()));
+      }
+      if (diff == 0) continue;
+      match = false;
+    }
+    if (numbered < n) {
+      for (size_t k = numbered; k < n; ++k) {
+        tensors_[k]->scratch_index = static_cast<int32_t>(k);
+      }
+      numbered = n;
+    }
+    key.op = t.op;
+    key.dtype = t.dtype;
+    key.flags = t.flags;
+    key.ne = t.ne;
+    key.nb = t.nb;
+    key.view_offset = t.view_offset;
+    key.buffer = buffer;
+    key.buffer_type = buffer != nullptr ? buffer->type() : nullptr;
+    key.usage = buffer != nullptr ? buffer->usage() : BufferUsage::kAny;
+    if (computes) key.op_params = t.op_params;
+    topo.view_src = index_of(t.view_src);
+    for (int j = 0; j < kMaxSrc; ++j) topo.src[j] = index_of(t.src[j]);
+    if (topo.view_src == -2 ||
+        std::find(topo.src.begin(), topo.src.end(), -2) != topo.src.end()) {
+      plan_valid_ = false;
+      return absl::InvalidArgumentError(
+          absl::StrCat("tensor '", t.name,
+                       "' reads a tensor that is not in the graph (build "
+                       "graphs with Graph::Build)"));
+    }
+    topo.owner = topo.view_src >= 0 ? topo.view_src : static_cast<int32_t>(i);
+    topo.kind = 0;
+    if (computes) topo.kind |= kKindComputes;
+    if (IsView(t)) topo.kind |= kKindViewOp;
+    if (IsUserInput(&t)) topo.kind |= kKindUserInput;
+    if (buffer != nullptr &&
+        (key.usage == BufferUsage::kWeights || t.HasFlag(kTensorFlagWeight))) {
+      topo.kind |= kKindWeight;
+    }
+  }
+  pin_scratch_.clear();
+  for (const auto& [tensor, b] : pins_) {
+    const int32_t i = index_of(tensor);
+    if (i >= 0) pin_scratch_.emplace_back(i, b);
+  }
+  match = match && pin_scratch_ == pin_keys_;
+  pin_keys_.swap(pin_scratch_);
+  *rebind = match && !same_tensors;
+  *match_out = match;
+  return absl::OkStatus();
+}
+
+absl::Status Scheduler::AssignBackends(int n_nodes) {
+  const int n = static_cast<int>(tensors_.size());
+  const int nb = num_backends();
+  auto assign = [&](int i, int b, AssignReason reason) {
+    tensor_backend_[i] = b;
+    reasons_[i] = reason;
+  };
+  auto unassigned = [&](int i) { return tensor_backend_[i] < 0; };
+
+  // Pass 1: pins, tensors in buffers, weights (with offload), inputs.
+  for (const auto& [i, b] : pin_keys_) assign(i, b, AssignReason::kPinned);
+  for (int i = 0; i < n; ++i) {
+    if (!unassigned(i)) continue;
+    const Topo& topo = topo_[i];
+    const bool computes = (topo.kind & kKindComputes) != 0;
+    const TensorKey& owner_key = keys_[topo.owner];
+    if (owner_key.buffer != nullptr) {
+      const int b = BackendOfBuffer(owner_key.buffer_type, computes ? i : -1);
+      if (b < 0 && !computes) {
         return absl::InvalidArgumentError(absl::StrCat(
-            "tensor '", t->name, "' lives in a ", owner->buffer->type()->name(),
+            "tensor '", tensors_[i]->name, "' lives in a ",
+            owner_key.buffer_type->name(),
             " buffer that none of the scheduler's backends can use"));
       }
       if (b >= 0) {
-        assign(t, b,
-               t == owner ? AssignReason::kBuffer : AssignReason::kViewSource);
+        assign(i, b,
+               topo.owner == i ? AssignReason::kBuffer
+                               : AssignReason::kViewSource);
         continue;
       }
     }
-    if (IsUserInput(t)) {
-      assign(t, cpu_, AssignReason::kGraphInput);
+    if (topo.kind & kKindUserInput) {
+      assign(i, cpu_, AssignReason::kGraphInput);
       continue;
     }
-    if (!Computes(*t)) continue;
-    for (const Tensor* src : t->src) {
-      if (src == nullptr || !IsWeight(src)) continue;
-      const int wb = BackendOfBuffer(Owner(src)->buffer, nullptr);
+    if (!computes) continue;
+    for (const int32_t src : topo.src) {
+      if (src < 0) continue;
+      const int owner = topo_[src].owner;
+      if (!(topo_[owner].kind & kKindWeight)) continue;
+      const int wb = BackendOfBuffer(keys_[owner].buffer_type, -1);
       if (wb < 0) continue;
       if (wb == cpu_ && options_.op_offload) {
         for (int b = 0; b < cpu_; ++b) {
-          if (Supports(b, *t) && backends_[b]->device().OffloadOp(*t)) {
-            assign(t, b, AssignReason::kOffload);
+          if (Supports(b, i) &&
+              backends_[b]->device().OffloadOp(*tensors_[i])) {
+            assign(i, b, AssignReason::kOffload);
             break;
           }
         }
-        if (!unassigned(t)) break;
+        if (!unassigned(i)) break;
       }
-      if (Supports(wb, *t)) {
-        assign(t, wb, AssignReason::kWeight);
+      if (Supports(wb, i)) {
+        assign(i, wb, AssignReason::kWeight);
         break;
       }
     }
   }
 
   // Pass 2: expansion. Accelerators spread first (down, then up), then any
-  // backend; views are skipped and never carry an assignment.
+  // backend; views are skipped and never carry an assignment. Nodes are
+  // tensors [0, n_nodes), in graph order.
   auto expand = [&](bool down, bool accelerators_only, AssignReason reason) {
     int current = -1;
     for (int k = 0; k < n_nodes; ++k) {
-      Tensor* node = graph.node(down ? k : n_nodes - 1 - k);
-      if (IsView(*node)) continue;
-      const int b = tensor_backend_[node->scratch_index];
+      const int i = down ? k : n_nodes - 1 - k;
+      if (topo_[i].kind & kKindViewOp) continue;
+      const int b = tensor_backend_[i];
       if (b >= 0) {
         current = (accelerators_only && b == cpu_) ? -1 : b;
       } else if (current >= 0) {
-        if (Supports(current, *node)) {
-          assign(node, current, reason);
+        if (Supports(current, i)) {
+          assign(i, current, reason);
         } else {
           current = -1;
         }
@@ -293,34 +416,34 @@ absl::Status Scheduler::AssignBackends(const Graph& graph) {
 
   // Pass 3: what is left goes to the supporting backend holding most of its
   // inputs (ties to the higher priority), else the first supporting one.
-  std::vector<int> votes(nb);
-  for (int k = 0; k < n_nodes; ++k) {
-    Tensor* node = graph.node(k);
-    if (!Computes(*node) || !unassigned(node)) continue;
-    std::fill(votes.begin(), votes.end(), 0);
-    for (const Tensor* src : node->src) {
-      if (src == nullptr) continue;
-      const int sb = SourceBackend(src);
-      if (sb >= 0) ++votes[sb];
+  votes_.assign(nb, 0);
+  for (int i = 0; i < n_nodes; ++i) {
+    if (!(topo_[i].kind & kKindComputes) || !unassigned(i)) continue;
+    std::fill(votes_.begin(), votes_.end(), 0);
+    for (const int32_t src : topo_[i].src) {
+      if (src < 0) continue;
+      const int sb = tensor_backend_[topo_[src].owner];
+      if (sb >= 0) ++votes_[sb];
     }
     int best = -1;
     for (int b = 0; b < nb; ++b) {
-      if (votes[b] > 0 && Supports(b, *node) &&
-          (best < 0 || votes[b] > votes[best])) {
+      if (votes_[b] > 0 && Supports(b, i) &&
+          (best < 0 || votes_[b] > votes_[best])) {
         best = b;
       }
     }
     if (best >= 0) {
-      assign(node, best, AssignReason::kMostInputs);
+      assign(i, best, AssignReason::kMostInputs);
       continue;
     }
     for (int b = 0; b < nb; ++b) {
-      if (Supports(b, *node)) {
+      if (Supports(b, i)) {
         best = b;
         break;
       }
     }
     if (best < 0) {
+      const Tensor* node = tensors_[i];
       std::vector<std::string> names;
       for (Backend* backend : backends_) names.emplace_back(backend->name());
       return absl::UnimplementedError(
@@ -328,27 +451,28 @@ absl::Status Scheduler::AssignBackends(const Graph& graph) {
                        OpName(node->op), " ", node->ShapeString(),
                        "); backends: ", absl::StrJoin(names, ", ")));
     }
-    assign(node, best, AssignReason::kFirstSupports);
+    assign(i, best, AssignReason::kFirstSupports);
   }
 
   // Pass 4: sources without a backend (leafs with no buffer, and the owners
   // of views) go where their first consumer runs; views follow their owner.
-  for (int k = 0; k < n_nodes; ++k) {
-    const Tensor* node = graph.node(k);
-    if (!Computes(*node)) continue;
-    const int b = tensor_backend_[node->scratch_index];
-    for (const Tensor* src : node->src) {
-      if (src == nullptr) continue;
-      const Tensor* owner = Owner(src);
+  for (int i = 0; i < n_nodes; ++i) {
+    if (!(topo_[i].kind & kKindComputes)) continue;
+    const int b = tensor_backend_[i];
+    for (const int32_t src : topo_[i].src) {
+      if (src < 0) continue;
+      const int owner = topo_[src].owner;
       if (unassigned(owner)) assign(owner, b, AssignReason::kConsumer);
     }
   }
-  for (Tensor* t : tensors_) {
-    if (t->view_src != nullptr && unassigned(t)) {
-      const int b = tensor_backend_[t->view_src->scratch_index];
-      assign(t, b >= 0 ? b : cpu_, AssignReason::kViewSource);
-    } else if (unassigned(t)) {
-      assign(t, cpu_, AssignReason::kConsumer);
+  for (int i = 0; i < n; ++i) {
+    if (!unassigned(i)) continue;
+    const int view_src = topo_[i].view_src;
+    if (view_src >= 0) {
+      const int b = tensor_backend_[view_src];
+      assign(i, b >= 0 ? b : cpu_, AssignReason::kViewSource);
+    } else {
+      assign(i, cpu_, AssignReason::kConsumer);
     }
   }
   return absl::OkStatus();
@@ -370,24 +494,26 @@ absl::Status Scheduler::BuildSplits(const Graph& graph) {
 
   Split* current = nullptr;
   for (int k = 0; k < n_nodes; ++k) {
-    Tensor* node = graph.node(k);
-    if (!Computes(*node)) continue;
-    const int b = tensor_backend_[node->scratch_index];
+    const Topo& topo = topo_[k];
+    if (!(topo.kind & kKindComputes)) continue;
+    const int b = tensor_backend_[k];
     std::array<int, kMaxSrc> needed;  // Sources of the node needing a copy.
     int n_needed = 0;
     int fresh = 0;
     bool weight_elsewhere = false;
     for (int j = 0; j < kMaxSrc; ++j) {
-      const Tensor* src = node->src[j];
-      if (src == nullptr) continue;
-      const int sb = SourceBackend(src);
+      const int src = topo.src[j];
+      if (src < 0) continue;
+      const int owner = topo_[src].owner;
+      const int sb = tensor_backend_[owner];
       // User inputs are always copied, so the caller may overwrite them as
       // soon as Submit returns (even with one slot).
-      const bool user_input = IsUserInput(Owner(src));
+      const bool user_input = (topo_[owner].kind & kKindUserInput) != 0;
       if (sb == b && !user_input) continue;
       needed[n_needed++] = j;
-      if (copy_of_[b][src->scratch_index] < 0) ++fresh;
-      weight_elsewhere = weight_elsewhere || IsWeight(src);
+      if (copy_of_[b][src] < 0) ++fresh;
+      weight_elsewhere =
+          weight_elsewhere || (topo_[owner].kind & kKindWeight) != 0;
     }
     bool new_split = current == nullptr || current->backend != b ||
                      (weight_elsewhere && fresh > 0);
@@ -408,27 +534,29 @@ absl::Status Scheduler::BuildSplits(const Graph& graph) {
       current->inputs_begin = static_cast<int>(split_inputs_.size());
     }
     if (options_.max_split_inputs > 0 && fresh > options_.max_split_inputs) {
+      const Tensor* node = tensors_[k];
       return absl::ResourceExhaustedError(absl::StrCat(
           "node '", node->name, "' (", OpName(node->op), ") needs ", fresh,
           " inputs from other backends, above max_split_inputs = ",
           options_.max_split_inputs));
     }
-    for (int n = 0; n < n_needed; ++n) {
-      const int j = needed[n];
-      Tensor* src = node->src[j];
-      int& copy = copy_of_[b][src->scratch_index];
+    for (int m = 0; m < n_needed; ++m) {
+      const int j = needed[m];
+      const int src = topo.src[j];
+      int& copy = copy_of_[b][src];
       if (copy < 0) {
         copy = static_cast<int>(input_copies_.size());
+        const int owner = topo_[src].owner;
         InputCopy input;
-        input.source = src;
-        input.src_backend = SourceBackend(src);
+        input.source = tensors_[src];
+        input.source_index = src;
+        input.src_backend = tensor_backend_[owner];
         input.dst_backend = b;
-        input.user_input = IsUserInput(Owner(src));
+        input.user_input = (topo_[owner].kind & kKindUserInput) != 0;
         input_copies_.push_back(input);
         split_inputs_.push_back(copy);
-        stats_.copies[input_copies_.back().src_backend][b] += 1;
-        stats_.copy_bytes[input_copies_.back().src_backend][b] +=
-            src->NumBytes();
+        stats_.copies[input.src_backend][b] += 1;
+        stats_.copy_bytes[input.src_backend][b] += input.source->NumBytes();
       }
       rewires_.push_back({k, j, copy});
     }
@@ -454,6 +582,14 @@ absl::Status Scheduler::BuildSplits(const Graph& graph) {
     }
   }
 
+  BuildSlotNodes(graph);
+  stats_.num_splits = static_cast<int>(splits_.size());
+  stats_.num_split_inputs = static_cast<int>(input_copies_.size());
+  return absl::OkStatus();
+}
+
+void Scheduler::BuildSlotNodes(const Graph& graph) {
+  const int n_nodes = static_cast<int>(graph.num_nodes());
   // Per-slot node lists: a node reading a copy is replaced by a clone that
   // reads that slot's copy; the clone shares the node's memory.
   size_t n_clones = 0;
@@ -491,17 +627,14 @@ absl::Status Scheduler::BuildSplits(const Graph& graph) {
     split.nodes_begin = static_cast<int>(slot_nodes_[0].size());
     for (int c = 0; c < n_copies_; ++c) {
       for (int k = split.first_node; k < split.end_node; ++k) {
+        if (!(topo_[k].kind & kKindComputes)) continue;
         Tensor* node = graph.node(k);
-        if (!Computes(*node)) continue;
         Tensor* clone = clone_of_[static_cast<size_t>(k) * n_copies_ + c];
         slot_nodes_[c].push_back(clone != nullptr ? clone : node);
       }
     }
     split.nodes_end = static_cast<int>(slot_nodes_[0].size());
   }
-  stats_.num_splits = static_cast<int>(splits_.size());
-  stats_.num_split_inputs = static_cast<int>(input_copies_.size());
-  return absl::OkStatus();
 }
 
 absl::Status Scheduler::Plan(const Graph& graph) {
@@ -510,17 +643,28 @@ absl::Status Scheduler::Plan(const Graph& graph) {
   if (in_flight_) FERRY_RETURN_IF_ERROR(Synchronize());
   graph_ = nullptr;
   allocated_ = false;
-  tensors_.clear();
-  tensors_.reserve(graph.num_nodes() + graph.num_leafs());
-  for (Tensor* node : graph.nodes()) tensors_.push_back(node);
-  for (Tensor* leaf : graph.leafs()) tensors_.push_back(leaf);
-  for (size_t i = 0; i < tensors_.size(); ++i) {
-    tensors_[i]->scratch_index = static_cast<int32_t>(i);
+  bool match = false;
+  bool rebind = false;
+  FERRY_RETURN_IF_ERROR(NumberAndMatch(graph, &match, &rebind));
+  if (match) {
+    // Same plan; only pointers to the graph's tensors may need updating.
+    if (rebind) {
+      for (InputCopy& input : input_copies_) {
+        input.source = tensors_[input.source_index];
+      }
+      BuildSlotNodes(graph);
+    }
+    graph_ = &graph;
+    ++stats_.graphs_planned;
+    ++stats_.plans_reused;
+    return absl::OkStatus();
   }
+  plan_valid_ = false;
+  copies_placed_ = false;
   tensor_backend_.assign(tensors_.size(), -1);
   reasons_.assign(tensors_.size(), AssignReason::kNone);
   supports_.assign(tensors_.size() * backends_.size(), -1);
-  FERRY_RETURN_IF_ERROR(AssignBackends(graph));
+  FERRY_RETURN_IF_ERROR(AssignBackends(static_cast<int>(graph.num_nodes())));
   FERRY_RETURN_IF_ERROR(BuildSplits(graph));
 
   leaf_types_.resize(graph.num_leafs());
@@ -532,18 +676,22 @@ absl::Status Scheduler::Plan(const Graph& graph) {
     leaf_types_[i] = backend_type_[tensor_backend_[graph.num_nodes() + i]];
   }
   graph_ = &graph;
+  plan_valid_ = true;
   ++stats_.graphs_planned;
   return absl::OkStatus();
 }
 
 absl::Status Scheduler::AllocateCopies() {
+  // The copies are the scheduler's own: placed once per plan.
+  if (copies_placed_) return absl::OkStatus();
   std::vector<size_t> need(backends_.size(), 0);
+  copy_bytes_.resize(input_copies_.size());
   for (size_t i = 0; i < input_copies_.size(); ++i) {
     const int b = input_copies_[i].dst_backend;
     BufferType* type = backends_[b]->default_buffer_type();
-    need[b] +=
-        n_copies_ * Align(type->AllocSize(*CopySlot(static_cast<int>(i), 0)),
-                          type->alignment());
+    copy_bytes_[i] = Align(type->AllocSize(*CopySlot(static_cast<int>(i), 0)),
+                           type->alignment());
+    need[b] += n_copies_ * copy_bytes_[i];
   }
   // User inputs bound for device memory go through per-slot host staging
   // (pinned where the device offers it), so Submit only does a host memcpy
@@ -606,15 +754,15 @@ absl::Status Scheduler::AllocateCopies() {
   std::vector<size_t> offset(backends_.size(), 0);
   for (size_t i = 0; i < input_copies_.size(); ++i) {
     const int b = input_copies_[i].dst_backend;
-    BufferType* type = backends_[b]->default_buffer_type();
     for (int c = 0; c < n_copies_; ++c) {
       Tensor* slot = CopySlot(static_cast<int>(i), c);
       slot->buffer = nullptr;
       slot->data = nullptr;
       FERRY_RETURN_IF_ERROR(PlaceTensor(*copy_buffers_[b], *slot, offset[b]));
-      offset[b] += Align(type->AllocSize(*slot), type->alignment());
+      offset[b] += copy_bytes_[i];
     }
   }
+  copies_placed_ = true;
   return absl::OkStatus();
 }
 

@@ -14,6 +14,10 @@
 //   3. allocates activations with the graph allocator (one buffer type per
 //      backend) and split-input copies in per-backend copy buffers, with
 //      n_copies slots each.
+// Steps 1 and 2 are skipped when the graph matches the previous plan
+// exactly, which one pass over the graph checks every time (see
+// AllocGraph); a decode loop that rebuilds or reuses the same graph pays
+// for that pass and the allocation only.
 // Compute then enqueues every split on its backend: copies of split inputs
 // are asynchronous (device-side event waits, no host blocking), and with
 // n_copies > 1 consecutive batches use consecutive copy slots, so batch k+1's
@@ -30,6 +34,7 @@
 #ifndef FERRY_SCHED_SCHEDULER_H_
 #define FERRY_SCHED_SCHEDULER_H_
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -82,7 +87,8 @@ const char* AssignReasonName(AssignReason reason);
 
 // Counters for the last planned graph and since creation.
 struct SchedulerStats {
-  int64_t graphs_planned = 0;
+  int64_t graphs_planned = 0;  // Reserve and AllocGraph calls that planned.
+  int64_t plans_reused = 0;    // Of which reused the previous plan.
   int64_t batches = 0;
   // Re-reservations forced by a graph that did not fit (after a
   // synchronization); ggml aborts or silently resyncs here.
@@ -129,6 +135,16 @@ class Scheduler {
   absl::Status Reserve(const Graph& graph);
   // Assigns, splits and allocates `graph`. If it does not fit the reserved
   // buffers, synchronizes, re-reserves (counted in stats) and allocates.
+  //
+  // Assignment and splits are reused from the previous plan (stats:
+  // plans_reused) when every tensor of `graph`, in order, has the same op,
+  // op params, dtype, shape, strides, flags, view offset, sources and view
+  // source (as positions in the graph) and external buffer (pointer, type
+  // and usage) as the previous plan's, and the pins on its tensors are the
+  // same; the tensors themselves may be new objects. Memory the scheduler's
+  // own compute buffers gave a tensor counts as no memory, here and for
+  // assignment. Assumes, as ggml does, that Device::SupportsOp and OffloadOp
+  // answer from those fields only.
   absl::Status AllocGraph(const Graph& graph);
 
   // Enqueues the last allocated graph as one batch (AllocGraph first if it
@@ -144,7 +160,8 @@ class Scheduler {
   absl::Status Compute(const Graph& graph);
   // Waits for every backend.
   absl::Status Synchronize();
-  // Forgets the plan and the pins (buffers are kept).
+  // Forgets the pins and which graph is allocated (buffers are kept, and
+  // the last plan, for a next graph that matches it).
   void Reset();
 
   void SetEvalCallback(EvalCallback callback) {
@@ -164,6 +181,7 @@ class Scheduler {
   // keep their capacity: no allocation per split or per copy.
   struct InputCopy {
     Tensor* source = nullptr;  // The original tensor (another backend's).
+    int source_index = -1;     // Its index in tensors_.
     int src_backend = -1;
     int dst_backend = -1;
     bool user_input = false;  // A graph input: copied synchronously.
@@ -190,19 +208,58 @@ class Scheduler {
   Scheduler(std::vector<Backend*> backends, SchedulerOptions options,
             int n_copies);
 
+  // What the plan of one tensor depends on (pins aside): the previous plan
+  // holds while every tensor's key is unchanged.
+  struct TensorKey {
+    Op op = Op::kNone;
+    DType dtype = DType::kF32;
+    BufferUsage usage = BufferUsage::kAny;  // Of `buffer`.
+    uint32_t flags = 0;
+    std::array<int64_t, kMaxDims> ne = {};
+    std::array<int64_t, kMaxDims> nb = {};
+    int64_t view_offset = 0;
+    // Memory placed by the user (null for none or the scheduler's own).
+    const Buffer* buffer = nullptr;
+    const BufferType* buffer_type = nullptr;
+    std::array<int32_t, kMaxOpParams> op_params = {};  // If it computes.
+  };
+  // The wiring of one tensor, by index in tensors_ (-1: none), and what
+  // planning asks of it; part of the key too.
+  enum Kind : uint8_t {
+    kKindComputes = 1,   // An op that is not a view.
+    kKindViewOp = 2,     // view, reshape, permute, transpose.
+    kKindUserInput = 4,  // A leaf flagged input.
+    kKindWeight = 8,     // In a weights buffer, or flagged weight.
+  };
+  struct Topo {
+    std::array<int32_t, kMaxSrc> src = {-1, -1, -1, -1};
+    int32_t view_src = -1;
+    int32_t owner = -1;  // The tensor whose memory it uses: view_src or itself.
+    uint8_t kind = 0;
+  };
+
   absl::Status Plan(const Graph& graph);
-  absl::Status AssignBackends(const Graph& graph);
+  // Numbers the graph's tensors and updates tensors_, keys_, topo_ and
+  // pin_keys_; sets *match when the previous plan still holds, and *rebind
+  // when it holds for other tensor objects. Fails for a source outside the
+  // graph.
+  absl::Status NumberAndMatch(const Graph& graph, bool* match, bool* rebind);
+  bool IsOwnBuffer(const Buffer* buffer) const;
+  absl::Status AssignBackends(int n_nodes);
   absl::Status BuildSplits(const Graph& graph);
+  // Builds the per-slot node lists (clones reading copies) from the splits.
+  void BuildSlotNodes(const Graph& graph);
   absl::Status AllocateMemory(const Graph& graph);
   absl::Status AllocateCopies();
   absl::Status PrepareSubmit(const Graph& graph);
   absl::StatusOr<Event> EnqueueBatch(int slot);
   absl::Status ComputeWithCallback(const Graph& graph);
 
-  bool Supports(int backend, const Tensor& node);
-  int BackendOfBuffer(const Buffer* buffer, const Tensor* node);
-  int& BackendOf(const Tensor* t) { return tensor_backend_[t->scratch_index]; }
-  int SourceBackend(const Tensor* t) const;
+  // Whether backend `backend` runs tensors_[i] (asked once per plan).
+  bool Supports(int backend, int i);
+  // The first backend using buffers of `type` (and running tensors_[node]
+  // if node >= 0), or -1.
+  int BackendOfBuffer(const BufferType* type, int node);
 
   std::vector<Backend*> backends_;
   SchedulerOptions options_;
@@ -226,6 +283,17 @@ class Scheduler {
   std::vector<std::vector<Tensor*>> slot_nodes_;
   std::vector<Tensor> clone_storage_;
   std::vector<Tensor> copy_storage_;
+  std::vector<size_t> copy_bytes_;  // Aligned bytes of one copy of each.
+  // keys_[i]: tensors_[i]'s key in the last plan; pin_keys_: its pins as
+  // (index, backend). plan_valid_: they describe the plan held now.
+  std::vector<TensorKey> keys_;
+  std::vector<Topo> topo_;
+  std::vector<int> votes_;
+  std::vector<std::pair<int, int>> pin_keys_;
+  std::vector<std::pair<int, int>> pin_scratch_;
+  bool plan_valid_ = false;
+  bool copies_placed_ = false;  // copy_storage_ placed for this plan.
+  std::vector<const Buffer*> own_buffers_;  // The allocator's, at Plan.
   bool allocated_ = false;
   bool in_flight_ = false;  // Batches may be running (since Synchronize).
   bool reserved_ = false;
