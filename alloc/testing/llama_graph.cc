@@ -7,8 +7,10 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "ferry/alloc/weights.h"
 #include "ferry/backends/buffer.h"
 #include "ferry/graph/ops.h"
+#include "ferry/graph/testing/reference.h"
 #include "ferry/runtime/status_macros.h"
 
 namespace ferry::testing {
@@ -129,6 +131,29 @@ void FakePlaceWeights(Context& ctx) {
   for (Tensor* t : ctx.tensors()) {
     if (t->data == nullptr) t->data = kFake;
   }
+}
+
+absl::StatusOr<PlacedLlamaModel> MakePlacedLlamaModel(const LlamaConfig& config,
+                                                      BufferType& type,
+                                                      float matrix_scale) {
+  PlacedLlamaModel placed;
+  FERRY_ASSIGN_OR_RETURN(placed.model, MakeLlamaModel(config));
+  FERRY_ASSIGN_OR_RETURN(placed.buffers,
+                         AllocateWeights(placed.model->ctx, type));
+  uint64_t seed = 7;
+  for (Tensor* t : placed.model->ctx.tensors()) {
+    Context host_ctx;
+    FERRY_ASSIGN_OR_RETURN(
+        Tensor * host,
+        host_ctx.NewTensor(t->dtype, {t->ne[0], t->ne[1], t->ne[2], t->ne[3]}));
+    FERRY_RETURN_IF_ERROR(host_ctx.AllocateHostData());
+    // Norm weights near 1, matrices small: keeps activations well scaled.
+    const bool norm = t->ne[1] == 1;
+    FERRY_RETURN_IF_ERROR(FillRandom(*host, seed++, norm ? 0.9f : -matrix_scale,
+                                     norm ? 1.1f : matrix_scale));
+    FERRY_RETURN_IF_ERROR(SetTensorData(*t, host->data));
+  }
+  return placed;
 }
 
 absl::Status FillLlamaInputs(const LlamaGraph& graph, int64_t n_vocab,

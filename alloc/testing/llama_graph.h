@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "ferry/backends/buffer.h"
 #include "ferry/graph/context.h"
 #include "ferry/graph/graph.h"
 #include "ferry/graph/tensor.h"
@@ -81,6 +82,20 @@ absl::StatusOr<LlamaGraph> BuildLlamaGraph(const LlamaModel& model,
 // non-null address (buffer stays null), so that graph allocators treat them
 // as preset. For planning benchmarks only: the data must never be touched.
 void FakePlaceWeights(Context& ctx);
+
+// A model whose weights are placed in buffers of one type.
+struct PlacedLlamaModel {
+  std::unique_ptr<LlamaModel> model;
+  std::vector<std::unique_ptr<Buffer>> buffers;
+};
+
+// Creates the weights of `config` in buffers of `type` and fills them with
+// values that depend only on each weight's position (norm weights in
+// [0.9, 1.1], matrices in [-matrix_scale, matrix_scale]), so every placement
+// holds the same model.
+absl::StatusOr<PlacedLlamaModel> MakePlacedLlamaModel(const LlamaConfig& config,
+                                                      BufferType& type,
+                                                      float matrix_scale);
 
 // Fills the graph's inputs (host data): token ids in [0, n_vocab), positions
 // 0..n-1 and a causal mask (0 on and below the diagonal, -inf above).

@@ -5,7 +5,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "ferry/alloc/testing/llama_graph.h"
-#include "ferry/alloc/weights.h"
 #include "ferry/backends/cpu/cpu_backend.h"
 #include "ferry/backends/cuda/cuda_probe.h"
 #include "ferry/backends/registry.h"
@@ -23,30 +22,10 @@ namespace {
 constexpr testing::LlamaConfig kLlama = {
     .n_layer = 2, .n_embd = 256, .n_head = 4, .n_ff = 512, .n_vocab = 300};
 
-struct PlacedModel {
-  std::unique_ptr<testing::LlamaModel> model;
-  std::vector<std::unique_ptr<Buffer>> buffers;
-};
+using PlacedModel = testing::PlacedLlamaModel;
 
-// Weights in `type`, with values that depend only on their position.
 absl::StatusOr<PlacedModel> MakeModel(BufferType& type) {
-  PlacedModel placed;
-  FERRY_ASSIGN_OR_RETURN(placed.model, testing::MakeLlamaModel(kLlama));
-  FERRY_ASSIGN_OR_RETURN(placed.buffers,
-                         AllocateWeights(placed.model->ctx, type));
-  uint64_t seed = 7;
-  for (Tensor* t : placed.model->ctx.tensors()) {
-    Context host_ctx;
-    FERRY_ASSIGN_OR_RETURN(
-        Tensor * host,
-        host_ctx.NewTensor(t->dtype, {t->ne[0], t->ne[1], t->ne[2], t->ne[3]}));
-    FERRY_RETURN_IF_ERROR(host_ctx.AllocateHostData());
-    const bool norm = t->ne[1] == 1;
-    FERRY_RETURN_IF_ERROR(testing::FillRandom(
-        *host, seed++, norm ? 0.9f : -0.1f, norm ? 1.1f : 0.1f));
-    FERRY_RETURN_IF_ERROR(SetTensorData(*t, host->data));
-  }
-  return placed;
+  return testing::MakePlacedLlamaModel(kLlama, type, 0.1f);
 }
 
 absl::StatusOr<std::vector<float>> ReadLogits(const Tensor& logits) {
