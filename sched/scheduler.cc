@@ -11,6 +11,7 @@
 #include "ferry/runtime/promise.h"
 #include "ferry/runtime/status_macros.h"
 #include "ferry/runtime/sync_wait.h"
+#include "ferry/runtime/trace.h"
 
 namespace ferry {
 namespace {
@@ -119,7 +120,8 @@ Scheduler::Scheduler(std::vector<Backend*> backends, SchedulerOptions options,
       options_(options),
       n_copies_(n_copies),
       cpu_(static_cast<int>(backends_.size()) - 1),
-      batch_timeline_(std::make_shared<TimelineSemaphore>(0)) {
+      batch_timeline_(std::make_shared<TimelineSemaphore>(0)),
+      trace_track_(TraceRecorder::Global().Track("sched/enqueue")) {
   // One buffer type per distinct default type; backends sharing a type
   // share compute buffers, as in ggml.
   for (Backend* backend : backends_) {
@@ -815,9 +817,15 @@ absl::Status Scheduler::PrepareSubmit(const Graph& graph) {
 }
 
 absl::StatusOr<Event> Scheduler::EnqueueBatch(int slot) {
+  // Host-side spans (track "sched/enqueue"): the time each split-input copy
+  // and each split's compute take to enqueue. Names are built only while
+  // recording.
+  TraceRecorder& trace = TraceRecorder::Global();
+  const bool tracing = trace.enabled();
   std::vector<bool> used(backends_.size(), false);
   std::vector<int> sources;
-  for (const Split& split : splits_) {
+  for (size_t s = 0; s < splits_.size(); ++s) {
+    const Split& split = splits_[s];
     Backend& dst = *backends_[split.backend];
     used[split.backend] = true;
     sources.clear();
@@ -825,6 +833,7 @@ absl::StatusOr<Event> Scheduler::EnqueueBatch(int slot) {
       const int index = split_inputs_[i];
       const InputCopy& input = input_copies_[index];
       Tensor& copy = *CopySlot(index, slot);
+      const int64_t begin_ns = tracing ? TraceRecorder::NowNanos() : 0;
       if (input.user_input) {
         // The caller's memory is read now, before Submit returns: straight
         // into host copies, or into host staging then uploaded async.
@@ -837,18 +846,28 @@ absl::StatusOr<Event> Scheduler::EnqueueBatch(int slot) {
               GetTensorData(*input.source, staging, 0, bytes));
           FERRY_RETURN_IF_ERROR(dst.SetTensorAsync(copy, staging, 0, bytes));
         }
-        continue;
+      } else {
+        Backend& src = *backends_[input.src_backend];
+        absl::Status status = dst.CopyTensorAsync(src, *input.source, copy);
+        if (absl::IsUnimplemented(status)) {
+          FERRY_RETURN_IF_ERROR(src.Synchronize());
+          status = CopyTensor(*input.source, copy);
+        } else if (std::find(sources.begin(), sources.end(),
+                             input.src_backend) == sources.end()) {
+          sources.push_back(input.src_backend);
+        }
+        FERRY_RETURN_IF_ERROR(status);
       }
-      Backend& src = *backends_[input.src_backend];
-      absl::Status status = dst.CopyTensorAsync(src, *input.source, copy);
-      if (absl::IsUnimplemented(status)) {
-        FERRY_RETURN_IF_ERROR(src.Synchronize());
-        status = CopyTensor(*input.source, copy);
-      } else if (std::find(sources.begin(), sources.end(), input.src_backend) ==
-                 sources.end()) {
-        sources.push_back(input.src_backend);
+      if (tracing) {
+        trace.Record(trace_track_,
+                     absl::StrCat("copy ", input.source->name, " ",
+                                  backends_[input.src_backend]->name(), "->",
+                                  dst.name()),
+                     begin_ns, TraceRecorder::NowNanos(),
+                     {{"bytes", input.source->NumBytes()},
+                      {"split", static_cast<int64_t>(s)},
+                      {"slot", slot}});
       }
-      FERRY_RETURN_IF_ERROR(status);
     }
     if (!sources.empty()) {
       // The producers must not overwrite what the copies read before the
@@ -856,7 +875,15 @@ absl::StatusOr<Event> Scheduler::EnqueueBatch(int slot) {
       const Event copied = dst.Record();
       for (int b : sources) FERRY_RETURN_IF_ERROR(backends_[b]->Wait(copied));
     }
+    const int64_t begin_ns = tracing ? TraceRecorder::NowNanos() : 0;
     FERRY_RETURN_IF_ERROR(dst.EnqueueCompute(SplitNodes(split, slot)));
+    if (tracing) {
+      trace.Record(trace_track_, absl::StrCat("split ", s, " ", dst.name()),
+                   begin_ns, TraceRecorder::NowNanos(),
+                   {{"nodes", split.nodes_end - split.nodes_begin},
+                    {"split", static_cast<int64_t>(s)},
+                    {"slot", slot}});
+    }
   }
   std::vector<Event> events;
   for (size_t b = 0; b < backends_.size(); ++b) {
@@ -871,9 +898,36 @@ absl::StatusOr<Event> Scheduler::EnqueueBatch(int slot) {
   return done;
 }
 
+// Passes the enqueue turn of `ticket` on when it goes out of scope, once
+// the turn was had (see slot_turn_).
+class Scheduler::TurnGuard {
+ public:
+  TurnGuard(TimelineSemaphore& turn, int64_t ticket)
+      : turn_(turn), ticket_(ticket) {}
+  ~TurnGuard() { Pass(); }
+  TurnGuard(const TurnGuard&) = delete;
+  TurnGuard& operator=(const TurnGuard&) = delete;
+  // Called once the turn came.
+  void Hold() { held_ = true; }
+  // Lets the next ticket enqueue (at most once).
+  void Pass() {
+    if (held_) (void)turn_.Signal(static_cast<uint64_t>(ticket_) + 1);
+    held_ = false;
+  }
+
+ private:
+  TimelineSemaphore& turn_;
+  const int64_t ticket_;
+  bool held_ = false;
+};
+
 absl::StatusOr<Event> Scheduler::Submit(const Graph& graph) {
   FERRY_RETURN_IF_ERROR(PrepareSubmit(graph));
-  const int slot = static_cast<int>(slots_reserved_++ % n_copies_);
+  const int64_t ticket = slots_reserved_++;
+  TurnGuard turn(slot_turn_, ticket);
+  FERRY_RETURN_IF_ERROR(slot_turn_.WaitBlocking(static_cast<uint64_t>(ticket)));
+  turn.Hold();
+  const int slot = static_cast<int>(ticket % n_copies_);
   // The slot's previous batch must be done before its copies are rewritten.
   for (const Event& event : slot_events_[slot]) {
     FERRY_RETURN_IF_ERROR(event.Synchronize());
@@ -883,12 +937,21 @@ absl::StatusOr<Event> Scheduler::Submit(const Graph& graph) {
 
 Task<absl::Status> Scheduler::ComputeAsync(const Graph& graph) {
   FERRY_CO_RETURN_IF_ERROR(PrepareSubmit(graph));
-  // Reserved before suspending, so concurrent callers take different slots.
-  const int slot = static_cast<int>(slots_reserved_++ % n_copies_);
+  // The ticket is taken before suspending, so callers enqueue in call
+  // order, one at a time; by its turn, slot_events_[slot] belong to the
+  // last batch that used the slot, however many callers wait.
+  const int64_t ticket = slots_reserved_++;
+  TurnGuard turn(slot_turn_, ticket);
+  FERRY_CO_RETURN_IF_ERROR(
+      co_await slot_turn_.Wait(static_cast<uint64_t>(ticket)));
+  turn.Hold();
+  const int slot = static_cast<int>(ticket % n_copies_);
   const std::vector<Event> busy = slot_events_[slot];
   for (const Event& event : busy) FERRY_CO_RETURN_IF_ERROR(co_await event);
-  FERRY_CO_ASSIGN_OR_RETURN(Event done, EnqueueBatch(slot));
-  co_return co_await done;
+  absl::StatusOr<Event> done = EnqueueBatch(slot);
+  turn.Pass();
+  FERRY_CO_RETURN_IF_ERROR(done.status());
+  co_return co_await *done;
 }
 
 absl::Status Scheduler::Compute(const Graph& graph) {
@@ -899,8 +962,12 @@ absl::Status Scheduler::Compute(const Graph& graph) {
 
 absl::Status Scheduler::ComputeWithCallback(const Graph& graph) {
   FERRY_RETURN_IF_ERROR(PrepareSubmit(graph));
+  const int64_t ticket = slots_reserved_++;
+  TurnGuard turn(slot_turn_, ticket);
+  FERRY_RETURN_IF_ERROR(slot_turn_.WaitBlocking(static_cast<uint64_t>(ticket)));
+  turn.Hold();
   FERRY_RETURN_IF_ERROR(Synchronize());
-  const int slot = static_cast<int>(slots_reserved_++ % n_copies_);
+  const int slot = static_cast<int>(ticket % n_copies_);
   for (const Split& split : splits_) {
     Backend& dst = *backends_[split.backend];
     for (int i = split.inputs_begin; i < split.inputs_end; ++i) {

@@ -152,9 +152,9 @@ class Scheduler {
   // outputs are written.
   absl::StatusOr<Event> Submit(const Graph& graph);
   // Submit, awaiting free copy slots instead of blocking, then awaits the
-  // batch. Several may be in flight; at most n_copies of them should be
-  // waiting for a slot at once (a later one could see its slot's previous
-  // user not yet enqueued).
+  // batch. Any number may be in flight: batches are enqueued in call order
+  // (a caller awaits the previous caller's enqueue, then the completion of
+  // the last batch that used its slot), so no two share a slot's copies.
   Task<absl::Status> ComputeAsync(const Graph& graph);
   // Blocking form; honours the eval callback.
   absl::Status Compute(const Graph& graph);
@@ -322,17 +322,22 @@ class Scheduler {
   };
   std::vector<Rewire> rewires_;
 
-  // Pipelining: the batch counter picks the slot; slot_events_[slot] are
-  // the per-backend events of the last batch that used the slot, which must
-  // complete before the slot's copies are rewritten.
+  // Pipelining: each Submit/ComputeAsync takes a ticket; ticket t uses slot
+  // t % n_copies and enqueues once slot_turn_ reaches t (tickets before it
+  // have enqueued or failed), then raises it to t + 1. slot_events_[slot]
+  // are the per-backend events of the last batch that used the slot, which
+  // must complete before the slot's copies are rewritten.
+  class TurnGuard;
   int64_t next_batch_ = 0;      // Batches enqueued.
-  int64_t slots_reserved_ = 0;  // Slots handed out (may run ahead).
+  int64_t slots_reserved_ = 0;  // Tickets handed out (may run ahead).
+  TimelineSemaphore slot_turn_{0};
   std::vector<std::vector<Event>> slot_events_;
   // Batch k's completion is value k on this timeline.
   std::shared_ptr<TimelineSemaphore> batch_timeline_;
 
   EvalCallback eval_callback_;
   SchedulerStats stats_;
+  int trace_track_ = 0;  // "sched/enqueue" on TraceRecorder::Global().
 };
 
 }  // namespace ferry

@@ -314,6 +314,112 @@ TEST_F(SchedulerTest, ComputeAsyncFromSeveralCoroutines) {
   EXPECT_EQ(sched->stats().batches, 4);
 }
 
+// More callers than copy slots: each waits for the previous caller's
+// enqueue and then for the last batch on its slot, so none rewrites a
+// slot's copies (here, of the user inputs) before the batch that read them
+// has run. Checked on the trace: batch k + n_copies starts copying only
+// after batch k's compute ended. (On the CPU the waiters resume on its
+// stream's thread, so a shared slot would be overwritten before its batch
+// runs: wrong inputs, not a data race TSan could see.)
+TEST_F(SchedulerTest, MoreComputeAsyncCallersThanSlots) {
+  FERRY_ASSERT_OK_AND_ASSIGN(PlacedModel model,
+                             MakeModel(*cpu_->default_buffer_type()));
+  for (int n_copies : {1, 2}) {
+    // A graph per scheduler: its activations point into that scheduler's
+    // buffers.
+    FERRY_ASSERT_OK_AND_ASSIGN(testing::LlamaGraph graph,
+                               testing::BuildLlamaGraph(*model.model, 4, true));
+    FERRY_ASSERT_OK_AND_ASSIGN(
+        auto sched, Scheduler::Create({cpu_.get()}, {.n_copies = n_copies}));
+    FERRY_ASSERT_OK(sched->AllocGraph(graph.graph));
+    ASSERT_EQ(sched->num_splits(), 1);
+    FERRY_ASSERT_OK(testing::FillLlamaInputs(graph, kTinyLlama.n_vocab, 1));
+    FERRY_ASSERT_OK(SyncWait(sched->ComputeAsync(graph.graph)));
+    FERRY_ASSERT_OK_AND_ASSIGN(auto first, ReadLogits(*graph.logits));
+
+    TraceRecorder& trace = TraceRecorder::Global();
+    trace.Clear();
+    trace.SetEnabled(true);
+    constexpr int kCallers = 7;
+    std::vector<Task<absl::Status>> batches;
+    for (int k = 0; k < kCallers; ++k) {
+      batches.push_back(sched->ComputeAsync(graph.graph));
+    }
+    FERRY_ASSERT_OK(SyncWait(WhenAllOk(std::move(batches))));
+    trace.SetEnabled(false);
+    FERRY_ASSERT_OK_AND_ASSIGN(auto again, ReadLogits(*graph.logits));
+    EXPECT_EQ(first, again) << "n_copies " << n_copies;
+    EXPECT_EQ(sched->stats().batches, 1 + kCallers);
+
+    const std::vector<std::string> tracks = trace.TrackNames();
+    std::vector<const TraceSpan*> copies;
+    std::vector<const TraceSpan*> computes;
+    const std::vector<TraceSpan> spans = trace.Spans();
+    for (const TraceSpan& span : spans) {
+      const std::string& track = tracks[static_cast<size_t>(span.track)];
+      if (track == "sched/enqueue" && span.name.rfind("copy ", 0) == 0) {
+        copies.push_back(&span);
+      } else if (track == "cpu/compute") {
+        computes.push_back(&span);
+      }
+    }
+    const int per_batch = sched->stats().num_split_inputs;
+    ASSERT_GT(per_batch, 0);
+    ASSERT_EQ(copies.size(), static_cast<size_t>(kCallers * per_batch));
+    ASSERT_EQ(computes.size(), static_cast<size_t>(kCallers));
+    for (int k = 0; k + n_copies < kCallers; ++k) {
+      const TraceSpan& reuse = *copies[(k + n_copies) * per_batch];
+      // The same slot (the batch before them took ticket 0).
+      EXPECT_EQ(reuse.args[2].value, (k + 1) % n_copies);
+      EXPECT_GE(reuse.begin_ns, computes[k]->end_ns)
+          << "batch " << k + n_copies << " rewrote slot " << (k + 1) % n_copies
+          << " before batch " << k << " ran (n_copies " << n_copies << ")";
+    }
+    trace.Clear();
+    // Submit after them takes the next turn.
+    FERRY_ASSERT_OK_AND_ASSIGN(Event done, sched->Submit(graph.graph));
+    FERRY_ASSERT_OK(done.Synchronize());
+  }
+}
+
+// Host-side spans on "sched/enqueue": one per split-input copy and one per
+// split's compute, named after what they move or run.
+TEST_F(SchedulerTest, EnqueueSpansForEachSplitAndCopy) {
+  Backend* sim = AddSim("ops=mul_mat");
+  FERRY_ASSERT_OK_AND_ASSIGN(PlacedModel model,
+                             MakeModel(*sim->default_buffer_type()));
+  FERRY_ASSERT_OK_AND_ASSIGN(testing::LlamaGraph graph,
+                             testing::BuildLlamaGraph(*model.model, 4, true));
+  FERRY_ASSERT_OK_AND_ASSIGN(
+      auto sched, Scheduler::Create({sim, cpu_.get()}, {.n_copies = 2}));
+  FERRY_ASSERT_OK(sched->AllocGraph(graph.graph));
+  FERRY_ASSERT_OK(testing::FillLlamaInputs(graph, kTinyLlama.n_vocab, 1));
+  TraceRecorder& trace = TraceRecorder::Global();
+  trace.Clear();
+  trace.SetEnabled(true);
+  FERRY_ASSERT_OK(sched->Compute(graph.graph));
+  trace.SetEnabled(false);
+  const std::vector<std::string> tracks = trace.TrackNames();
+  int splits = 0;
+  int copies = 0;
+  for (const TraceSpan& span : trace.Spans()) {
+    if (tracks[static_cast<size_t>(span.track)] != "sched/enqueue") continue;
+    EXPECT_LE(span.begin_ns, span.end_ns);
+    EXPECT_EQ(span.args[2].value, 0) << span.name;  // Slot of batch 0.
+    if (span.name.rfind("split ", 0) == 0) {
+      EXPECT_EQ(span.args[1].value, splits) << span.name;
+      ++splits;
+    } else {
+      EXPECT_EQ(span.name.rfind("copy ", 0), 0u) << span.name;
+      EXPECT_GT(span.args[0].value, 0) << span.name;  // Bytes.
+      ++copies;
+    }
+  }
+  EXPECT_EQ(splits, sched->num_splits());
+  EXPECT_EQ(copies, sched->stats().num_split_inputs);
+  trace.Clear();
+}
+
 TEST_F(SchedulerTest, FaultMidGraphIsAStatusAndSchedulerRecovers) {
   Backend* sim0 = AddSim("");
   FERRY_ASSERT_OK_AND_ASSIGN(PlacedModel model,
