@@ -58,6 +58,17 @@ class EventFence : public cuda_internal::Fence {
   std::shared_ptr<PooledEvent> event_;
 };
 
+// Bytes from tensor.data to one past its last element (views may be
+// strided or permuted).
+size_t ByteExtent(const Tensor& tensor) {
+  if (tensor.NumElements() == 0) return 0;
+  size_t last = 0;
+  for (int i = 0; i < kMaxDims; ++i) {
+    last += static_cast<size_t>(tensor.ne[i] - 1) * tensor.nb[i];
+  }
+  return last + tensor.ElementSize();
+}
+
 bool InDeviceMemory(const Tensor& tensor, const CudaDevice& device) {
   return tensor.buffer != nullptr &&
          tensor.buffer->type()->device() == &device &&
@@ -214,6 +225,9 @@ absl::Status CudaBackend::Init() {
         cudaEventCreateWithFlags(&chain_events_[i], cudaEventDisableTiming),
         "cudaEventCreateWithFlags"));
   }
+  FERRY_RETURN_IF_ERROR(
+      Check(cudaStreamCreateWithFlags(&join_stream_, cudaStreamNonBlocking),
+            "cudaStreamCreateWithFlags"));
   compute_stream_id_ = reinterpret_cast<uint64_t>(
       streams_[static_cast<int>(StreamKind::kCompute)]);
   FERRY_RETURN_IF_ERROR(CublasCheck(cublasCreate(&cublas_), "cublasCreate"));
@@ -255,6 +269,7 @@ CudaBackend::~CudaBackend() {
     if (chain_events_[i] != nullptr) (void)cudaEventDestroy(chain_events_[i]);
     if (streams_[i] != nullptr) (void)cudaStreamDestroy(streams_[i]);
   }
+  if (join_stream_ != nullptr) (void)cudaStreamDestroy(join_stream_);
 }
 
 std::shared_ptr<TimelineSemaphore> CudaBackend::timeline() const {
@@ -271,18 +286,20 @@ void CudaBackend::FailTimelineLater(absl::Status status) {
       [target](absl::Status failure) { target->Fail(std::move(failure)); });
 }
 
-absl::StatusOr<cudaStream_t> CudaBackend::Begin(StreamKind kind) {
+absl::StatusOr<cudaStream_t> CudaBackend::Begin(
+    StreamKind kind, cuda_internal::MemoryAccess access, bool wait_all) {
   FERRY_RETURN_IF_ERROR(device_.MakeCurrent());
   const int k = static_cast<int>(kind);
-  if (tail_ >= 0 && tail_ != k) {
+  access.Finish();
+  for (int t : hazards_.Add(k, std::move(access), wait_all)) {
+    // Wait for t's tail: record where it is now and wait for that.
+    FERRY_RETURN_IF_ERROR(Check(cudaEventRecord(chain_events_[t], streams_[t]),
+                                "cudaEventRecord"));
     FERRY_RETURN_IF_ERROR(
-        Check(cudaEventRecord(chain_events_[tail_], streams_[tail_]),
-              "cudaEventRecord"));
-    FERRY_RETURN_IF_ERROR(
-        Check(cudaStreamWaitEvent(streams_[k], chain_events_[tail_], 0),
+        Check(cudaStreamWaitEvent(streams_[k], chain_events_[t], 0),
               "cudaStreamWaitEvent"));
   }
-  tail_ = k;
+  dirty_[k].store(true, std::memory_order_relaxed);
   return streams_[k];
 }
 
@@ -298,7 +315,11 @@ absl::Status CudaBackend::SetTensorAsync(Tensor& tensor, const void* data,
   if (size == 0) return absl::OkStatus();
   void* dst = static_cast<char*>(tensor.data) + offset;
   queue_.Run([this, dst, data, size]() -> absl::Status {
-    FERRY_ASSIGN_OR_RETURN(cudaStream_t s, Begin(StreamKind::kH2D));
+    cuda_internal::MemoryAccess access;
+    access.AddRead(data, size);
+    access.AddWrite(dst, size);
+    FERRY_ASSIGN_OR_RETURN(cudaStream_t s,
+                           Begin(StreamKind::kH2D, std::move(access), false));
     return Check(cudaMemcpyAsync(dst, data, size, cudaMemcpyHostToDevice, s),
                  absl::StrCat("cudaMemcpyAsync(h2d, ", size, " bytes)"));
   });
@@ -317,7 +338,11 @@ absl::Status CudaBackend::GetTensorAsync(const Tensor& tensor, void* data,
   if (size == 0) return absl::OkStatus();
   const void* src = static_cast<const char*>(tensor.data) + offset;
   queue_.Run([this, src, data, size]() -> absl::Status {
-    FERRY_ASSIGN_OR_RETURN(cudaStream_t s, Begin(StreamKind::kD2H));
+    cuda_internal::MemoryAccess access;
+    access.AddRead(src, size);
+    access.AddWrite(data, size);
+    FERRY_ASSIGN_OR_RETURN(cudaStream_t s,
+                           Begin(StreamKind::kD2H, std::move(access), false));
     return Check(cudaMemcpyAsync(data, src, size, cudaMemcpyDeviceToHost, s),
                  absl::StrCat("cudaMemcpyAsync(d2h, ", size, " bytes)"));
   });
@@ -342,8 +367,12 @@ absl::Status CudaBackend::CopyTensorAsync(Backend& src_backend,
     // Peer copies pull over the inbound (h2d) engine; local ones are
     // device-memory copies on the compute stream.
     const bool peer = src_ordinal != device_.ordinal();
-    FERRY_ASSIGN_OR_RETURN(
-        cudaStream_t s, Begin(peer ? StreamKind::kH2D : StreamKind::kCompute));
+    cuda_internal::MemoryAccess access;
+    access.AddRead(from, bytes);
+    access.AddWrite(to, bytes);
+    FERRY_ASSIGN_OR_RETURN(cudaStream_t s,
+                           Begin(peer ? StreamKind::kH2D : StreamKind::kCompute,
+                                 std::move(access), false));
     if (peer) {
       return Check(
           cudaMemcpyPeerAsync(to, device_.ordinal(), from, src_ordinal, bytes,
@@ -365,7 +394,8 @@ absl::Status CudaBackend::EnsureScratch(size_t bytes) {
     FERRY_ASSIGN_OR_RETURN(cudaEvent_t event, device_.AcquireEvent());
     auto pooled = std::make_shared<PooledEvent>(device_, event);
     FERRY_RETURN_IF_ERROR(
-        Check(cudaEventRecord(event, stream(StreamKind::kCompute)),
+        Check(cudaEventRecord(event,
+                              streams_[static_cast<int>(StreamKind::kCompute)]),
               "cudaEventRecord"));
     device_.allocator().Free(scratch_, compute_stream_id_,
                              std::make_shared<EventFence>(std::move(pooled)),
@@ -378,7 +408,25 @@ absl::Status CudaBackend::EnsureScratch(size_t bytes) {
 }
 
 absl::Status CudaBackend::LaunchNodes(NodeSpan nodes) {
-  FERRY_ASSIGN_OR_RETURN(cudaStream_t s, Begin(StreamKind::kCompute));
+  // Kernels wait for every earlier copy; what they touch is recorded so
+  // later copies wait only for the kernels they conflict with.
+  cuda_internal::MemoryAccess access;
+  for (const Tensor* node : nodes) {
+    if (node->op == Op::kNone || IsViewOp(node->op)) continue;
+    access.AddWrite(node->data, ByteExtent(*node));
+    for (int i = 0; i < kMaxSrc; ++i) {
+      const Tensor* src = node->src[i];
+      if (src == nullptr) continue;
+      // cpy writes into b's memory.
+      if (node->op == Op::kCpy && i == 1) {
+        access.AddWrite(src->data, ByteExtent(*src));
+      } else {
+        access.AddRead(src->data, ByteExtent(*src));
+      }
+    }
+  }
+  FERRY_ASSIGN_OR_RETURN(cudaStream_t s,
+                         Begin(StreamKind::kCompute, std::move(access), true));
   size_t scratch = 0;
   for (const Tensor* node : nodes) {
     scratch = std::max(scratch, cuda_kernels::ScratchBytes(*node));
@@ -438,12 +486,21 @@ Event CudaBackend::Record() {
   }
   const uint64_t value = ++last_value_;
   queue_.Run([this, target, value]() -> absl::Status {
-    const int k = tail_ >= 0 ? tail_ : static_cast<int>(StreamKind::kCompute);
     FERRY_RETURN_IF_ERROR(device_.MakeCurrent());
     FERRY_ASSIGN_OR_RETURN(cudaEvent_t raw, device_.AcquireEvent());
     auto event = std::make_shared<PooledEvent>(device_, raw);
+    // Join the streams with work since the last Record() on the join stream
+    // (earlier work is covered by the join stream's earlier waits).
+    for (int i = 0; i < kNumStreams; ++i) {
+      if (!dirty_[i].exchange(false)) continue;
+      FERRY_RETURN_IF_ERROR(Check(
+          cudaEventRecord(chain_events_[i], streams_[i]), "cudaEventRecord"));
+      FERRY_RETURN_IF_ERROR(
+          Check(cudaStreamWaitEvent(join_stream_, chain_events_[i], 0),
+                "cudaStreamWaitEvent"));
+    }
     FERRY_RETURN_IF_ERROR(
-        Check(cudaEventRecord(raw, streams_[k]), "cudaEventRecord"));
+        Check(cudaEventRecord(raw, join_stream_), "cudaEventRecord"));
     recorded_->Add(target.get(), value, event);
     std::shared_ptr<RecordedEvents> recorded = recorded_;
     CudaDevice* device = &device_;
@@ -478,9 +535,14 @@ absl::Status CudaBackend::Wait(const Event& event) {
             recorded->Find(timeline, event.value())) {
       // A CUDA event exists: wait on the device.
       queue_.Run([this, cuda_event]() -> absl::Status {
-        FERRY_ASSIGN_OR_RETURN(cudaStream_t s, Begin(StreamKind::kCompute));
-        return Check(cudaStreamWaitEvent(s, cuda_event->event, 0),
-                     "cudaStreamWaitEvent");
+        FERRY_RETURN_IF_ERROR(device_.MakeCurrent());
+        // Every later operation, on whichever stream, waits.
+        for (cudaStream_t stream : streams_) {
+          FERRY_RETURN_IF_ERROR(
+              Check(cudaStreamWaitEvent(stream, cuda_event->event, 0),
+                    "cudaStreamWaitEvent"));
+        }
+        return absl::OkStatus();
       });
       return absl::OkStatus();
     }
@@ -509,7 +571,7 @@ absl::Status CudaBackend::Synchronize() {
     timeline_ = fresh;
   }
   last_value_ = 0;
-  tail_ = -1;
+  hazards_.Clear();  // Every stream is idle.
   TimelineIndex::Get().Insert(fresh.get(), recorded_);
   queue_.Reset();
   return status;

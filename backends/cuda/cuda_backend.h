@@ -2,12 +2,15 @@
 // host-to-device and device-to-host copy streams, a cuBLAS handle and its
 // own timeline.
 //
-// Order. Work on one backend runs in the order it was enqueued, as on any
-// ferry backend: each operation goes to the stream of the engine it needs
-// (uploads on h2d, downloads on d2h, kernels and device copies on compute)
-// and waits, device-side, for the operation before it when that ran on
-// another stream. Copies in both directions and compute therefore overlap
-// across backends of one GPU (as with CUDA streams), each on its own engine.
+// Order. Each operation goes to the stream of the engine it needs (uploads
+// on h2d, downloads on d2h, kernels and device copies on compute) and waits,
+// device-side, for the other streams' operations it conflicts with: those
+// that write memory it touches or touch memory it writes
+// (internal/hazard_tracker.h). Kernels wait for every earlier copy. So the
+// backend behaves as one in-order stream wherever order is observable,
+// while an upload into memory nobody is using (the next batch's copy slot)
+// runs beside the kernels and downloads: both directions and compute
+// overlap on one backend.
 //
 // Completion. Record() records a pooled CUDA event after the work so far and
 // hands it to the device's completion poller, which signals this backend's
@@ -34,6 +37,7 @@
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -48,6 +52,7 @@
 #include "ferry/backends/cuda/cuda_device.h"
 #include "ferry/backends/cuda/internal/caching_allocator.h"
 #include "ferry/backends/cuda/internal/gated_issue_queue.h"
+#include "ferry/backends/cuda/internal/hazard_tracker.h"
 #include "ferry/backends/event.h"
 #include "ferry/graph/tensor.h"
 #include "ferry/runtime/timeline_semaphore.h"
@@ -86,8 +91,12 @@ class CudaBackend final : public Backend {
   absl::Status Wait(const Event& event) override;
   absl::Status Synchronize() override;
 
-  // The underlying stream (for interop and benchmarks).
-  cudaStream_t stream(StreamKind kind) const {
+  // The underlying stream, for interop: work the caller puts on it runs in
+  // that stream's order and is covered by the next Record() (call this
+  // before each such launch); the backend's operations on other streams do
+  // not wait for it.
+  cudaStream_t stream(StreamKind kind) {
+    dirty_[static_cast<int>(kind)].store(true, std::memory_order_relaxed);
     return streams_[static_cast<int>(kind)];
   }
 
@@ -98,9 +107,12 @@ class CudaBackend final : public Backend {
   absl::Status Init();
 
   // --- Issue side: runs under the issue queue's lock. ---
-  // Makes the device current and `kind`'s stream wait for the previous
-  // operation if that ran on another stream; returns the stream.
-  absl::StatusOr<cudaStream_t> Begin(StreamKind kind);
+  // Makes the device current and `kind`'s stream wait for the other
+  // streams' operations that `access` conflicts with (all of them if
+  // `wait_all`); returns the stream.
+  absl::StatusOr<cudaStream_t> Begin(StreamKind kind,
+                                     cuda_internal::MemoryAccess access,
+                                     bool wait_all);
   // Grows the kernel scratch to `bytes`.
   absl::Status EnsureScratch(size_t bytes);
   absl::Status LaunchNodes(NodeSpan nodes);
@@ -117,7 +129,11 @@ class CudaBackend final : public Backend {
   CudaDevice& device_;
   cudaStream_t streams_[kNumStreams] = {};
   cudaEvent_t chain_events_[kNumStreams] = {};  // Re-recorded to chain.
-  int tail_ = -1;  // Stream of the last issued operation.
+  // Joins the three streams for Record() without making one wait for
+  // another.
+  cudaStream_t join_stream_ = nullptr;
+  std::atomic<bool> dirty_[kNumStreams] = {};  // Work since last Record().
+  cuda_internal::HazardTracker hazards_{kNumStreams, /*max_pending=*/32};
   cublasHandle_t cublas_ = nullptr;
   cuda_internal::CachingAllocator::Block cublas_workspace_;
   cuda_internal::CachingAllocator::Block scratch_;

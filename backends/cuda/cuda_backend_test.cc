@@ -190,6 +190,24 @@ TEST_F(CudaBackendTest, WaitOnAnotherCudaBackendIsDeviceSide) {
   EXPECT_TRUE(spun.IsComplete());
 }
 
+TEST_F(CudaBackendTest, UploadIntoUnusedMemoryOverlapsKernels) {
+  constexpr int64_t n = 1 << 20;
+  Tensor* t = NewPlaced(device_->default_buffer_type(), n, "t");
+  Tensor* pinned = NewPlaced(device_->host_buffer_type(), n, "p");
+  FERRY_ASSERT_OK(cuda_testing::LaunchSpinKernel(
+      backend_->stream(CudaBackend::StreamKind::kCompute), 200 * kMillisecond));
+  FERRY_ASSERT_OK(
+      backend_->SetTensorAsync(*t, pinned->data, 0, n * sizeof(float)));
+  absl::SleepFor(absl::Milliseconds(50));
+  // The upload ran on the h2d engine while the kernel still spins.
+  EXPECT_EQ(cudaStreamQuery(backend_->stream(CudaBackend::StreamKind::kH2D)),
+            cudaSuccess);
+  EXPECT_EQ(
+      cudaStreamQuery(backend_->stream(CudaBackend::StreamKind::kCompute)),
+      cudaErrorNotReady);
+  FERRY_ASSERT_OK(backend_->Synchronize());
+}
+
 TEST_F(CudaBackendTest, CopiesBetweenBackendsOfOneDevice) {
   constexpr int64_t n = 1 << 16;
   FERRY_ASSERT_OK_AND_ASSIGN(auto other, device_->CreateBackend());

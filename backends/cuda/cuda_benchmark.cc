@@ -187,9 +187,9 @@ void BM_EventToCoroutine(benchmark::State& state) {
   CudaDevice* device = DeviceOrSkip(state);
   if (device == nullptr) return;
   auto backend = NewBackend(*device);
-  cudaStream_t stream = backend->stream(CudaBackend::StreamKind::kCompute);
   const bool poll = state.range(0) == 0;
   for (auto _ : state) {
+    cudaStream_t stream = backend->stream(CudaBackend::StreamKind::kCompute);
     (void)cuda_testing::LaunchSpinKernel(stream, 20'000);
     if (poll) {
       (void)SyncWait(AwaitEvent(backend->Record()));
