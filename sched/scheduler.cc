@@ -192,22 +192,129 @@ int Scheduler::BackendOfBuffer(const BufferType* type, int node) {
   return -1;
 }
 
+void Scheduler::ForgetChangedSupports() {
+  const size_t nb = backends_.size();
+  if (!comparable_ || supports_.size() != tensors_.size() * nb) {
+    supports_.assign(tensors_.size() * nb, -1);
+    return;
+  }
+  // SupportsOp reads a node and its sources: an answer holds while neither
+  // changed (a graph whose KV length grows keeps most of them).
+  for (size_t i = 0; i < tensors_.size(); ++i) {
+    const Topo& topo = topo_[i];
+    bool changed = changed_[i] != 0 ||
+                   (topo.view_src >= 0 && changed_[topo.view_src] != 0);
+    for (const int32_t src : topo.src) {
+      changed = changed || (src >= 0 && changed_[src] != 0);
+    }
+    if (changed) std::fill_n(supports_.begin() + i * nb, nb, int8_t{-1});
+  }
+}
+
 bool Scheduler::IsOwnBuffer(const Buffer* buffer) const {
   return std::find(own_buffers_.begin(), own_buffers_.end(), buffer) !=
          own_buffers_.end();
+}
+
+bool Scheduler::KeyMatches(size_t i, const Tensor& t, const Buffer* buffer,
+                           bool computes) const {
+  const TensorKey& key = keys_[i];
+  const Topo& topo = topo_[i];
+  // Sources are compared by pointer with the tensor at the recorded index
+  // (tensors_ already holds the new graph): the same test as comparing
+  // indices, without reading the source tensors. Branch-free: this runs for
+  // every tensor of every graph.
+  auto tensor_at = [&](int32_t k) -> uintptr_t {
+    return k >= 0
+               ? reinterpret_cast<uintptr_t>(tensors_[static_cast<size_t>(k)])
+               : 0;
+  };
+  uint64_t diff =
+      (static_cast<uint64_t>(key.op) ^ static_cast<uint64_t>(t.op)) |
+      (static_cast<uint64_t>(key.dtype) ^ static_cast<uint64_t>(t.dtype)) |
+      (key.flags ^ t.flags) |
+      static_cast<uint64_t>(key.view_offset ^ t.view_offset) |
+      (reinterpret_cast<uintptr_t>(key.buffer) ^
+       reinterpret_cast<uintptr_t>(buffer)) |
+      (tensor_at(topo.view_src) ^ reinterpret_cast<uintptr_t>(t.view_src));
+  for (int j = 0; j < kMaxSrc; ++j) {
+    diff |= tensor_at(topo.src[j]) ^ reinterpret_cast<uintptr_t>(t.src[j]);
+  }
+  for (int d = 0; d < kMaxDims; ++d) {
+    diff |= static_cast<uint64_t>(key.ne[d] ^ t.ne[d]) |
+            static_cast<uint64_t>(key.nb[d] ^ t.nb[d]);
+  }
+  // Only SupportsOp and OffloadOp read op params, and only of nodes that
+  // compute (a view's params are its shape, strides and offset).
+  if (computes) {
+    for (int p = 0; p < kMaxOpParams; ++p) {
+      diff |= static_cast<uint32_t>(key.op_params[p] ^ t.op_params[p]);
+    }
+  }
+  if (buffer != nullptr) {
+    diff |= (reinterpret_cast<uintptr_t>(key.buffer_type) ^
+             reinterpret_cast<uintptr_t>(buffer->type())) |
+            (static_cast<uint64_t>(key.usage) ^
+             static_cast<uint64_t>(buffer->usage()));
+  }
+  return diff == 0;
+}
+
+absl::Status Scheduler::WriteKey(size_t i, const Tensor& t,
+                                 const Buffer* buffer, bool computes) {
+  const size_t n = tensors_.size();
+  auto index_of = [&](const Tensor* u) -> int32_t {
+    if (u == nullptr) return -1;
+    const int32_t k = u->scratch_index;
+    return k >= 0 && static_cast<size_t>(k) < n && tensors_[k] == u ? k : -2;
+  };
+  TensorKey& key = keys_[i];
+  Topo& topo = topo_[i];
+  key.op = t.op;
+  key.dtype = t.dtype;
+  key.flags = t.flags;
+  key.ne = t.ne;
+  key.nb = t.nb;
+  key.view_offset = t.view_offset;
+  key.buffer = buffer;
+  key.buffer_type = buffer != nullptr ? buffer->type() : nullptr;
+  key.usage = buffer != nullptr ? buffer->usage() : BufferUsage::kAny;
+  if (computes) key.op_params = t.op_params;
+  topo.view_src = index_of(t.view_src);
+  for (int j = 0; j < kMaxSrc; ++j) topo.src[j] = index_of(t.src[j]);
+  if (topo.view_src == -2 ||
+      std::find(topo.src.begin(), topo.src.end(), -2) != topo.src.end()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("tensor '", t.name,
+                     "' reads a tensor that is not in the graph (build "
+                     "graphs with Graph::Build)"));
+  }
+  topo.owner = topo.view_src >= 0 ? topo.view_src : static_cast<int32_t>(i);
+  topo.kind = 0;
+  if (computes) topo.kind |= kKindComputes;
+  if (IsView(t)) topo.kind |= kKindViewOp;
+  if (IsUserInput(&t)) topo.kind |= kKindUserInput;
+  if (buffer != nullptr &&
+      (key.usage == BufferUsage::kWeights || t.HasFlag(kTensorFlagWeight))) {
+    topo.kind |= kKindWeight;
+  }
+  return absl::OkStatus();
 }
 
 absl::Status Scheduler::NumberAndMatch(const Graph& graph, bool* match_out,
                                        bool* rebind) {
   const size_t n_nodes = static_cast<size_t>(graph.num_nodes());
   const size_t n = n_nodes + static_cast<size_t>(graph.num_leafs());
-  bool match = plan_valid_ && tensors_.size() == n && keys_.size() == n;
+  // Keys of the previous plan can be compared position by position.
+  comparable_ = plan_valid_ && tensors_.size() == n && keys_.size() == n;
+  bool match = comparable_;
   bool same_tensors = match;
   *match_out = false;
   *rebind = false;
   tensors_.resize(n);
   keys_.resize(n);
   topo_.resize(n);
+  changed_.assign(n, 0);
   for (size_t i = 0; i < n; ++i) {
     Tensor* t = i < n_nodes ? graph.node(static_cast<int64_t>(i))
                             : graph.leafs()[i - n_nodes];
@@ -222,19 +329,11 @@ absl::Status Scheduler::NumberAndMatch(const Graph& graph, bool* match_out,
       own_buffers_.push_back(allocator_->buffer(type, c));
     }
   }
-  // While keys match, sources are compared by pointer with the tensor at the
-  // recorded index (tensors_ already holds the new graph), which is the same
-  // test as comparing indices without reading the source tensors. From the
-  // first difference on, keys are rewritten, which needs every index.
-  auto tensor_at = [&](int32_t i) -> const Tensor* {
-    return i >= 0 ? tensors_[static_cast<size_t>(i)] : nullptr;
-  };
-  auto index_of = [&](const Tensor* t) -> int32_t {
-    if (t == nullptr) return -1;
-    const int32_t i = t->scratch_index;
-    return i >= 0 && static_cast<size_t>(i) < n && tensors_[i] == t ? i : -2;
-  };
+  // Keys that differ are rewritten, which needs every tensor's index; until
+  // then each tensor is numbered as it is compared.
   size_t numbered = 0;  // tensors_[0, numbered) carry their index.
+  bool comparing = comparable_;
+  size_t n_changed = 0;
   for (size_t i = 0; i < n; ++i) {
     Tensor& t = *tensors_[i];
     if (numbered <= i) {
@@ -246,84 +345,30 @@ absl::Status Scheduler::NumberAndMatch(const Graph& graph, bool* match_out,
     }
     const Buffer* buffer =
         t.buffer != nullptr && !IsOwnBuffer(t.buffer) ? t.buffer : nullptr;
-    TensorKey& key = keys_[i];
-    Topo& topo = topo_[i];
     const bool computes = Computes(t);
-    if (match) {
-      // Branch-free field comparison: this pass runs for every graph.
-      uint64_t diff =
-          (static_cast<uint64_t>(key.op) ^ static_cast<uint64_t>(t.op)) |
-          (static_cast<uint64_t>(key.dtype) ^ static_cast<uint64_t>(t.dtype)) |
-          (key.flags ^ t.flags) |
-          static_cast<uint64_t>(key.view_offset ^ t.view_offset) |
-          (reinterpret_cast<uintptr_t>(key.buffer) ^
-           reinterpret_cast<uintptr_t>(buffer)) |
-          (reinterpret_cast<uintptr_t>(tensor_at(topo.view_src)) ^
-           reinterpret_cast<uintptr_t>(t.view_src));
-      for (int j = 0; j < kMaxSrc; ++j) {
-        diff |= reinterpret_cast<uintptr_t>(tensor_at(topo.src[j])) ^
-                reinterpret_cast<uintptr_t>(t.src[j]);
-      }
-      for (int d = 0; d < kMaxDims; ++d) {
-        diff |= static_cast<uint64_t>(key.ne[d] ^ t.ne[d]) |
-                static_cast<uint64_t>(key.nb[d] ^ t.nb[d]);
-      }
-      // Only SupportsOp and OffloadOp read op params, and only of nodes
-      // that compute (a view's params are its shape, strides and offset).
-      if (computes) {
-        for (int p = 0; p < kMaxOpParams; ++p) {
-          diff |= static_cast<uint32_t>(key.op_params[p] ^ t.op_params[p]);
-        }
-      }
-      if (buffer != nullptr) {
-        diff |= (reinterpret_cast<uintptr_t>(key.buffer_type) ^
-                 reinterpret_cast<uintptr_t>(buffer->type())) |
-                (static_cast<uint64_t>(key.usage) ^
-                 static_cast<uint64_t>(buffer->usage()));
-      }
-      if (diff == 0) continue;
-      match = false;
-    }
+    if (comparing && KeyMatches(i, t, buffer, computes)) continue;
+    match = false;
+    changed_[i] = 1;
+    // Most of a different graph differs: stop comparing (what is left
+    // counts as changed) rather than compare and then rewrite.
+    if (comparing && ++n_changed * 4 > i + 1 && i >= 64) comparing = false;
     if (numbered < n) {
       for (size_t k = numbered; k < n; ++k) {
         tensors_[k]->scratch_index = static_cast<int32_t>(k);
       }
       numbered = n;
     }
-    key.op = t.op;
-    key.dtype = t.dtype;
-    key.flags = t.flags;
-    key.ne = t.ne;
-    key.nb = t.nb;
-    key.view_offset = t.view_offset;
-    key.buffer = buffer;
-    key.buffer_type = buffer != nullptr ? buffer->type() : nullptr;
-    key.usage = buffer != nullptr ? buffer->usage() : BufferUsage::kAny;
-    if (computes) key.op_params = t.op_params;
-    topo.view_src = index_of(t.view_src);
-    for (int j = 0; j < kMaxSrc; ++j) topo.src[j] = index_of(t.src[j]);
-    if (topo.view_src == -2 ||
-        std::find(topo.src.begin(), topo.src.end(), -2) != topo.src.end()) {
+    if (absl::Status status = WriteKey(i, t, buffer, computes); !status.ok()) {
       plan_valid_ = false;
-      return absl::InvalidArgumentError(
-          absl::StrCat("tensor '", t.name,
-                       "' reads a tensor that is not in the graph (build "
-                       "graphs with Graph::Build)"));
-    }
-    topo.owner = topo.view_src >= 0 ? topo.view_src : static_cast<int32_t>(i);
-    topo.kind = 0;
-    if (computes) topo.kind |= kKindComputes;
-    if (IsView(t)) topo.kind |= kKindViewOp;
-    if (IsUserInput(&t)) topo.kind |= kKindUserInput;
-    if (buffer != nullptr &&
-        (key.usage == BufferUsage::kWeights || t.HasFlag(kTensorFlagWeight))) {
-      topo.kind |= kKindWeight;
+      return status;
     }
   }
   pin_scratch_.clear();
   for (const auto& [tensor, b] : pins_) {
-    const int32_t i = index_of(tensor);
-    if (i >= 0) pin_scratch_.emplace_back(i, b);
+    const int32_t i = tensor->scratch_index;
+    if (i >= 0 && static_cast<size_t>(i) < n && tensors_[i] == tensor) {
+      pin_scratch_.emplace_back(i, b);
+    }
   }
   match = match && pin_scratch_ == pin_keys_;
   pin_keys_.swap(pin_scratch_);
@@ -665,7 +710,7 @@ absl::Status Scheduler::Plan(const Graph& graph) {
   copies_placed_ = false;
   tensor_backend_.assign(tensors_.size(), -1);
   reasons_.assign(tensors_.size(), AssignReason::kNone);
-  supports_.assign(tensors_.size() * backends_.size(), -1);
+  ForgetChangedSupports();
   FERRY_RETURN_IF_ERROR(AssignBackends(static_cast<int>(graph.num_nodes())));
   FERRY_RETURN_IF_ERROR(BuildSplits(graph));
 

@@ -144,7 +144,9 @@ class Scheduler {
   // same; the tensors themselves may be new objects. Memory the scheduler's
   // own compute buffers gave a tensor counts as no memory, here and for
   // assignment. Assumes, as ggml does, that Device::SupportsOp and OffloadOp
-  // answer from those fields only.
+  // answer from those fields only. A graph that differs in places (a longer
+  // KV view) is planned again, but keeps the SupportsOp answers of nodes
+  // that, like their sources, did not change.
   absl::Status AllocGraph(const Graph& graph);
 
   // Enqueues the last allocated graph as one batch (AllocGraph first if it
@@ -244,6 +246,15 @@ class Scheduler {
   // when it holds for other tensor objects. Fails for a source outside the
   // graph.
   absl::Status NumberAndMatch(const Graph& graph, bool* match, bool* rebind);
+  // Whether keys_[i] and topo_[i] describe `t` (with external `buffer`).
+  bool KeyMatches(size_t i, const Tensor& t, const Buffer* buffer,
+                  bool computes) const;
+  // Records `t` as tensor i; fails for a source outside the graph.
+  absl::Status WriteKey(size_t i, const Tensor& t, const Buffer* buffer,
+                        bool computes);
+  // Clears the SupportsOp answers that no longer hold (all of them unless
+  // the keys were comparable).
+  void ForgetChangedSupports();
   bool IsOwnBuffer(const Buffer* buffer) const;
   absl::Status AssignBackends(int n_nodes);
   absl::Status BuildSplits(const Graph& graph);
@@ -288,6 +299,10 @@ class Scheduler {
   // (index, backend). plan_valid_: they describe the plan held now.
   std::vector<TensorKey> keys_;
   std::vector<Topo> topo_;
+  // changed_[i]: tensor i's key differed from the previous plan's, which
+  // comparable_ says could be compared (same tensor count, valid plan).
+  std::vector<uint8_t> changed_;
+  bool comparable_ = false;
   std::vector<int> votes_;
   std::vector<std::pair<int, int>> pin_keys_;
   std::vector<std::pair<int, int>> pin_scratch_;

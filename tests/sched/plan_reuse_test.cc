@@ -233,6 +233,43 @@ TEST_F(PlanReuseTest, ChangedOpIsPlannedAgain) {
   ExpectNear(Run(*sched, *g), Expected(*g, 2.0f, true));
 }
 
+// SupportsOp answers are kept across plans only for nodes whose key and
+// sources' keys did not change: c moves off a device that runs relu but not
+// silu.
+TEST_F(PlanReuseTest, ChangedOpIsAskedAgainWhereItRuns) {
+  FERRY_ASSERT_OK_AND_ASSIGN(auto relu_device,
+                             SimDevice::Create("relu_sim", "ops=mul_mat,relu"));
+  FERRY_ASSERT_OK_AND_ASSIGN(auto relu_sim, relu_device->CreateBackend());
+  w_->buffer = nullptr;
+  w_->data = nullptr;
+  FERRY_ASSERT_OK_AND_ASSIGN(
+      auto bufs, AllocateWeights(weights_, *relu_sim->default_buffer_type()));
+  FERRY_ASSERT_OK(SetTensorData(*w_, wv_.data()));
+  auto g = Build(3);
+  FERRY_ASSERT_OK_AND_ASSIGN(
+      auto sched, Scheduler::Create({relu_sim.get(), cpu_.get()}, {}));
+  FERRY_ASSERT_OK(sched->AllocGraph(g->graph));
+  EXPECT_EQ(sched->GetTensorBackend(*g->c), relu_sim.get());
+  ExpectNear(Run(*sched, *g), Expected(*g, 2.0f, false));
+  g->c->op = Op::kSilu;
+  FERRY_ASSERT_OK(sched->AllocGraph(g->graph));
+  EXPECT_EQ(sched->stats().plans_reused, 0);
+  EXPECT_EQ(sched->GetTensorBackend(*g->c), cpu_.get());
+  ExpectNear(Run(*sched, *g), Expected(*g, 2.0f, true));
+  // As a new scheduler plans it.
+  auto g2 = Build(3);
+  g2->c->op = Op::kSilu;
+  FERRY_ASSERT_OK_AND_ASSIGN(
+      auto fresh, Scheduler::Create({relu_sim.get(), cpu_.get()}, {}));
+  FERRY_ASSERT_OK(fresh->AllocGraph(g2->graph));
+  EXPECT_EQ(fresh->DescribeAssignment(), sched->DescribeAssignment());
+  EXPECT_EQ(fresh->DescribeSplits(), sched->DescribeSplits());
+  sched.reset();
+  fresh.reset();
+  w_->buffer = nullptr;  // Before its buffer goes away.
+  w_->data = nullptr;
+}
+
 TEST_F(PlanReuseTest, ChangedPinIsPlannedAgain) {
   auto g = Build(3);
   auto sched = MakeScheduler();
