@@ -260,7 +260,6 @@ class Scheduler {
   absl::Status BuildSplits(const Graph& graph);
   // Builds the per-slot node lists (clones reading copies) from the splits.
   void BuildSlotNodes(const Graph& graph);
-  absl::Status AllocateMemory(const Graph& graph);
   absl::Status AllocateCopies();
   absl::Status PrepareSubmit(const Graph& graph);
   absl::StatusOr<Event> EnqueueBatch(int slot);
