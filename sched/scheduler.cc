@@ -199,8 +199,9 @@ void Scheduler::ForgetChangedSupports() {
     return;
   }
   // SupportsOp reads a node and its sources: an answer holds while neither
-  // changed (a graph whose KV length grows keeps most of them).
-  for (size_t i = 0; i < tensors_.size(); ++i) {
+  // changed (a graph whose KV length grows keeps most of them). Tensors
+  // from compared_end_ on all count as changed.
+  for (size_t i = 0; i < compared_end_; ++i) {
     const Topo& topo = topo_[i];
     bool changed = changed_[i] != 0 ||
                    (topo.view_src >= 0 && changed_[topo.view_src] != 0);
@@ -209,6 +210,8 @@ void Scheduler::ForgetChangedSupports() {
     }
     if (changed) std::fill_n(supports_.begin() + i * nb, nb, int8_t{-1});
   }
+  std::fill(supports_.begin() + compared_end_ * nb, supports_.end(),
+            int8_t{-1});
 }
 
 bool Scheduler::IsOwnBuffer(const Buffer* buffer) const {
@@ -333,6 +336,7 @@ absl::Status Scheduler::NumberAndMatch(const Graph& graph, bool* match_out,
   // then each tensor is numbered as it is compared.
   size_t numbered = 0;  // tensors_[0, numbered) carry their index.
   bool comparing = comparable_;
+  compared_end_ = comparable_ ? n : 0;
   size_t n_changed = 0;
   for (size_t i = 0; i < n; ++i) {
     Tensor& t = *tensors_[i];
@@ -351,7 +355,10 @@ absl::Status Scheduler::NumberAndMatch(const Graph& graph, bool* match_out,
     changed_[i] = 1;
     // Most of a different graph differs: stop comparing (what is left
     // counts as changed) rather than compare and then rewrite.
-    if (comparing && ++n_changed * 4 > i + 1 && i >= 64) comparing = false;
+    if (comparing && ++n_changed * 4 > i + 1 && i >= 64) {
+      comparing = false;
+      compared_end_ = i + 1;
+    }
     if (numbered < n) {
       for (size_t k = numbered; k < n; ++k) {
         tensors_[k]->scratch_index = static_cast<int32_t>(k);

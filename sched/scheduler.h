@@ -302,6 +302,9 @@ class Scheduler {
   // comparable_ says could be compared (same tensor count, valid plan).
   std::vector<uint8_t> changed_;
   bool comparable_ = false;
+  // Keys from this index on were not compared (most of the graph differed)
+  // and count as changed.
+  size_t compared_end_ = 0;
   std::vector<int> votes_;
   std::vector<std::pair<int, int>> pin_keys_;
   std::vector<std::pair<int, int>> pin_scratch_;

@@ -376,5 +376,40 @@ TEST_F(PlanReuseTest, LlamaReusedPlanEqualsFreshPlan) {
   EXPECT_EQ(sched->stats().plans_reused, 2);
 }
 
+// Graphs that alternate between two token counts differ almost everywhere:
+// the scheduler stops comparing keys part way and forgets every SupportsOp
+// answer from there on. Each plan must still be a fresh scheduler's.
+TEST_F(PlanReuseTest, LlamaAlternatingTokenCountsPlanAsFresh) {
+  FERRY_ASSERT_OK_AND_ASSIGN(auto model, testing::MakeLlamaModel(kTinyLlama));
+  FERRY_ASSERT_OK_AND_ASSIGN(
+      auto bufs, AllocateWeights(model->ctx, *sim_->default_buffer_type()));
+  FERRY_ASSERT_OK_AND_ASSIGN(auto a,
+                             testing::BuildLlamaGraph(*model, 8, false));
+  FERRY_ASSERT_OK_AND_ASSIGN(auto b,
+                             testing::BuildLlamaGraph(*model, 9, false));
+  auto sched = MakeScheduler();
+  // Sized for the larger graph first: growing the compute buffers would
+  // free the memory the other graph's tensors still point into.
+  FERRY_ASSERT_OK(sched->Reserve(b.graph));
+  for (int k = 0; k < 4; ++k) {
+    const testing::LlamaGraph& graph = k % 2 == 0 ? a : b;
+    sched->Reset();
+    FERRY_ASSERT_OK(sched->AllocGraph(graph.graph));
+    // Its own graph: placing tensors in another scheduler's buffers would
+    // make them external memory for this one.
+    FERRY_ASSERT_OK_AND_ASSIGN(
+        auto other,
+        testing::BuildLlamaGraph(*model, k % 2 == 0 ? 8 : 9, false));
+    auto fresh = MakeScheduler();
+    FERRY_ASSERT_OK(fresh->AllocGraph(other.graph));
+    EXPECT_EQ(fresh->DescribeAssignment(), sched->DescribeAssignment())
+        << "graph " << k;
+    EXPECT_EQ(fresh->DescribeSplits(), sched->DescribeSplits())
+        << "graph " << k;
+  }
+  EXPECT_EQ(sched->stats().plans_reused, 0);
+  EXPECT_EQ(sched->stats().re_reserves, 0);
+}
+
 }  // namespace
 }  // namespace ferry
