@@ -92,9 +92,7 @@ absl::StatusOr<Liveness> GraphAllocator::Analyze(
     const Graph& graph, BufferAssignment assignment) const {
   return alloc_internal::AnalyzeLiveness(
       graph, types_, assignment.leaf_types, assignment.node_types,
-      [this](const Tensor& t) {
-        return t.data != nullptr && !IsOwnBuffer(t.buffer);
-      },
+      [this](const Tensor& t) { return HasPresetMemory(t); },
       options_.in_place);
 }
 
@@ -156,7 +154,7 @@ GraphAllocator::MakePlan(const Graph& graph, BufferAssignment assignment,
     e.op = t.op;
     e.dtype = t.dtype;
     e.kind = rec.kind;
-    e.flags = t.flags;
+    e.flags = DescriptiveFlags(t);
     e.ne = t.ne;
     e.nb = t.nb;
     e.view_offset = t.view_offset;
@@ -214,12 +212,10 @@ const GraphAllocator::CachedPlan* GraphAllocator::FindCached(
                                     r - static_cast<size_t>(num_leafs));
       RecordKind kind = RecordKind::kView;
       if (t.view_src == nullptr) {
-        kind = t.data != nullptr && !IsOwnBuffer(t.buffer)
-                   ? RecordKind::kPreset
-                   : RecordKind::kPlanned;
+        kind = HasPresetMemory(t) ? RecordKind::kPreset : RecordKind::kPlanned;
       }
       if (e.op != t.op || e.dtype != t.dtype || e.kind != kind ||
-          e.flags != t.flags || e.type != type || e.ne != t.ne ||
+          e.flags != DescriptiveFlags(t) || e.type != type || e.ne != t.ne ||
           e.nb != t.nb || e.view_offset != t.view_offset) {
         match = false;
         break;
@@ -264,11 +260,12 @@ absl::Status GraphAllocator::Apply(const CachedPlan& plan, const Graph& graph) {
             .get();
     t.buffer = b;
     t.data = static_cast<char*>(b->base()) + e.offset;
+    t.flags |= kTensorFlagAllocated;
     status = b->InitTensor(t);
   }
   for (size_t i = 0; i < plan.views.size() && status.ok(); ++i) {
     Tensor& t = *RecordTensor(graph, num_leafs, plan.views[i]);
-    if (t.data != nullptr && !IsOwnBuffer(t.buffer)) continue;
+    if (HasPresetMemory(t)) continue;
     const Tensor& root = *t.view_src;
     if (root.data == nullptr) {
       status = absl::FailedPreconditionError(
@@ -278,6 +275,7 @@ absl::Status GraphAllocator::Apply(const CachedPlan& plan, const Graph& graph) {
     }
     t.buffer = root.buffer;
     t.data = static_cast<char*>(root.data) + t.view_offset;
+    t.flags |= kTensorFlagAllocated;
     if (t.buffer != nullptr) status = t.buffer->InitTensor(t);
   }
   if (!status.ok()) {
@@ -285,9 +283,11 @@ absl::Status GraphAllocator::Apply(const CachedPlan& plan, const Graph& graph) {
       const CachedPlan::Entry& e = plan.entries[r];
       if (e.kind == RecordKind::kPreset) continue;
       Tensor& t = *RecordTensor(graph, num_leafs, static_cast<int32_t>(r));
-      if (e.kind == RecordKind::kPlanned || IsOwnBuffer(t.buffer)) {
+      if (e.kind == RecordKind::kPlanned ||
+          (t.flags & kTensorFlagAllocated) != 0) {
         t.buffer = nullptr;
         t.data = nullptr;
+        t.flags &= ~static_cast<uint32_t>(kTensorFlagAllocated);
       }
     }
   }
@@ -311,6 +311,7 @@ void UnplaceOwn(const Graph& graph, IsOwn is_own) {
       if (is_own(t->buffer)) {
         t->buffer = nullptr;
         t->data = nullptr;
+        t->flags &= ~static_cast<uint32_t>(kTensorFlagAllocated);
       }
     }
   }

@@ -156,6 +156,37 @@ TEST(GraphAllocatorTest, FastPathAndBiggerGraphs) {
   EXPECT_EQ(galloc.reserve_count(), 2);
 }
 
+// A graph placed in buffers that were since freed (this allocator grew them,
+// or another allocator is gone) is placed again, without reading them.
+TEST(GraphAllocatorTest, GraphInFreedBuffersIsPlacedAgain) {
+  HostBufferType type("host", 64, nullptr);
+  auto small = MakeChain(4);
+  {
+    GraphAllocator gone({&type});
+    ASSERT_THAT(gone.Reserve(small->graph), IsOk());
+    ASSERT_THAT(gone.Allocate(small->graph), IsOk());
+  }
+  GraphAllocator galloc({&type});
+  ASSERT_THAT(galloc.Reserve(small->graph), IsOk());
+  ASSERT_THAT(galloc.Allocate(small->graph), IsOk());
+  EXPECT_EQ(small->out->buffer, galloc.buffer(0, 0));
+  auto big = MakeChain(16);
+  ASSERT_THAT(galloc.Reserve(big->graph), IsOk());  // Frees small's buffer.
+  ASSERT_THAT(galloc.Allocate(small->graph), IsOk());
+  EXPECT_EQ(small->out->buffer, galloc.buffer(0, 0));
+  EXPECT_THAT(CheckGraphAllocation(small->graph), IsOk());
+  // An owner's placement overrides the allocator's, and then stays.
+  Context host;
+  Tensor* data = *host.NewTensor(DType::kF32, {64, 4});
+  ASSERT_THAT(host.AllocateHostData(), IsOk());
+  auto mine = WrapHostMemory(&type, data->data, 64 * 4 * sizeof(float));
+  ASSERT_THAT(mine, IsOk());
+  ASSERT_THAT(PlaceTensor(**mine, *small->out, 0), IsOk());
+  EXPECT_TRUE(HasPresetMemory(*small->out));
+  ASSERT_THAT(galloc.Allocate(small->graph), IsOk());
+  EXPECT_EQ(small->out->buffer, mine->get());
+}
+
 TEST(GraphAllocatorTest, WiringChangeMissesTheCache) {
   HostBufferType type("host", 64, nullptr);
   GraphAllocator galloc({&type});

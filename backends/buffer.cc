@@ -51,7 +51,9 @@ absl::Status CheckRange(const Tensor& tensor, size_t offset, size_t size,
 }  // namespace
 
 absl::Status PlaceTensor(Buffer& buffer, Tensor& tensor, size_t offset) {
-  if (tensor.buffer != nullptr) {
+  // A graph allocator's placement is disposable (and its buffer may be
+  // gone): only an owner's placement counts as placed.
+  if (HasPresetMemory(tensor)) {
     return absl::FailedPreconditionError(
         absl::StrCat("tensor '", tensor.name, "' is already placed"));
   }
@@ -71,6 +73,7 @@ absl::Status PlaceTensor(Buffer& buffer, Tensor& tensor, size_t offset) {
   }
   tensor.buffer = &buffer;
   tensor.data = static_cast<char*>(buffer.base()) + offset;
+  tensor.flags &= ~static_cast<uint32_t>(kTensorFlagAllocated);
   absl::Status status = buffer.InitTensor(tensor);
   if (!status.ok()) {
     tensor.buffer = nullptr;
@@ -92,6 +95,8 @@ absl::Status PlaceView(Tensor& view) {
   }
   view.buffer = source->buffer;
   view.data = static_cast<char*>(source->data) + view.view_offset;
+  // As disposable as the memory it views.
+  view.flags = DescriptiveFlags(view) | (source->flags & kTensorFlagAllocated);
   return source->buffer->InitTensor(view);
 }
 

@@ -33,6 +33,10 @@ enum TensorFlag : uint32_t {
   kTensorFlagInput = 1u << 0,   // Set by the user before each compute.
   kTensorFlagOutput = 1u << 1,  // Read after compute: never overwritten.
   kTensorFlagWeight = 1u << 2,  // Parameters: long-lived, placed once.
+  // Placed by a graph allocator, which places it again on every allocation:
+  // its buffer may since have been freed, so only allocators read it.
+  // PlaceTensor/PlaceView (an owner's placement) clear it.
+  kTensorFlagAllocated = 1u << 3,
 };
 
 // One tensor's metadata. A plain struct like ggml_tensor so kernels read
@@ -117,6 +121,17 @@ struct Tensor {
   // Returns name, op, shape and strides, for logs and test failures.
   std::string DebugString() const;
 };
+
+// True when `t` has memory its owner placed (not a graph allocator), which
+// allocators and schedulers must leave where it is.
+inline bool HasPresetMemory(const Tensor& t) {
+  return t.data != nullptr && (t.flags & kTensorFlagAllocated) == 0;
+}
+
+// The flags that describe the tensor, without allocator bookkeeping.
+inline uint32_t DescriptiveFlags(const Tensor& t) {
+  return t.flags & ~static_cast<uint32_t>(kTensorFlagAllocated);
+}
 
 // Returns the contiguous strides for `ne` in `dtype`.
 std::array<int64_t, kMaxDims> ContiguousStrides(

@@ -214,11 +214,6 @@ void Scheduler::ForgetChangedSupports() {
             int8_t{-1});
 }
 
-bool Scheduler::IsOwnBuffer(const Buffer* buffer) const {
-  return std::find(own_buffers_.begin(), own_buffers_.end(), buffer) !=
-         own_buffers_.end();
-}
-
 bool Scheduler::KeyMatches(size_t i, const Tensor& t, const Buffer* buffer,
                            bool computes) const {
   const TensorKey& key = keys_[i];
@@ -235,7 +230,7 @@ bool Scheduler::KeyMatches(size_t i, const Tensor& t, const Buffer* buffer,
   uint64_t diff =
       (static_cast<uint64_t>(key.op) ^ static_cast<uint64_t>(t.op)) |
       (static_cast<uint64_t>(key.dtype) ^ static_cast<uint64_t>(t.dtype)) |
-      (key.flags ^ t.flags) |
+      (key.flags ^ DescriptiveFlags(t)) |
       static_cast<uint64_t>(key.view_offset ^ t.view_offset) |
       (reinterpret_cast<uintptr_t>(key.buffer) ^
        reinterpret_cast<uintptr_t>(buffer)) |
@@ -275,7 +270,7 @@ absl::Status Scheduler::WriteKey(size_t i, const Tensor& t,
   Topo& topo = topo_[i];
   key.op = t.op;
   key.dtype = t.dtype;
-  key.flags = t.flags;
+  key.flags = DescriptiveFlags(t);
   key.ne = t.ne;
   key.nb = t.nb;
   key.view_offset = t.view_offset;
@@ -324,14 +319,6 @@ absl::Status Scheduler::NumberAndMatch(const Graph& graph, bool* match_out,
     same_tensors = same_tensors && tensors_[i] == t;
     tensors_[i] = t;
   }
-  // Memory from the allocator's buffers is re-placed by it; it must not
-  // steer the assignment (nor count as a difference).
-  own_buffers_.clear();
-  for (int type = 0; type < allocator_->num_types(); ++type) {
-    for (int c = 0; c < allocator_->num_buffers(type); ++c) {
-      own_buffers_.push_back(allocator_->buffer(type, c));
-    }
-  }
   // Keys that differ are rewritten, which needs every tensor's index; until
   // then each tensor is numbered as it is compared.
   size_t numbered = 0;  // tensors_[0, numbered) carry their index.
@@ -347,8 +334,11 @@ absl::Status Scheduler::NumberAndMatch(const Graph& graph, bool* match_out,
       }
       numbered = i + 1;
     }
+    // Memory a graph allocator placed (ours, or another's that may be
+    // gone) is placed again: it must not steer the assignment, nor count as
+    // a difference, and its buffer must not be read.
     const Buffer* buffer =
-        t.buffer != nullptr && !IsOwnBuffer(t.buffer) ? t.buffer : nullptr;
+        t.buffer != nullptr && HasPresetMemory(t) ? t.buffer : nullptr;
     const bool computes = Computes(t);
     if (comparing && KeyMatches(i, t, buffer, computes)) continue;
     match = false;

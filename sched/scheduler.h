@@ -255,7 +255,6 @@ class Scheduler {
   // Clears the SupportsOp answers that no longer hold (all of them unless
   // the keys were comparable).
   void ForgetChangedSupports();
-  bool IsOwnBuffer(const Buffer* buffer) const;
   absl::Status AssignBackends(int n_nodes);
   absl::Status BuildSplits(const Graph& graph);
   // Builds the per-slot node lists (clones reading copies) from the splits.
@@ -310,7 +309,6 @@ class Scheduler {
   std::vector<std::pair<int, int>> pin_scratch_;
   bool plan_valid_ = false;
   bool copies_placed_ = false;  // copy_storage_ placed for this plan.
-  std::vector<const Buffer*> own_buffers_;  // The allocator's, at Plan.
   bool allocated_ = false;
   bool in_flight_ = false;  // Batches may be running (since Synchronize).
   bool reserved_ = false;

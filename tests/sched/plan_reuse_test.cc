@@ -388,27 +388,22 @@ TEST_F(PlanReuseTest, LlamaAlternatingTokenCountsPlanAsFresh) {
   FERRY_ASSERT_OK_AND_ASSIGN(auto b,
                              testing::BuildLlamaGraph(*model, 9, false));
   auto sched = MakeScheduler();
-  // Sized for the larger graph first: growing the compute buffers would
-  // free the memory the other graph's tensors still point into.
-  FERRY_ASSERT_OK(sched->Reserve(b.graph));
   for (int k = 0; k < 4; ++k) {
     const testing::LlamaGraph& graph = k % 2 == 0 ? a : b;
     sched->Reset();
+    // Graph a's tensors point into buffers freed when b grew them, and
+    // (from k = 2) into the last fresh scheduler's freed buffers: they are
+    // placed again without reading those (ASan checks).
     FERRY_ASSERT_OK(sched->AllocGraph(graph.graph));
-    // Its own graph: placing tensors in another scheduler's buffers would
-    // make them external memory for this one.
-    FERRY_ASSERT_OK_AND_ASSIGN(
-        auto other,
-        testing::BuildLlamaGraph(*model, k % 2 == 0 ? 8 : 9, false));
+    const std::string assignment = sched->DescribeAssignment();
+    const std::string splits = sched->DescribeSplits();
     auto fresh = MakeScheduler();
-    FERRY_ASSERT_OK(fresh->AllocGraph(other.graph));
-    EXPECT_EQ(fresh->DescribeAssignment(), sched->DescribeAssignment())
-        << "graph " << k;
-    EXPECT_EQ(fresh->DescribeSplits(), sched->DescribeSplits())
-        << "graph " << k;
+    FERRY_ASSERT_OK(fresh->AllocGraph(graph.graph));
+    EXPECT_EQ(fresh->DescribeAssignment(), assignment) << "graph " << k;
+    EXPECT_EQ(fresh->DescribeSplits(), splits) << "graph " << k;
   }
   EXPECT_EQ(sched->stats().plans_reused, 0);
-  EXPECT_EQ(sched->stats().re_reserves, 0);
+  EXPECT_EQ(sched->stats().re_reserves, 1);  // b outgrew a's buffers.
 }
 
 }  // namespace
