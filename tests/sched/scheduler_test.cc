@@ -34,32 +34,10 @@ using ::testing::HasSubstr;
 constexpr testing::LlamaConfig kTinyLlama = {
     .n_layer = 2, .n_embd = 64, .n_head = 4, .n_ff = 96, .n_vocab = 50};
 
-// A model whose weights live in `type` (filled with values that depend
-// only on the weight's position, so every placement holds the same model).
-struct PlacedModel {
-  std::unique_ptr<testing::LlamaModel> model;
-  std::vector<std::unique_ptr<Buffer>> buffers;
-};
+using PlacedModel = testing::PlacedLlamaModel;
 
 absl::StatusOr<PlacedModel> MakeModel(BufferType& type) {
-  PlacedModel placed;
-  FERRY_ASSIGN_OR_RETURN(placed.model, testing::MakeLlamaModel(kTinyLlama));
-  FERRY_ASSIGN_OR_RETURN(placed.buffers,
-                         AllocateWeights(placed.model->ctx, type));
-  uint64_t seed = 7;
-  for (Tensor* t : placed.model->ctx.tensors()) {
-    Context host_ctx;
-    FERRY_ASSIGN_OR_RETURN(
-        Tensor * host,
-        host_ctx.NewTensor(t->dtype, {t->ne[0], t->ne[1], t->ne[2], t->ne[3]}));
-    FERRY_RETURN_IF_ERROR(host_ctx.AllocateHostData());
-    // Norm weights near 1, matrices small: keeps activations well scaled.
-    const bool norm = t->ne[1] == 1;
-    FERRY_RETURN_IF_ERROR(testing::FillRandom(
-        *host, seed++, norm ? 0.9f : -0.2f, norm ? 1.1f : 0.2f));
-    FERRY_RETURN_IF_ERROR(SetTensorData(*t, host->data));
-  }
-  return placed;
+  return testing::MakePlacedLlamaModel(kTinyLlama, type, 0.2f);
 }
 
 absl::StatusOr<std::vector<float>> ReadLogits(const Tensor& logits) {
