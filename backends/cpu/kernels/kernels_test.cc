@@ -18,6 +18,7 @@
 #include "ferry/graph/op.h"
 #include "ferry/graph/ops.h"
 #include "ferry/graph/tensor.h"
+#include "ferry/graph/testing/in_place_ops.h"
 #include "ferry/graph/testing/reference.h"
 #include "ferry/runtime/status_matchers.h"
 #include "gmock/gmock.h"
@@ -484,40 +485,9 @@ TEST_P(KernelsTest, ChainedGraph) {
 // In place: each OpCanRunInPlace op, with node.data = src[0]->data, gives
 // exactly the out-of-place result.
 TEST_P(KernelsTest, InPlaceMatchesOutOfPlace) {
-  struct Case {
-    const char* name;
-    absl::StatusOr<Tensor*> (*build)(Context&, Tensor*, Tensor*, Tensor*);
-  };
-  const Case cases[] = {
-      {"add",
-       [](Context& c, Tensor* a, Tensor* b, Tensor*) { return Add(c, a, b); }},
-      {"sub",
-       [](Context& c, Tensor* a, Tensor* b, Tensor*) { return Sub(c, a, b); }},
-      {"mul",
-       [](Context& c, Tensor* a, Tensor* b, Tensor*) { return Mul(c, a, b); }},
-      {"div",
-       [](Context& c, Tensor* a, Tensor* b, Tensor*) { return Div(c, a, b); }},
-      {"scale", [](Context& c, Tensor* a, Tensor*,
-                   Tensor*) { return Scale(c, a, 3.0f); }},
-      {"silu",
-       [](Context& c, Tensor* a, Tensor*, Tensor*) { return Silu(c, a); }},
-      {"gelu",
-       [](Context& c, Tensor* a, Tensor*, Tensor*) { return Gelu(c, a); }},
-      {"relu",
-       [](Context& c, Tensor* a, Tensor*, Tensor*) { return Relu(c, a); }},
-      {"rms_norm", [](Context& c, Tensor* a, Tensor*,
-                      Tensor*) { return RmsNorm(c, a, 1e-5f); }},
-      {"norm", [](Context& c, Tensor* a, Tensor*,
-                  Tensor*) { return Norm(c, a, 1e-5f); }},
-      {"soft_max", [](Context& c, Tensor* a, Tensor* b,
-                      Tensor*) { return SoftMax(c, a, b, 0.5f); }},
-      {"rope",
-       [](Context& c, Tensor* a, Tensor*, Tensor* pos) {
-         return Rope(c, a, pos, 12, RopeMode::kNormal);
-       }},
-  };
   std::vector<bool> covered(kNumOps, false);
-  for (const Case& test_case : cases) {
+  for (const ::ferry::testing::InPlaceOpBuilder& test_case :
+       ::ferry::testing::InPlaceOpBuilders()) {
     for (int nth : {1, 3}) {
       SCOPED_TRACE(absl::StrCat(test_case.name, " nth=", nth));
       Context ctx;

@@ -20,6 +20,7 @@
 #include "ferry/graph/op.h"
 #include "ferry/graph/ops.h"
 #include "ferry/graph/tensor.h"
+#include "ferry/graph/testing/in_place_ops.h"
 #include "ferry/graph/testing/reference.h"
 #include "ferry/runtime/status_macros.h"
 #include "ferry/runtime/status_matchers.h"
@@ -534,45 +535,12 @@ void AddConcatCases(std::vector<KernelCase>& cases) {
 }
 
 void AddInPlaceCases(std::vector<KernelCase>& cases) {
-  using Build =
-      absl::StatusOr<Tensor*> (*)(Context&, Tensor*, Tensor*, Tensor*);
-  const std::pair<const char*, Build> ops[] = {
-      {"add",
-       [](Context& c, Tensor* a, Tensor* b, Tensor*) { return Add(c, a, b); }},
-      {"sub",
-       [](Context& c, Tensor* a, Tensor* b, Tensor*) { return Sub(c, a, b); }},
-      {"mul",
-       [](Context& c, Tensor* a, Tensor* b, Tensor*) { return Mul(c, a, b); }},
-      {"div",
-       [](Context& c, Tensor* a, Tensor* b, Tensor*) { return Div(c, a, b); }},
-      {"scale", [](Context& c, Tensor* a, Tensor*,
-                   Tensor*) { return Scale(c, a, 3.0f); }},
-      {"silu",
-       [](Context& c, Tensor* a, Tensor*, Tensor*) { return Silu(c, a); }},
-      {"gelu",
-       [](Context& c, Tensor* a, Tensor*, Tensor*) { return Gelu(c, a); }},
-      {"relu",
-       [](Context& c, Tensor* a, Tensor*, Tensor*) { return Relu(c, a); }},
-      {"rms_norm", [](Context& c, Tensor* a, Tensor*,
-                      Tensor*) { return RmsNorm(c, a, 1e-5f); }},
-      {"norm", [](Context& c, Tensor* a, Tensor*,
-                  Tensor*) { return Norm(c, a, 1e-5f); }},
-      {"soft_max", [](Context& c, Tensor* a, Tensor* b,
-                      Tensor*) { return SoftMax(c, a, b, 0.5f); }},
-      {"rope_normal",
-       [](Context& c, Tensor* a, Tensor*, Tensor* pos) {
-         return Rope(c, a, pos, 12, RopeMode::kNormal);
-       }},
-      {"rope_neox",
-       [](Context& c, Tensor* a, Tensor*, Tensor* pos) {
-         return Rope(c, a, pos, 16, RopeMode::kNeox);
-       }},
-  };
-  for (const auto& [name, build] : ops) {
+  for (const ::ferry::testing::InPlaceOpBuilder& op :
+       ::ferry::testing::InPlaceOpBuilders()) {
     for (int64_t width : {20, 700}) {
-      const Build fn = build;
+      const auto fn = op.build;
       KernelCase c;
-      c.name = absl::StrCat("in_place/", name, "/", width);
+      c.name = absl::StrCat("in_place/", op.name, "/", width);
       c.tolerance = kTolF32;
       c.in_place = true;
       c.build = [=](Context& ctx) -> absl::StatusOr<Tensor*> {
