@@ -47,9 +47,14 @@ CudaDevice* DeviceOrSkip(benchmark::State& state) {
   return static_cast<CudaDevice*>(*device);
 }
 
-std::unique_ptr<CudaBackend> NewBackend(CudaDevice& device) {
+// A backend on `device`, or null after skipping `state` with the reason.
+std::unique_ptr<CudaBackend> NewBackend(CudaDevice& device,
+                                        benchmark::State& state) {
   auto backend = device.CreateBackend();
-  if (!backend.ok()) return nullptr;
+  if (!backend.ok()) {
+    state.SkipWithError(std::string(backend.status().message()).c_str());
+    return nullptr;
+  }
   return std::unique_ptr<CudaBackend>(
       static_cast<CudaBackend*>(backend->release()));
 }
@@ -93,7 +98,7 @@ void BM_Transfer(benchmark::State& state) {
   const size_t bytes = static_cast<size_t>(state.range(0)) << 20;
   const bool pinned = state.range(1) != 0;
   const bool upload = state.range(2) == 0;
-  auto backend = NewBackend(*device);
+  auto backend = NewBackend(*device, state);
   Transfer transfer;
   if (backend == nullptr || !MakeTransfer(*device, bytes, pinned, transfer)) {
     state.SkipWithError("setup failed");
@@ -122,8 +127,8 @@ void BM_CopyComputeOverlap(benchmark::State& state) {
   const int mode = static_cast<int>(state.range(0));
   constexpr size_t kBytes = size_t{256} << 20;
   constexpr int64_t kSpinNs = 5'000'000;
-  auto copier = NewBackend(*device);
-  auto computer = NewBackend(*device);
+  auto copier = NewBackend(*device, state);
+  auto computer = NewBackend(*device, state);
   Transfer transfer;
   if (copier == nullptr || computer == nullptr ||
       !MakeTransfer(*device, kBytes, /*pinned=*/true, transfer)) {
@@ -148,7 +153,8 @@ BENCHMARK(BM_CopyComputeOverlap)->DenseRange(0, 2)->UseRealTime();
 void BM_LaunchRaw(benchmark::State& state) {
   CudaDevice* device = DeviceOrSkip(state);
   if (device == nullptr) return;
-  auto backend = NewBackend(*device);
+  auto backend = NewBackend(*device, state);
+  if (backend == nullptr) return;
   cudaStream_t stream = backend->stream(CudaBackend::StreamKind::kCompute);
   for (auto _ : state) {
     for (int i = 0; i < 100; ++i) (void)cuda_testing::LaunchEmptyKernel(stream);
@@ -161,7 +167,8 @@ BENCHMARK(BM_LaunchRaw)->UseRealTime();
 void BM_LaunchNode(benchmark::State& state) {
   CudaDevice* device = DeviceOrSkip(state);
   if (device == nullptr) return;
-  auto backend = NewBackend(*device);
+  auto backend = NewBackend(*device, state);
+  if (backend == nullptr) return;
   Context ctx;
   Tensor* a = *ctx.NewTensor(DType::kF32, {32});
   Tensor* sum = *Add(ctx, a, a);
@@ -186,7 +193,8 @@ Task<absl::Status> AwaitEvent(Event event) { co_return co_await event; }
 void BM_EventToCoroutine(benchmark::State& state) {
   CudaDevice* device = DeviceOrSkip(state);
   if (device == nullptr) return;
-  auto backend = NewBackend(*device);
+  auto backend = NewBackend(*device, state);
+  if (backend == nullptr) return;
   const bool poll = state.range(0) == 0;
   for (auto _ : state) {
     cudaStream_t stream = backend->stream(CudaBackend::StreamKind::kCompute);
@@ -210,7 +218,8 @@ void BM_MulMat(benchmark::State& state) {
   const DType dtype = state.range(1) == 0   ? DType::kF32
                       : state.range(1) == 1 ? DType::kF16
                                             : DType::kBF16;
-  auto backend = NewBackend(*device);
+  auto backend = NewBackend(*device, state);
+  if (backend == nullptr) return;
   Context ctx;
   Tensor* a = *ctx.NewTensor(dtype, {n, n});
   Tensor* b = *ctx.NewTensor(DType::kF32, {n, n});
