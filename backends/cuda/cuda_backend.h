@@ -40,10 +40,8 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
-#include <deque>
 #include <memory>
 #include <mutex>
-#include <utility>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
