@@ -26,4 +26,9 @@ absl::StatusOr<std::unique_ptr<Buffer>> Device::BufferFromHostPointer(
 
 bool Device::OffloadOp(const Tensor& /*node*/) const { return false; }
 
+EventWaitMode Device::WaitMode(const Event& event) const {
+  return event.device() == this || event.IsComplete() ? EventWaitMode::kDevice
+                                                      : EventWaitMode::kHost;
+}
+
 }  // namespace ferry

@@ -40,6 +40,7 @@
 #include "ferry/backends/backend.h"
 #include "ferry/backends/buffer.h"
 #include "ferry/backends/cpu/cpu_backend.h"
+#include "ferry/backends/linked/linked_devices.h"
 #include "ferry/backends/registry.h"
 #include "ferry/backends/sim/sim_device.h"
 #include "ferry/examples/llama_model.h"
@@ -97,46 +98,24 @@ struct Backends {
 
 absl::StatusOr<Backends> MakeBackends(const std::string& spec,
                                       const std::string& sim_options) {
-  Backends out;
-  std::vector<std::string> names = absl::StrSplit(spec, ',', absl::SkipEmpty());
-  if (names.empty() || names.back() != "cpu") {
+  FERRY_RETURN_IF_ERROR(RegisterLinkedDevices(Registry::Global()));
+  CreateBackendsOptions options;
+  options.family_options["sim"] = sim_options;
+  if (const int threads = absl::GetFlag(FLAGS_cpu_threads); threads > 0) {
+    options.backend_params["cpu"] = absl::StrCat("threads=", threads);
+  }
+  FERRY_ASSIGN_OR_RETURN(BackendList list,
+                         Registry::Global().CreateBackends(spec, options));
+  if (list.backends.back()->device().type() != DeviceType::kCpu) {
     return absl::InvalidArgumentError(
         absl::StrCat("--backends='", spec, "' must end with cpu"));
   }
-  for (const std::string& name : names) {
-    std::unique_ptr<Backend> backend;
-    SimDevice* sim = nullptr;
-    if (name == "cpu") {
-      const int threads = absl::GetFlag(FLAGS_cpu_threads);
-      FERRY_ASSIGN_OR_RETURN(
-          backend, GetCpuDevice().CreateBackend(
-                       threads > 0 ? absl::StrCat("threads=", threads) : ""));
-    } else if (absl::StartsWith(name, "sim")) {
-      // Reuse a device made earlier, else make sims up to this one.
-      auto found = Registry::Global().FindDevice(name);
-      while (!found.ok()) {
-        FERRY_ASSIGN_OR_RETURN(
-            Device * d, Registry::Global().AddDevice("sim", sim_options));
-        if (d->name() == name) {
-          found = d;
-          break;
-        }
-        int index = 0;
-        if (!absl::SimpleAtoi(absl::string_view(name).substr(3), &index) ||
-            index > 64) {
-          return absl::InvalidArgumentError(
-              absl::StrCat("bad simulated device name '", name, "'"));
-        }
-      }
-      sim = dynamic_cast<SimDevice*>(*found);
-      FERRY_ASSIGN_OR_RETURN(backend, (*found)->CreateBackend());
-    } else {
-      FERRY_ASSIGN_OR_RETURN(backend, Registry::Global().CreateBackend(name));
-    }
-    out.list.push_back(backend.get());
-    out.sims.push_back(sim);
-    out.owned.push_back(std::move(backend));
+  Backends out;
+  for (Backend* backend : list.backends) {
+    out.list.push_back(backend);
+    out.sims.push_back(dynamic_cast<SimDevice*>(&backend->device()));
   }
+  out.owned = std::move(list.owned);
   return out;
 }
 
@@ -226,7 +205,7 @@ class CompletionWatcher {
       queue_.pop_front();
       busy_ = true;
       lock.unlock();
-      absl::Status s = item.event.Synchronize();
+      absl::Status s = item.event.WaitBlocking();
       const double latency =
           std::chrono::duration<double>(std::chrono::steady_clock::now() -
                                         item.submitted)
@@ -355,7 +334,7 @@ absl::StatusOr<RunResult> RunPrefill(const LlamaModel& model,
       // backend (the token ids on the CPU) in place when the batch runs:
       // the previous batch must be done before they are rewritten.
       if (r.n_copies == 1 && k > 0)
-        FERRY_RETURN_IF_ERROR(previous.Synchronize());
+        FERRY_RETURN_IF_ERROR(previous.WaitBlocking());
       FERRY_RETURN_IF_ERROR(
           SetLlamaInputs(g, c.n_vocab, PromptTokens(k, ub, c.n_vocab, seed)));
       FERRY_ASSIGN_OR_RETURN(Event done, sched->Submit(g.graph));
@@ -364,7 +343,7 @@ absl::StatusOr<RunResult> RunPrefill(const LlamaModel& model,
       const auto submitted = std::chrono::steady_clock::now();
       float* dst = host[k == 0 ? 0 : 1 + (k - 1) % (host.size() - 1)];
       FERRY_RETURN_IF_ERROR(
-          out_backend->GetTensorAsync(*g.logits, dst, 0, logits_bytes));
+          out_backend->EnqueueGetTensor(*g.logits, dst, 0, logits_bytes));
       previous = done;
       watcher.Add(done, submitted);
       progress.Update(watcher.completed());

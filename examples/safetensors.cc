@@ -200,7 +200,7 @@ Task<absl::Status> LoadAll(
       if (s.data == nullptr) {
         FERRY_CO_RETURN_IF_ERROR(SetTensorData(*t, dst, done, n));
       } else {
-        FERRY_CO_RETURN_IF_ERROR(backend->SetTensorAsync(*t, dst, done, n));
+        FERRY_CO_RETURN_IF_ERROR(backend->EnqueueSetTensor(*t, dst, done, n));
         s.pending = backend->Record();
         s.busy = true;
       }

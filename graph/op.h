@@ -49,6 +49,10 @@ absl::string_view OpName(Op op);
 // its source's memory (view_src/view_offset) and computes nothing.
 bool IsViewOp(Op op);
 
+// Returns true for ops whose node computes data: not kNone (a leaf) and not
+// a view op. Backends run these nodes and skip the others.
+inline bool IsComputeOp(Op op) { return op != Op::kNone && !IsViewOp(op); }
+
 // Returns true for ops whose kernels must tolerate dst aliasing src[0] (same
 // address, same layout): add, sub, mul, div, scale, silu, gelu, relu,
 // rms_norm, norm, soft_max and rope. The graph allocator may then place the

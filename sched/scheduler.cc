@@ -886,11 +886,11 @@ absl::StatusOr<Event> Scheduler::EnqueueBatch(int slot) {
           const size_t bytes = static_cast<size_t>(input.source->NumBytes());
           FERRY_RETURN_IF_ERROR(
               GetTensorData(*input.source, staging, 0, bytes));
-          FERRY_RETURN_IF_ERROR(dst.SetTensorAsync(copy, staging, 0, bytes));
+          FERRY_RETURN_IF_ERROR(dst.EnqueueSetTensor(copy, staging, 0, bytes));
         }
       } else {
         Backend& src = *backends_[input.src_backend];
-        absl::Status status = dst.CopyTensorAsync(src, *input.source, copy);
+        absl::Status status = dst.EnqueueCopyTensor(src, *input.source, copy);
         if (absl::IsUnimplemented(status)) {
           FERRY_RETURN_IF_ERROR(src.Synchronize());
           status = CopyTensor(*input.source, copy);
@@ -915,7 +915,8 @@ absl::StatusOr<Event> Scheduler::EnqueueBatch(int slot) {
       // The producers must not overwrite what the copies read before the
       // copies have run (ggml's missing event sync, #8685).
       const Event copied = dst.Record();
-      for (int b : sources) FERRY_RETURN_IF_ERROR(backends_[b]->Wait(copied));
+      for (int b : sources)
+        FERRY_RETURN_IF_ERROR(backends_[b]->EnqueueWait(copied));
     }
     const int64_t begin_ns = tracing ? TraceRecorder::NowNanos() : 0;
     FERRY_RETURN_IF_ERROR(dst.EnqueueCompute(SplitNodes(split, slot)));
@@ -972,7 +973,7 @@ absl::StatusOr<Event> Scheduler::Submit(const Graph& graph) {
   const int slot = static_cast<int>(ticket % n_copies_);
   // The slot's previous batch must be done before its copies are rewritten.
   for (const Event& event : slot_events_[slot]) {
-    FERRY_RETURN_IF_ERROR(event.Synchronize());
+    FERRY_RETURN_IF_ERROR(event.WaitBlocking());
   }
   return EnqueueBatch(slot);
 }
@@ -999,7 +1000,7 @@ Task<absl::Status> Scheduler::ComputeAsync(const Graph& graph) {
 absl::Status Scheduler::Compute(const Graph& graph) {
   if (eval_callback_) return ComputeWithCallback(graph);
   FERRY_ASSIGN_OR_RETURN(Event done, Submit(graph));
-  return done.Synchronize();
+  return done.WaitBlocking();
 }
 
 absl::Status Scheduler::ComputeWithCallback(const Graph& graph) {

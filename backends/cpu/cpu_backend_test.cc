@@ -20,8 +20,12 @@ using ::ferry::testing::StatusIs;
 using ::testing::HasSubstr;
 
 TEST(CpuDeviceTest, RegisteredWithPropsAndCaps) {
-  FERRY_ASSERT_OK_AND_ASSIGN(Device * device,
-                             Registry::Global().FindDevice("cpu"));
+  Registry registry;
+  EXPECT_THAT(registry.FindDevice("cpu"),
+              StatusIs(absl::StatusCode::kNotFound));  // Not before asked.
+  FERRY_ASSERT_OK(RegisterCpuDevice(registry));
+  FERRY_ASSERT_OK(RegisterCpuDevice(registry));  // Idempotent.
+  FERRY_ASSERT_OK_AND_ASSIGN(Device * device, registry.FindDevice("cpu"));
   EXPECT_EQ(device, &GetCpuDevice());
   const DeviceProps props = device->props();
   EXPECT_EQ(props.type, DeviceType::kCpu);
@@ -31,7 +35,13 @@ TEST(CpuDeviceTest, RegisteredWithPropsAndCaps) {
   EXPECT_EQ(device->default_buffer_type()->alignment(), 64u);
   EXPECT_TRUE(device->SupportsBufferType(device->default_buffer_type()));
   // A second "cpu" is refused.
-  EXPECT_THAT(Registry::Global().RegisterDevice(std::make_unique<CpuDevice>()),
+  EXPECT_THAT(registry.RegisterDevice(std::make_unique<CpuDevice>()),
+              StatusIs(absl::StatusCode::kAlreadyExists));
+  // A program that registered its own "cpu" first gets a clear error, and
+  // no second CPU device is made.
+  Registry other;
+  FERRY_ASSERT_OK(other.RegisterDevice(std::make_unique<CpuDevice>()));
+  EXPECT_THAT(RegisterCpuDevice(other),
               StatusIs(absl::StatusCode::kAlreadyExists));
 }
 
@@ -67,7 +77,7 @@ TEST(CpuBackendTest, AbortCallbackStopsTheGraph) {
   EXPECT_EQ(calls.load(), 3);
   // Usable again, and without the callback it runs to the end.
   backend.SetAbortCallback(nullptr);
-  FERRY_EXPECT_OK(backend.ComputeBlocking(graph.nodes()));
+  FERRY_EXPECT_OK(backend.Compute(graph.nodes()));
 }
 
 }  // namespace

@@ -303,15 +303,15 @@ absl::StatusOr<cudaStream_t> CudaBackend::Begin(
   return streams_[k];
 }
 
-absl::Status CudaBackend::SetTensorAsync(Tensor& tensor, const void* data,
-                                         size_t offset, size_t size) {
+absl::Status CudaBackend::EnqueueSetTensor(Tensor& tensor, const void* data,
+                                           size_t offset, size_t size) {
   FERRY_RETURN_IF_ERROR(device_.sticky_error());
   if (!InDeviceMemory(tensor, device_)) {
     return absl::InvalidArgumentError(
-        absl::StrCat(name(), ": SetTensorAsync of '", tensor.name,
+        absl::StrCat(name(), ": EnqueueSetTensor of '", tensor.name,
                      "': not in this device's memory"));
   }
-  FERRY_RETURN_IF_ERROR(CheckRange(tensor, offset, size, "SetTensorAsync"));
+  FERRY_RETURN_IF_ERROR(CheckRange(tensor, offset, size, "EnqueueSetTensor"));
   if (size == 0) return absl::OkStatus();
   void* dst = static_cast<char*>(tensor.data) + offset;
   queue_.Run([this, dst, data, size]() -> absl::Status {
@@ -326,15 +326,15 @@ absl::Status CudaBackend::SetTensorAsync(Tensor& tensor, const void* data,
   return absl::OkStatus();
 }
 
-absl::Status CudaBackend::GetTensorAsync(const Tensor& tensor, void* data,
-                                         size_t offset, size_t size) {
+absl::Status CudaBackend::EnqueueGetTensor(const Tensor& tensor, void* data,
+                                           size_t offset, size_t size) {
   FERRY_RETURN_IF_ERROR(device_.sticky_error());
   if (!InDeviceMemory(tensor, device_)) {
     return absl::InvalidArgumentError(
-        absl::StrCat(name(), ": GetTensorAsync of '", tensor.name,
+        absl::StrCat(name(), ": EnqueueGetTensor of '", tensor.name,
                      "': not in this device's memory"));
   }
-  FERRY_RETURN_IF_ERROR(CheckRange(tensor, offset, size, "GetTensorAsync"));
+  FERRY_RETURN_IF_ERROR(CheckRange(tensor, offset, size, "EnqueueGetTensor"));
   if (size == 0) return absl::OkStatus();
   const void* src = static_cast<const char*>(tensor.data) + offset;
   queue_.Run([this, src, data, size]() -> absl::Status {
@@ -349,17 +349,17 @@ absl::Status CudaBackend::GetTensorAsync(const Tensor& tensor, void* data,
   return absl::OkStatus();
 }
 
-absl::Status CudaBackend::CopyTensorAsync(Backend& src_backend,
-                                          const Tensor& src, Tensor& dst) {
+absl::Status CudaBackend::EnqueueCopyTensor(Backend& src_backend,
+                                            const Tensor& src, Tensor& dst) {
   FERRY_RETURN_IF_ERROR(device_.sticky_error());
   const CudaBufferType* src_type = AsCudaMemory(src);
   if (src_type == nullptr || !InDeviceMemory(dst, device_)) {
-    return Backend::CopyTensorAsync(src_backend, src, dst);
+    return Backend::EnqueueCopyTensor(src_backend, src, dst);
   }
   FERRY_RETURN_IF_ERROR(CheckCopySizes(src, dst));
   const size_t bytes = static_cast<size_t>(src.NumBytes());
   // After the producer's work so far: device-side when it is a CUDA backend.
-  FERRY_RETURN_IF_ERROR(Wait(src_backend.Record()));
+  FERRY_RETURN_IF_ERROR(EnqueueWait(src_backend.Record()));
   const int src_ordinal = src_type->cuda_device().ordinal();
   const void* from = src.data;
   void* to = dst.data;
@@ -525,7 +525,7 @@ Event CudaBackend::Record() {
   return Event(target, value);
 }
 
-absl::Status CudaBackend::Wait(const Event& event) {
+absl::Status CudaBackend::EnqueueWait(const Event& event) {
   FERRY_RETURN_IF_ERROR(device_.sticky_error());
   if (event.IsComplete()) return absl::OkStatus();
   const TimelineSemaphore* timeline = event.timeline().get();
@@ -556,7 +556,7 @@ absl::Status CudaBackend::Wait(const Event& event) {
 absl::Status CudaBackend::Synchronize() {
   FERRY_RETURN_IF_ERROR(device_.sticky_error());
   const Event done = Record();
-  absl::Status status = done.Synchronize();
+  absl::Status status = done.WaitBlocking();
   queue_.WaitIdle();
   if (status.ok()) return absl::OkStatus();
   // Let work issued before the failure finish, then start a fresh timeline.

@@ -75,18 +75,18 @@ class CudaBackend final : public Backend {
 
   // `tensor` must be in this device's memory; `data` is host memory
   // (pinned for truly asynchronous copies).
-  absl::Status SetTensorAsync(Tensor& tensor, const void* data, size_t offset,
-                              size_t size) override;
-  absl::Status GetTensorAsync(const Tensor& tensor, void* data, size_t offset,
-                              size_t size) override;
+  absl::Status EnqueueSetTensor(Tensor& tensor, const void* data, size_t offset,
+                                size_t size) override;
+  absl::Status EnqueueGetTensor(const Tensor& tensor, void* data, size_t offset,
+                                size_t size) override;
   // Device-to-device within this GPU and peer copies from other GPUs
   // (cudaMemcpyPeerAsync); host-resident sides as Backend's.
-  absl::Status CopyTensorAsync(Backend& src_backend, const Tensor& src,
-                               Tensor& dst) override;
+  absl::Status EnqueueCopyTensor(Backend& src_backend, const Tensor& src,
+                                 Tensor& dst) override;
   // Every node must satisfy SupportsOp and live in this device's memory.
   absl::Status EnqueueCompute(NodeSpan nodes) override;
   Event Record() override;
-  absl::Status Wait(const Event& event) override;
+  absl::Status EnqueueWait(const Event& event) override;
   absl::Status Synchronize() override;
 
   // The underlying stream, for interop: work the caller puts on it runs in

@@ -106,9 +106,11 @@ void BM_Transfer(benchmark::State& state) {
   }
   for (auto _ : state) {
     if (upload) {
-      (void)backend->SetTensorAsync(*transfer.tensor, transfer.host, 0, bytes);
+      (void)backend->EnqueueSetTensor(*transfer.tensor, transfer.host, 0,
+                                      bytes);
     } else {
-      (void)backend->GetTensorAsync(*transfer.tensor, transfer.host, 0, bytes);
+      (void)backend->EnqueueGetTensor(*transfer.tensor, transfer.host, 0,
+                                      bytes);
     }
     (void)backend->Synchronize();
   }
@@ -137,7 +139,8 @@ void BM_CopyComputeOverlap(benchmark::State& state) {
   }
   for (auto _ : state) {
     if (mode != 1) {
-      (void)copier->SetTensorAsync(*transfer.tensor, transfer.host, 0, kBytes);
+      (void)copier->EnqueueSetTensor(*transfer.tensor, transfer.host, 0,
+                                     kBytes);
     }
     if (mode != 0) {
       (void)cuda_testing::LaunchSpinKernel(

@@ -472,14 +472,25 @@ absl::StatusOr<int> RegisterCudaDevices(Registry& registry) {
   return registered;
 }
 
-namespace {
-
-// Registers the GPUs with the global registry at static-init time.
-const bool kRegistered = [] {
-  (void)RegisterCudaDevices(Registry::Global());
-  return true;
-}();
-
-}  // namespace
+absl::Status RegisterCudaFamily(Registry& registry) {
+  if (registry.HasFamily("cuda")) return absl::OkStatus();
+  return registry.RegisterFamily(
+      "cuda",
+      [](int index,
+         absl::string_view options) -> absl::StatusOr<std::unique_ptr<Device>> {
+        if (!options.empty()) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "cuda devices take no options (got '", options, "')"));
+        }
+        FERRY_ASSIGN_OR_RETURN(int count, CudaDeviceCount());
+        if (index >= count) {
+          return absl::NotFoundError(absl::StrCat(
+              "no CUDA device ", index, ": this machine has ", count));
+        }
+        FERRY_ASSIGN_OR_RETURN(std::unique_ptr<CudaDevice> device,
+                               CudaDevice::Create(index));
+        return std::unique_ptr<Device>(std::move(device));
+      });
+}
 
 }  // namespace ferry

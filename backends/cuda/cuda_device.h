@@ -192,10 +192,15 @@ bool IsStickyCudaError(cudaError_t error);
 
 // Creates a device per GPU and registers it ("cuda0", ...), enabling peer
 // access between GPUs that allow it. Returns how many were registered, or
-// Unavailable with the reason when there are none. Runs at static init for
-// the global registry; safe to call again (already registered names are
-// skipped).
+// Unavailable with the reason when there are none. Safe to call again
+// (already registered names are skipped). Touches the driver: call it only
+// when CUDA devices are wanted.
 absl::StatusOr<int> RegisterCudaDevices(Registry& registry);
+
+// Registers the device family "cuda" (nothing if it is there already):
+// cudaN is made when a device list or AddDevice asks for it, so programs
+// that never name a CUDA device never touch the driver.
+absl::Status RegisterCudaFamily(Registry& registry);
 
 }  // namespace ferry
 

@@ -29,20 +29,20 @@ TEST(CudaStickyErrorTest, IllegalAddressFailsEveryLaterCall) {
   FERRY_ASSERT_OK(cuda_testing::LaunchIllegalWriteKernel(
       backend.stream(CudaBackend::StreamKind::kCompute)));
   const Event event = backend.Record();
-  EXPECT_THAT(event.Synchronize(), StatusIs(absl::StatusCode::kInternal,
-                                            HasSubstr("context is lost")));
+  EXPECT_THAT(event.WaitBlocking(), StatusIs(absl::StatusCode::kInternal,
+                                             HasSubstr("context is lost")));
   EXPECT_THAT(backend.Synchronize(), StatusIs(absl::StatusCode::kInternal));
   EXPECT_THAT(cuda.sticky_error(), StatusIs(absl::StatusCode::kInternal));
   Context ctx;
   FERRY_ASSERT_OK_AND_ASSIGN(Tensor * t, ctx.NewTensor(DType::kF32, {4}, "t"));
   std::vector<float> host(4);
-  EXPECT_THAT(backend.GetTensorAsync(*t, host.data(), 0, 16),
+  EXPECT_THAT(backend.EnqueueGetTensor(*t, host.data(), 0, 16),
               StatusIs(absl::StatusCode::kInternal));
   EXPECT_THAT(cuda.CreateBackend().status(),
               StatusIs(absl::StatusCode::kInternal));
   EXPECT_THAT(cuda.default_buffer_type()->Allocate(1024).status(),
               StatusIs(absl::StatusCode::kInternal));
-  EXPECT_FALSE(backend.Record().Synchronize().ok());
+  EXPECT_FALSE(backend.Record().WaitBlocking().ok());
 }
 
 }  // namespace

@@ -240,9 +240,9 @@ TEST_P(BackendConformanceTest, SetGetRoundTrip) {
   // Async forms, partial ranges, ordered on the stream.
   std::vector<float> twice(1000);
   for (int i = 0; i < 1000; ++i) twice[i] = i * 2.0f;
-  FERRY_ASSERT_OK(backend_->SetTensorAsync(*t, twice.data(), 400, 400));
+  FERRY_ASSERT_OK(backend_->EnqueueSetTensor(*t, twice.data(), 400, 400));
   std::vector<float> back(1000, -1);
-  FERRY_ASSERT_OK(backend_->GetTensorAsync(*t, back.data(), 0, 4000));
+  FERRY_ASSERT_OK(backend_->EnqueueGetTensor(*t, back.data(), 0, 4000));
   FERRY_ASSERT_OK(backend_->Synchronize());
   for (int i = 0; i < 1000; ++i) {
     const float expected = (i >= 100 && i < 200) ? twice[i - 100] : in[i];
@@ -260,8 +260,8 @@ TEST_P(BackendConformanceTest, OutOfRangeTransfersAreErrors) {
                              backend_->default_buffer_type()->Allocate(64));
   FERRY_ASSERT_OK(PlaceTensor(*buffer, *t, 0));
   std::vector<float> data(32);
-  EXPECT_FALSE(backend_->SetTensorAsync(*t, data.data(), 32, 64).ok());
-  EXPECT_FALSE(backend_->GetTensorAsync(*t, data.data(), 0, 65).ok());
+  EXPECT_FALSE(backend_->EnqueueSetTensor(*t, data.data(), 32, 64).ok());
+  EXPECT_FALSE(backend_->EnqueueGetTensor(*t, data.data(), 0, 65).ok());
   FERRY_EXPECT_OK(backend_->Synchronize());
 }
 
@@ -286,14 +286,14 @@ TEST_P(BackendConformanceTest, CopyToAndFromTheCpu) {
   for (int i = 0; i < 256; ++i) values[i] = static_cast<float>(i * i);
   FERRY_ASSERT_OK(SetTensorData(*host, values.data()));
   // host -> device on this backend, then device -> host on the CPU stream.
-  absl::Status up = backend_->CopyTensorAsync(*cpu, *host, *dev);
+  absl::Status up = backend_->EnqueueCopyTensor(*cpu, *host, *dev);
   if (absl::IsUnimplemented(up)) {
     FERRY_ASSERT_OK(cpu->Synchronize());
     FERRY_ASSERT_OK(CopyTensor(*host, *dev));
   } else {
     FERRY_ASSERT_OK(up);
   }
-  absl::Status down = cpu->CopyTensorAsync(*backend_, *dev, *back);
+  absl::Status down = cpu->EnqueueCopyTensor(*backend_, *dev, *back);
   if (absl::IsUnimplemented(down)) {
     FERRY_ASSERT_OK(backend_->Synchronize());
     FERRY_ASSERT_OK(CopyTensor(*dev, *back));
@@ -326,20 +326,20 @@ TEST_P(BackendConformanceTest, EventsOrderWorkAcrossBackends) {
       auto host_buffer, PlaceGraph(host_graph, *cpu->default_buffer_type()));
 
   std::vector<float> in(4096, 2.0f), out(4096, 0.0f);
-  FERRY_ASSERT_OK(backend_->SetTensorAsync(*x, in.data(), 0, in.size() * 4));
+  FERRY_ASSERT_OK(backend_->EnqueueSetTensor(*x, in.data(), 0, in.size() * 4));
   FERRY_ASSERT_OK(backend_->EnqueueCompute(graph.nodes()));
   Event computed = backend_->Record();
   // The CPU stream must wait (device-side) for the compute before copying.
-  absl::Status copy = cpu->CopyTensorAsync(*backend_, *y, *y_host);
+  absl::Status copy = cpu->EnqueueCopyTensor(*backend_, *y, *y_host);
   if (absl::IsUnimplemented(copy)) {
-    FERRY_ASSERT_OK(cpu->Wait(computed));
+    FERRY_ASSERT_OK(cpu->EnqueueWait(computed));
     FERRY_ASSERT_OK(SyncWait(AwaitEvent(computed)));
     FERRY_ASSERT_OK(CopyTensor(*y, *y_host));
   } else {
     FERRY_ASSERT_OK(copy);
   }
   FERRY_ASSERT_OK(cpu->EnqueueCompute(host_graph.nodes()));
-  FERRY_ASSERT_OK(cpu->GetTensorAsync(*z, out.data(), 0, out.size() * 4));
+  FERRY_ASSERT_OK(cpu->EnqueueGetTensor(*z, out.data(), 0, out.size() * 4));
   FERRY_ASSERT_OK(SyncWait(AwaitEvent(cpu->Record())));
   EXPECT_TRUE(computed.IsComplete());
   for (float v : out) ASSERT_EQ(v, 12.0f);
@@ -386,7 +386,7 @@ TEST_P(BackendConformanceTest, EverySupportedOpMatchesTheReference) {
       FERRY_ASSERT_OK(SetTensorData(*leaf, ref_graph.leafs()[i]->data));
     }
     FERRY_ASSERT_OK(EvaluateReference(ref_graph));
-    FERRY_ASSERT_OK(SyncWait(backend_->Compute(graph)));
+    FERRY_ASSERT_OK(SyncWait(backend_->ComputeAsync(graph)));
 
     FERRY_ASSERT_OK_AND_ASSIGN(std::vector<float> expected,
                                ReadTensor(*ref_out));

@@ -123,7 +123,7 @@ TEST_F(CudaSchedulerTest, CopySlotsAreReusedOnlyAfterTheirBatch) {
   for (int k = 0; k < kBatches; ++k) {
     FERRY_ASSERT_OK(testing::FillLlamaInputs(graph, kLlama.n_vocab, 100 + k));
     FERRY_ASSERT_OK(sched->Submit(graph.graph).status());
-    FERRY_ASSERT_OK(logits_backend->GetTensorAsync(
+    FERRY_ASSERT_OK(logits_backend->EnqueueGetTensor(
         *graph.logits, pipelined[k].data(), 0, graph.logits->NumBytes()));
   }
   FERRY_ASSERT_OK(sched->Synchronize());

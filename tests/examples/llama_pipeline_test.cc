@@ -84,13 +84,13 @@ class LlamaPipelineTest : public ::testing::Test {
       // With one copy slot, inputs on their own backend are read in place
       // when the batch runs, not at Submit: wait before rewriting them.
       if (n_copies == 1 && k > 0) {
-        EXPECT_TRUE(previous.Synchronize().ok());
+        EXPECT_TRUE(previous.WaitBlocking().ok());
       }
       EXPECT_TRUE(SetLlamaInputs(*g, kConfig.n_vocab, Prompt(k, kUbatch)).ok());
       auto done = (*sched)->Submit(g->graph);
       EXPECT_TRUE(done.ok()) << done.status();
       if (done.ok()) previous = *done;
-      EXPECT_TRUE(out->GetTensorAsync(*g->logits, dst[k], 0, bytes).ok());
+      EXPECT_TRUE(out->EnqueueGetTensor(*g->logits, dst[k], 0, bytes).ok());
     }
     EXPECT_TRUE((*sched)->Synchronize().ok());
     if (pinned_type != nullptr) {

@@ -11,7 +11,6 @@
 #include "ferry/alloc/testing/llama_graph.h"
 #include "ferry/alloc/weights.h"
 #include "ferry/backends/cpu/cpu_backend.h"
-#include "ferry/backends/sim/sim_backend.h"
 #include "ferry/backends/sim/sim_device.h"
 #include "ferry/graph/context.h"
 #include "ferry/graph/graph.h"
@@ -260,13 +259,13 @@ TEST_F(SchedulerTest, PipelinedBatchesMatchOneAtATime) {
     FERRY_ASSERT_OK(
         testing::FillLlamaInputs(graph, kTinyLlama.n_vocab, 100 + k));
     FERRY_ASSERT_OK_AND_ASSIGN(Event event, sched->Submit(graph.graph));
-    FERRY_ASSERT_OK(logits_backend->GetTensorAsync(
+    FERRY_ASSERT_OK(logits_backend->EnqueueGetTensor(
         *graph.logits, pipelined[k].data(), 0, graph.logits->NumBytes()));
     done.push_back(event);
   }
   FERRY_ASSERT_OK(sched->Synchronize());
   for (int k = 0; k < kBatches; ++k) {
-    FERRY_EXPECT_OK(done[k].Synchronize());
+    FERRY_EXPECT_OK(done[k].WaitBlocking());
     EXPECT_EQ(pipelined[k], one_at_a_time[k]) << "batch " << k;
   }
   EXPECT_EQ(sched->stats().re_reserves, 0);
@@ -356,7 +355,7 @@ TEST_F(SchedulerTest, MoreComputeAsyncCallersThanSlots) {
     trace.Clear();
     // Submit after them takes the next turn.
     FERRY_ASSERT_OK_AND_ASSIGN(Event done, sched->Submit(graph.graph));
-    FERRY_ASSERT_OK(done.Synchronize());
+    FERRY_ASSERT_OK(done.WaitBlocking());
   }
 }
 

@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "ferry/runtime/executor.h"
 #include "ferry/runtime/promise.h"
 
 namespace ferry::cuda_internal {
@@ -51,7 +52,12 @@ void GatedIssueQueue::WaitFor(const Event& event) {
 }
 
 Task<void> GatedIssueQueue::AwaitGate(Event gate) {
-  absl::Status status = co_await gate;
+  // Held steps are issued by the thread that completes the gate: they only
+  // enqueue GPU work, which must not wait for a hop to another thread.
+  static InlineExecutor inline_executor;
+  WaitOptions options;
+  options.resume_on = &inline_executor;
+  absl::Status status = co_await gate.Wait(std::move(options));
   Resume(std::move(status));
 }
 

@@ -19,8 +19,8 @@
 // backend's timeline only: its events and the work queued after report the
 // failure, Synchronize() returns and clears it, and other backends on the
 // device keep working.
-#ifndef FERRY_BACKENDS_SIM_SIM_BACKEND_H_
-#define FERRY_BACKENDS_SIM_SIM_BACKEND_H_
+#ifndef FERRY_BACKENDS_SIM_INTERNAL_SIM_BACKEND_H_
+#define FERRY_BACKENDS_SIM_INTERNAL_SIM_BACKEND_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -49,20 +49,21 @@ class SimBackend final : public Backend {
   Device& device() const override { return device_; }
   SimDevice& sim_device() const { return device_; }
 
-  absl::Status SetTensorAsync(Tensor& tensor, const void* data, size_t offset,
-                              size_t size) override;
-  absl::Status GetTensorAsync(const Tensor& tensor, void* data, size_t offset,
-                              size_t size) override;
+  absl::Status EnqueueSetTensor(Tensor& tensor, const void* data, size_t offset,
+                                size_t size) override;
+  absl::Status EnqueueGetTensor(const Tensor& tensor, void* data, size_t offset,
+                                size_t size) override;
   // Copies from another sim device's memory on this device's d2d engine at
   // the d2d bandwidth, and within this device at its memory bandwidth
   // (reading and writing); host-resident sides as Backend's.
-  absl::Status CopyTensorAsync(Backend& src_backend, const Tensor& src,
-                               Tensor& dst) override;
-  // Tensors must be in this device's memory. Node metadata is read now; the
-  // data when the kernels run.
+  absl::Status EnqueueCopyTensor(Backend& src_backend, const Tensor& src,
+                                 Tensor& dst) override;
+  // Tensors must be in this device's memory (a status names the node or
+  // source that is not). Node metadata is read now; the data when the
+  // kernels run.
   absl::Status EnqueueCompute(NodeSpan nodes) override;
   Event Record() override;
-  absl::Status Wait(const Event& event) override;
+  absl::Status EnqueueWait(const Event& event) override;
   absl::Status Synchronize() override;
 
  private:
@@ -88,4 +89,4 @@ class SimBackend final : public Backend {
 
 }  // namespace ferry
 
-#endif  // FERRY_BACKENDS_SIM_SIM_BACKEND_H_
+#endif  // FERRY_BACKENDS_SIM_INTERNAL_SIM_BACKEND_H_
