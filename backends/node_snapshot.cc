@@ -1,6 +1,5 @@
 #include "ferry/backends/node_snapshot.h"
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "ferry/graph/op.h"
 #include "ferry/runtime/status_macros.h"
@@ -21,20 +20,56 @@ void CopyMetadata(const Tensor& from, Tensor& to) {
   to.buffer = from.buffer;
 }
 
+// Tensor -> its copy: open addressing on the pointer, sized for the worst
+// case up front (a snapshot runs on every enqueue; a node-based map would
+// cost more than the copies).
+class CopyIndex {
+ public:
+  explicit CopyIndex(size_t max_entries) {
+    size_t capacity = 16;
+    while (capacity < 2 * max_entries) capacity *= 2;
+    keys_.assign(capacity, nullptr);
+    values_.resize(capacity);
+    mask_ = capacity - 1;
+  }
+  // The slot for `key`: its value if present, else an empty slot to fill.
+  Tensor*& Find(const Tensor* key, bool* found) {
+    size_t i = (reinterpret_cast<uintptr_t>(key) * 0x9E3779B97F4A7C15u) >> 20;
+    for (;; ++i) {
+      i &= mask_;
+      if (keys_[i] == key) {
+        *found = true;
+        return values_[i];
+      }
+      if (keys_[i] == nullptr) {
+        *found = false;
+        keys_[i] = key;
+        return values_[i];
+      }
+    }
+  }
+
+ private:
+  std::vector<const Tensor*> keys_;
+  std::vector<Tensor*> values_;
+  size_t mask_ = 0;
+};
+
 }  // namespace
 
 absl::StatusOr<NodeSnapshot> NodeSnapshot::Make(absl::Span<Tensor* const> nodes,
                                                 Locate locate) {
   NodeSnapshot snapshot;
-  absl::flat_hash_map<const Tensor*, Tensor*> copy_of;
-  copy_of.reserve(nodes.size() * 2);
+  const size_t max_copies = nodes.size() * (1 + kMaxSrc);
+  snapshot.copies_.reserve(max_copies);
+  CopyIndex copy_of(max_copies);
   auto copy = [&](const Tensor& t, absl::string_view role,
                   const Tensor& node) -> absl::StatusOr<Tensor*> {
-    auto [it, inserted] = copy_of.try_emplace(&t, nullptr);
-    if (!inserted) return it->second;
+    bool found = false;
+    Tensor*& slot = copy_of.Find(&t, &found);
+    if (found) return slot;
     absl::StatusOr<void*> data = locate(t);
     if (!data.ok()) {
-      copy_of.erase(&t);
       if (&t == &node) {
         return absl::Status(
             data.status().code(),
@@ -49,7 +84,7 @@ absl::StatusOr<NodeSnapshot> NodeSnapshot::Make(absl::Span<Tensor* const> nodes,
     Tensor& c = snapshot.copies_.emplace_back();
     CopyMetadata(t, c);
     c.data = *data;
-    it->second = &c;
+    slot = &c;
     return &c;
   };
   static constexpr const char* kSourceRole[kMaxSrc] = {"src[0]", "src[1]",

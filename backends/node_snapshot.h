@@ -11,7 +11,6 @@
 #ifndef FERRY_BACKENDS_NODE_SNAPSHOT_H_
 #define FERRY_BACKENDS_NODE_SNAPSHOT_H_
 
-#include <deque>
 #include <vector>
 
 #include "absl/functional/function_ref.h"
@@ -43,7 +42,7 @@ class NodeSnapshot {
  private:
   NodeSnapshot() = default;
 
-  std::deque<Tensor> copies_;  // Stable addresses.
+  std::vector<Tensor> copies_;  // Reserved up front: stable addresses.
   std::vector<Tensor*> nodes_;
 };
 

@@ -6,7 +6,7 @@
 #include "ferry/backends/cuda/cuda_device.h"
 #include "ferry/backends/cuda/cuda_probe.h"
 #include "ferry/backends/registry.h"
-#include "ferry/tests/conformance/backend_conformance.h"
+#include "ferry/tests/conformance/conformance.h"
 
 namespace ferry::testing {
 namespace {
@@ -18,14 +18,23 @@ absl::StatusOr<std::unique_ptr<Backend>> MakeCuda(int ordinal) {
     return absl::UnavailableError(
         absl::StrCat("only ", *count, " CUDA device(s)"));
   }
-  return Registry::Global().CreateBackend(absl::StrCat("cuda", ordinal));
+  static Registry* const registry = [] {
+    auto* r = new Registry();
+    (void)RegisterCudaFamily(*r);
+    return r;
+  }();
+  const std::string name = absl::StrCat("cuda", ordinal);
+  if (!registry->FindDevice(name).ok()) {
+    absl::StatusOr<Device*> made = registry->AddDevice("cuda", ordinal);
+    if (!made.ok()) return made.status();
+  }
+  return registry->CreateBackend(name);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Cuda, BackendConformanceTest,
-    ::testing::Values(BackendFactory{"cuda0", [] { return MakeCuda(0); }},
-                      BackendFactory{"cuda1", [] { return MakeCuda(1); }}),
-    FactoryName);
+FERRY_INSTANTIATE_CONFORMANCE(
+    Cuda,
+    ConformanceBackend{.name = "cuda0", .create = [] { return MakeCuda(0); }},
+    ConformanceBackend{.name = "cuda1", .create = [] { return MakeCuda(1); }});
 
 }  // namespace
 }  // namespace ferry::testing
