@@ -377,8 +377,9 @@ absl::StatusOr<LlamaGraph> BuildLlamaGraph(const LlamaModel& model,
   return g;
 }
 
-absl::Status SetLlamaInputs(const LlamaGraph& graph, int64_t n_vocab,
-                            absl::Span<const int32_t> tokens) {
+absl::StatusOr<LlamaInputs> MakeLlamaInputs(const LlamaGraph& graph,
+                                            int64_t n_vocab,
+                                            absl::Span<const int32_t> tokens) {
   const int64_t nt = graph.n_tokens;
   if (static_cast<int64_t>(tokens.size()) != nt) {
     return absl::InvalidArgumentError(
@@ -390,20 +391,29 @@ absl::Status SetLlamaInputs(const LlamaGraph& graph, int64_t n_vocab,
           absl::StrCat("llama: token ", id, " outside [0, ", n_vocab, ")"));
     }
   }
+  LlamaInputs in;
+  in.tokens.assign(tokens.begin(), tokens.end());
   const int64_t n_kv = graph.n_past + nt;
-  std::vector<int32_t> pos(static_cast<size_t>(nt));
-  std::iota(pos.begin(), pos.end(), static_cast<int32_t>(graph.n_past));
-  std::vector<float> mask(static_cast<size_t>(n_kv * nt));
+  in.pos.resize(static_cast<size_t>(nt));
+  std::iota(in.pos.begin(), in.pos.end(), static_cast<int32_t>(graph.n_past));
+  in.mask.resize(static_cast<size_t>(n_kv * nt));
   for (int64_t q = 0; q < nt; ++q) {
     for (int64_t k = 0; k < n_kv; ++k) {
-      mask[static_cast<size_t>(q * n_kv + k)] =
+      in.mask[static_cast<size_t>(q * n_kv + k)] =
           k <= graph.n_past + q ? 0.0f
                                 : -std::numeric_limits<float>::infinity();
     }
   }
-  FERRY_RETURN_IF_ERROR(SetTensorData(*graph.tokens, tokens.data()));
-  FERRY_RETURN_IF_ERROR(SetTensorData(*graph.pos, pos.data()));
-  FERRY_RETURN_IF_ERROR(SetTensorData(*graph.mask, mask.data()));
+  return in;
+}
+
+absl::Status SetLlamaInputs(const LlamaGraph& graph, int64_t n_vocab,
+                            absl::Span<const int32_t> tokens) {
+  FERRY_ASSIGN_OR_RETURN(LlamaInputs in,
+                         MakeLlamaInputs(graph, n_vocab, tokens));
+  FERRY_RETURN_IF_ERROR(SetTensorData(*graph.tokens, in.tokens.data()));
+  FERRY_RETURN_IF_ERROR(SetTensorData(*graph.pos, in.pos.data()));
+  FERRY_RETURN_IF_ERROR(SetTensorData(*graph.mask, in.mask.data()));
   return absl::OkStatus();
 }
 

@@ -157,8 +157,19 @@ struct LlamaGraphOptions {
 absl::StatusOr<LlamaGraph> BuildLlamaGraph(const LlamaModel& model,
                                            const LlamaGraphOptions& options);
 
-// Writes the inputs (after the graph is allocated): `tokens` (n_tokens ids
-// in [0, n_vocab)), positions n_past.. and the causal mask.
+// The values of a graph's inputs for one batch: `tokens` (n_tokens ids in
+// [0, n_vocab)), positions n_past.. and the causal mask.
+struct LlamaInputs {
+  std::vector<int32_t> tokens;
+  std::vector<int32_t> pos;
+  std::vector<float> mask;
+};
+absl::StatusOr<LlamaInputs> MakeLlamaInputs(const LlamaGraph& graph,
+                                            int64_t n_vocab,
+                                            absl::Span<const int32_t> tokens);
+
+// Writes MakeLlamaInputs's values into the graph's inputs (after the graph
+// is allocated).
 absl::Status SetLlamaInputs(const LlamaGraph& graph, int64_t n_vocab,
                             absl::Span<const int32_t> tokens);
 
