@@ -131,24 +131,56 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Create(
     model->weight_ctx_.push_back(std::make_unique<Context>());
     model->cache_ctx_.push_back(std::make_unique<Context>());
   }
-  // Layer il goes to the first backend whose cumulative share passes it.
-  std::vector<int> end_layer(nb);
-  double cum = 0;
-  for (int b = 0; b < nb; ++b) {
-    cum += split[b];
-    end_layer[b] = static_cast<int>(std::lround(cum / total * config.n_layer));
+  // Layer il goes to the first backend whose cumulative share passes it,
+  // unless the caller chose each layer's backend.
+  std::vector<int> layer_backend(static_cast<size_t>(config.n_layer));
+  if (!options.layer_backends.empty()) {
+    if (static_cast<int>(options.layer_backends.size()) != config.n_layer) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("llama: ", options.layer_backends.size(),
+                       " layer backends for ", config.n_layer, " layers"));
+    }
+    layer_backend = options.layer_backends;
+  } else {
+    std::vector<int> end_layer(nb);
+    double cum = 0;
+    for (int b = 0; b < nb; ++b) {
+      cum += split[b];
+      end_layer[b] =
+          static_cast<int>(std::lround(cum / total * config.n_layer));
+    }
+    end_layer[nb - 1] = config.n_layer;
+    int b = 0;
+    for (int il = 0; il < config.n_layer; ++il) {
+      while (il >= end_layer[b]) ++b;
+      layer_backend[il] = b;
+    }
   }
-  end_layer[nb - 1] = config.n_layer;
+  for (int b : layer_backend) {
+    if (b < 0 || b >= nb) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("llama: layer backend ", b, " is not in [0, ", nb, ")"));
+    }
+  }
+  const int embedding =
+      options.embedding_backend < 0 ? nb - 1 : options.embedding_backend;
+  const int output = options.output_backend < 0 ? layer_backend.back()
+                                                : options.output_backend;
+  if (embedding >= nb || output >= nb) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("llama: embedding/output backend outside [0, ", nb, ")"));
+  }
+  model->embedding_backend_ = embedding;
+  model->output_backend_ = output;
 
   const int64_t e = config.n_embd;
   const int64_t kv = config.kv_dim();
   const int cpu = nb - 1;
-  FERRY_ASSIGN_OR_RETURN(
-      model->tok_embd_,
-      NewWeight(*model->weight_ctx_[cpu], {e, config.n_vocab}, "tok_embd"));
-  int b = 0;
+  FERRY_ASSIGN_OR_RETURN(model->tok_embd_,
+                         NewWeight(*model->weight_ctx_[embedding],
+                                   {e, config.n_vocab}, "tok_embd"));
   for (int il = 0; il < config.n_layer; ++il) {
-    while (il >= end_layer[b]) ++b;
+    const int b = layer_backend[il];
     Context& ctx = *model->weight_ctx_[b];
     const std::string p = absl::StrCat("blk.", il, ".");
     LlamaLayer l;
@@ -176,19 +208,21 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Create(
     }
     model->layers_.push_back(l);
   }
-  const int last = model->layers_.back().backend;
   FERRY_ASSIGN_OR_RETURN(
       model->output_norm_,
-      NewWeight(*model->weight_ctx_[last], {e}, "output_norm"));
+      NewWeight(*model->weight_ctx_[output], {e}, "output_norm"));
   FERRY_ASSIGN_OR_RETURN(
       model->output_,
-      NewWeight(*model->weight_ctx_[last], {e, config.n_vocab}, "output"));
+      NewWeight(*model->weight_ctx_[output], {e, config.n_vocab}, "output"));
 
   // One weights buffer (and one cache buffer) per backend that has any.
   model->weight_bytes_.assign(nb, 0);
   model->cache_bytes_.assign(nb, 0);
   for (int i = 0; i < nb; ++i) {
     BufferType* type = backends[i]->device().default_buffer_type();
+    if (i == cpu && options.cpu_weights_type != nullptr) {
+      type = options.cpu_weights_type;
+    }
     for (int which = 0; which < 2; ++which) {
       Context& ctx =
           which == 0 ? *model->weight_ctx_[i] : *model->cache_ctx_[i];
@@ -239,10 +273,8 @@ std::string LlamaModel::DescribePlacement() const {
     } else {
       absl::StrAppend(&out, "layers ", first, "-", last);
     }
-    if (b == nb - 1) absl::StrAppend(&out, " + token embedding");
-    if (!layers_.empty() && layers_.back().backend == b) {
-      absl::StrAppend(&out, " + output");
-    }
+    if (b == embedding_backend_) absl::StrAppend(&out, " + token embedding");
+    if (b == output_backend_) absl::StrAppend(&out, " + output");
     absl::StrAppend(&out, " (weights ", MiB(weight_bytes_[b]), ", KV cache ",
                     MiB(cache_bytes_[b]), ")\n");
   }

@@ -78,6 +78,16 @@ struct LlamaModelOptions {
   // empty: equal shares for every backend but the CPU, or everything on the
   // CPU when it is the only one.
   std::vector<double> split;
+  // The backend of each layer (indices into the backend list), in place of
+  // `split` (e.g. {0, 0, 2, 1, 1}: a layer on the CPU between two devices).
+  std::vector<int> layer_backends;
+  // Where the token embedding and the output norm and matrix live; -1: the
+  // CPU and the last layer's backend.
+  int embedding_backend = -1;
+  int output_backend = -1;
+  // Memory of the weights the CPU holds; nullptr: the CPU's own (pageable).
+  // A device's host_buffer_type() gives pinned weights.
+  BufferType* cpu_weights_type = nullptr;
   bool kv_cache = true;
 };
 
@@ -96,6 +106,8 @@ class LlamaModel {
   Tensor* tok_embd() const { return tok_embd_; }
   Tensor* output_norm() const { return output_norm_; }
   Tensor* output() const { return output_; }
+  int embedding_backend() const { return embedding_backend_; }
+  int output_backend() const { return output_backend_; }
   bool has_kv_cache() const { return !layers_.empty() && layers_[0].k_cache; }
 
   // Every weight (not the KV cache), in file order.
@@ -120,6 +132,8 @@ class LlamaModel {
   Tensor* tok_embd_ = nullptr;
   Tensor* output_norm_ = nullptr;
   Tensor* output_ = nullptr;
+  int embedding_backend_ = 0;
+  int output_backend_ = 0;
   // Per backend: the weights' and the cache's metadata, and their buffers.
   std::vector<std::unique_ptr<Context>> weight_ctx_;
   std::vector<std::unique_ptr<Context>> cache_ctx_;

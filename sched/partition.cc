@@ -79,6 +79,8 @@ absl::Status AssignBackends(const GraphSignature& sig,
     }
   }
 
+  // Nodes reading a weight in host memory that an accelerator may take.
+  std::vector<uint8_t> offload_candidate(static_cast<size_t>(n), 0);
   // Pass 1: pins, tensors in buffers, inputs, weights (with offload).
   for (const auto& [i, b] : pins) assign(i, b, AssignReason::kPinned);
   for (int i = 0; i < n; ++i) {
@@ -112,13 +114,9 @@ absl::Status AssignBackends(const GraphSignature& sig,
       const int wb = backend_of_buffer(sig.key(owner).buffer_type, -1);
       if (wb < 0) continue;
       if (wb == cpu && options.op_offload) {
-        for (int b = 0; b < cpu; ++b) {
-          if (facts.supports(b, i) && facts.offload(b, i)) {
-            assign(i, b, AssignReason::kOffload);
-            break;
-          }
-        }
-        if (!unassigned(i)) break;
+        // Decided after expansion: an accelerator next to it may take it.
+        offload_candidate[i] = 1;
+        break;
       }
       if (facts.supports(wb, i)) {
         assign(i, wb, AssignReason::kWeight);
@@ -129,6 +127,10 @@ absl::Status AssignBackends(const GraphSignature& sig,
 
   // Pass 2: expansion. Accelerators spread first (down, then up), then any
   // backend; views are skipped and never carry an assignment.
+  // An offload candidate joins a neighbouring accelerator only if that one
+  // asks for it (OffloadOp), so the op stays where its activations are (a
+  // head after the last device's layers runs on that device, not on the
+  // first one).
   auto expand = [&](bool down, bool accelerators_only, AssignReason reason) {
     int current = -1;
     for (int k = 0; k < n_nodes; ++k) {
@@ -138,14 +140,34 @@ absl::Status AssignBackends(const GraphSignature& sig,
       if (b >= 0) {
         current = (accelerators_only && b == cpu) ? -1 : b;
       } else if (current >= 0) {
-        if (facts.supports(current, i)) {
-          assign(i, current, reason);
+        const bool wanted = !offload_candidate[i] ||
+                            (current != cpu && facts.offload(current, i));
+        if (wanted && facts.supports(current, i)) {
+          assign(i, current,
+                 offload_candidate[i] ? AssignReason::kOffload : reason);
         } else {
           current = -1;
         }
       }
     }
   };
+  expand(true, true, AssignReason::kExpandAccel);
+  expand(false, true, AssignReason::kExpandAccel);
+  // Candidates no neighbour took: the first accelerator that asks for the
+  // op, else the CPU with its weight.
+  for (int i = 0; i < n_nodes; ++i) {
+    if (!offload_candidate[i] || !unassigned(i)) continue;
+    for (int b = 0; b < cpu; ++b) {
+      if (facts.supports(b, i) && facts.offload(b, i)) {
+        assign(i, b, AssignReason::kOffload);
+        break;
+      }
+    }
+    if (unassigned(i) && facts.supports(cpu, i)) {
+      assign(i, cpu, AssignReason::kWeight);
+    }
+  }
+  // Those taken by an accelerator seed the expansion again.
   expand(true, true, AssignReason::kExpandAccel);
   expand(false, true, AssignReason::kExpandAccel);
   expand(true, false, AssignReason::kExpandAny);
@@ -219,21 +241,38 @@ absl::Status CutSplits(const GraphSignature& sig,
                        const PartitionOptions& options, Partition& out) {
   using Kind = GraphSignature::Kind;
   const int n_nodes = static_cast<int>(sig.num_nodes());
-  int nb = 0;
-  for (int b : out.backend) nb = std::max(nb, b + 1);
-  // copy_of[b * n + tensor]: the copy of that tensor on backend b, or -1.
   const size_t n = sig.size();
-  std::vector<int> copy_of(static_cast<size_t>(nb) * n, -1);
   out.copies.clear();
   out.splits.clear();
   out.split_inputs.clear();
   out.rewires.clear();
+  out.lanes.clear();
+  out.node_lane.assign(static_cast<size_t>(n_nodes), -1);
+  // copy_of[lane][tensor]: the copy of that tensor on the lane, or -1.
+  std::vector<std::vector<int>> copy_of;
+  std::vector<int> lanes_of_backend;  // Count per backend.
+  // The lane whose split computed tensor `i`'s memory, or -1.
+  auto lane_of = [&](int i) {
+    const int owner = sig.wiring(i).owner;
+    return owner < n_nodes ? out.node_lane[owner] : -1;
+  };
 
   Split* current = nullptr;
   for (int k = 0; k < n_nodes; ++k) {
     if (!sig.Has(k, Kind::kKindComputes)) continue;
     const GraphSignature::Wiring& w = sig.wiring(k);
     const int b = out.backend[k];
+    // The lane: the current one while the backend stays; a backend's first
+    // lane when it first appears; a new lane when it comes back.
+    int lane = current != nullptr && current->backend == b ? current->lane : -1;
+    if (lane < 0) {
+      if (static_cast<int>(lanes_of_backend.size()) <= b) {
+        lanes_of_backend.resize(static_cast<size_t>(b) + 1, 0);
+      }
+      lane = static_cast<int>(out.lanes.size());
+      out.lanes.push_back({b, lanes_of_backend[b]++});
+      copy_of.emplace_back(n, -1);
+    }
     std::array<int, kMaxSrc> needed;  // Sources of the node needing a copy.
     int n_needed = 0;
     int fresh = 0;
@@ -244,12 +283,17 @@ absl::Status CutSplits(const GraphSignature& sig,
       const int owner = sig.wiring(src).owner;
       const int sb = out.backend[owner];
       const bool user_input = sig.Has(owner, Kind::kKindUserInput);
-      if (sb == b && !user_input) continue;
+      const int src_lane = lane_of(src);
+      // Same backend and computed on this lane, or not computed at all
+      // (weights, constants): read in place.
+      if (sb == b && !user_input && (src_lane < 0 || src_lane == lane)) {
+        continue;
+      }
       needed[n_needed++] = j;
-      if (copy_of[static_cast<size_t>(b) * n + src] < 0) ++fresh;
+      if (copy_of[lane][src] < 0) ++fresh;
       weight_elsewhere = weight_elsewhere || sig.Has(owner, Kind::kKindWeight);
     }
-    bool new_split = current == nullptr || current->backend != b ||
+    bool new_split = current == nullptr || current->lane != lane ||
                      (weight_elsewhere && fresh > 0);
     if (!new_split && options.max_split_inputs > 0 &&
         static_cast<int>(out.split_inputs.size()) - current->inputs_begin +
@@ -272,20 +316,24 @@ absl::Status CutSplits(const GraphSignature& sig,
       out.splits.emplace_back();
       current = &out.splits.back();
       current->backend = b;
+      current->lane = lane;
       current->first_node = k;
       current->inputs_begin = static_cast<int>(out.split_inputs.size());
     }
+    out.node_lane[k] = lane;
     for (int m = 0; m < n_needed; ++m) {
       const int j = needed[m];
       const int src = w.src[j];
-      int& copy = copy_of[static_cast<size_t>(b) * n + src];
+      int& copy = copy_of[lane][src];
       if (copy < 0) {
         copy = static_cast<int>(out.copies.size());
         const int owner = sig.wiring(src).owner;
         InputCopy input;
         input.source = src;
         input.src_backend = out.backend[owner];
+        input.src_lane = lane_of(src);
         input.dst_backend = b;
+        input.dst_lane = lane;
         input.user_input = sig.Has(owner, Kind::kKindUserInput);
         out.copies.push_back(input);
         out.split_inputs.push_back(copy);

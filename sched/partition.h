@@ -7,21 +7,30 @@
 // Assignment, in order (ggml's five passes, redesigned):
 //   1. user pins; tensors whose memory is already placed go to the first
 //      backend using that memory (views follow their source); graph inputs
-//      to the CPU; a node reading a weight goes where the weight lives, or,
-//      for a weight in host memory, to the first accelerator that runs the
-//      op and asks for it (op offload);
+//      to the CPU; a node reading a weight goes where the weight lives;
 //   2. expansion: accelerators spread to unassigned neighbours (down, then
-//      up), then any backend does; views never carry an assignment;
+//      up), then any backend does; views never carry an assignment. A node
+//      whose weight is in host memory (op offload) joins a neighbouring
+//      accelerator only if that one asks for it (OffloadOp), so a head
+//      after the last device's layers stays on that device; one no
+//      neighbour took goes to the first accelerator that asks, else to the
+//      CPU with its weight (ggml sends it to the first one, which makes a
+//      pipeline loop back to its first device);
 //   3. the rest go to the supporting backend holding most of their inputs
 //      (ties to the higher priority), else the first that supports them;
 //   4. sources without a backend go where their first consumer runs; views
 //      follow their owner.
 // Splits: a node starts a new split when its backend differs from the
 // current split's, when it reads a weight from another backend that is not
-// copied yet, or when max_split_inputs would be exceeded. Every source on
-// another backend (and every user input, so callers may overwrite theirs
-// at once) is copied once per destination backend and reused by later
-// splits there.
+// copied yet, or when max_split_inputs would be exceeded.
+// Lanes: each split runs on a lane, a stream of its backend. Adjacent
+// splits of one backend share a lane; a backend that comes back later in
+// the graph (the CPU computing the embedding and the head) gets a new lane
+// for it, so that batch k + 1's first stage does not queue behind batch k's
+// last one on an in-order stream. Lanes share no activation memory.
+// Every source computed on another lane (and every user input, so callers
+// may overwrite theirs at once) is copied once per destination lane and
+// reused by later splits there.
 #ifndef FERRY_SCHED_PARTITION_H_
 #define FERRY_SCHED_PARTITION_H_
 
@@ -75,17 +84,27 @@ struct PartitionOptions {
   int max_split_inputs = 0;  // 0: no limit.
 };
 
-// A copy of `source` (a number of the signature, on `src_backend`) made on
+// A copy of `source` (a number of the signature, on `src_backend`, computed
+// on lane `src_lane` or by no split: -1) made on `dst_lane` of
 // `dst_backend` for every batch.
 struct InputCopy {
   int source = -1;
   int src_backend = -1;
+  int src_lane = -1;
   int dst_backend = -1;
+  int dst_lane = -1;
   bool user_input = false;  // A graph input: written from host memory.
+};
+
+// A stream of a backend. The first lane of each backend is the backend.
+struct Lane {
+  int backend = -1;
+  int index = 0;  // Among its backend's lanes.
 };
 
 struct Split {
   int backend = -1;
+  int lane = -1;
   int first_node = 0;  // Range of node numbers.
   int end_node = 0;
   int inputs_begin = 0;  // Range in Partition::split_inputs: the copies
@@ -106,6 +125,8 @@ struct Partition {
   std::vector<InputCopy> copies;
   std::vector<int> split_inputs;  // Copy indices, grouped by split.
   std::vector<Rewire> rewires;    // In node order.
+  std::vector<Lane> lanes;
+  std::vector<int> node_lane;  // Per node number; -1 for nodes not computed.
 };
 
 // Pass 1-4 above. `pins` are (tensor number, backend). Fails with

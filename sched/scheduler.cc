@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -152,17 +153,11 @@ Scheduler::Scheduler(std::vector<Backend*> backends, SchedulerOptions options,
       break;
     }
   }
-  std::vector<BufferType*> distinct;
   for (int b = 0; b < num_backends(); ++b) {
-    BufferType* type = b == cpu_ && pinned_type_ != nullptr
-                           ? pinned_type_
-                           : backends_[b]->default_buffer_type();
-    buffer_types_.push_back(type);
-    auto it = std::find(distinct.begin(), distinct.end(), type);
-    type_index_.push_back(static_cast<int>(it - distinct.begin()));
-    if (it == distinct.end()) distinct.push_back(type);
+    buffer_types_.push_back(b == cpu_ && pinned_type_ != nullptr
+                                ? pinned_type_
+                                : backends_[b]->default_buffer_type());
   }
-  allocator_ = std::make_unique<GraphAllocator>(std::move(distinct));
   const size_t n = backends_.size();
   stats_.copies.assign(n, std::vector<int64_t>(n, 0));
   stats_.copy_bytes.assign(n, std::vector<int64_t>(n, 0));
@@ -257,11 +252,17 @@ absl::Status Scheduler::PlanPartition() {
       AssignBackends(signature_, facts, options, pin_numbers_, partition_));
   FERRY_RETURN_IF_ERROR(CutSplits(signature_, options, partition_));
 
+  FERRY_RETURN_IF_ERROR(MakeLanes());
+  // Each lane's activations in buffers of its own (a backend's first lane
+  // shares them with backends of the same type, as in ggml); tensors that
+  // no lane computes live with their backend's first lane.
   const size_t n_nodes = signature_.num_nodes();
   node_types_.resize(n_nodes);
   leaf_types_.resize(signature_.num_leafs());
   for (size_t i = 0; i < signature_.size(); ++i) {
-    const int type = type_index_[partition_.backend[i]];
+    const int lane = i < n_nodes ? partition_.node_lane[i] : -1;
+    const int type =
+        lane >= 0 ? lanes_[lane].type : backend_type_[partition_.backend[i]];
     if (i < n_nodes) {
       node_types_[i] = type;
     } else {
@@ -356,6 +357,71 @@ absl::Status Scheduler::PlaceCopies() {
   FERRY_RETURN_IF_ERROR(slots_.Place(specs, [this] { return Synchronize(); }));
   for (int b = 0; b < num_backends(); ++b) {
     stats_.copy_buffer_bytes[b] = slots_.copy_bytes(buffer_types_[b]);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Scheduler::MakeLanes() {
+  // A lane's compute stream: the backend for its first lane, a new stream
+  // of its device for the others. Copies into a lane run on a stream of
+  // their own, so that batch k + 1's copies wait only for their producers,
+  // not for the lane's compute of batch k, and producers wait only for the
+  // copies (stream order would couple every stage to the next one's).
+  // Streams are kept across plans by (backend, lane index).
+  // Copy streams only move bytes: on the CPU, one thread is enough.
+  auto stream_for =
+      [&](std::map<std::pair<int, int>, std::unique_ptr<Backend>>& pool, int b,
+          int index) -> Backend* {
+    std::unique_ptr<Backend>& stream = pool[{b, index}];
+    if (stream == nullptr) {
+      const bool copies = &pool == &copy_streams_;
+      absl::StatusOr<std::unique_ptr<Backend>> made =
+          backends_[b]->device().CreateBackend(
+              b == cpu_ && copies ? absl::string_view("threads=1")
+                                  : absl::string_view());
+      if (made.ok()) stream = *std::move(made);
+    }
+    return stream.get();
+  };
+  std::vector<bool> copies_into(partition_.lanes.size(), false);
+  for (const InputCopy& copy : partition_.copies) {
+    const bool host_write =
+        copy.user_input && buffer_types_[copy.dst_backend]->is_host();
+    if (!host_write) copies_into[copy.dst_lane] = true;
+  }
+  lanes_.assign(partition_.lanes.size(), LaneStreams());
+  std::vector<BufferType*> types;
+  backend_type_.assign(backends_.size(), -1);
+  for (int b = 0; b < num_backends(); ++b) {
+    auto it = std::find(types.begin(), types.end(), buffer_types_[b]);
+    backend_type_[b] = static_cast<int>(it - types.begin());
+    if (it == types.end()) types.push_back(buffer_types_[b]);
+  }
+  for (size_t l = 0; l < partition_.lanes.size(); ++l) {
+    const Lane& lane = partition_.lanes[l];
+    LaneStreams& streams = lanes_[l];
+    streams.compute = backends_[lane.backend];
+    streams.type = backend_type_[lane.backend];
+    if (lane.index > 0) {
+      Backend* extra = stream_for(lane_streams_, lane.backend, lane.index);
+      if (extra == nullptr) {
+        return absl::UnavailableError(absl::StrCat(
+            "scheduler: ", backends_[lane.backend]->name(),
+            " cannot make a second stream for a later stage on it"));
+      }
+      streams.compute = extra;
+      streams.type = static_cast<int>(types.size());
+      types.push_back(buffer_types_[lane.backend]);
+    }
+    streams.copy = copies_into[l]
+                       ? stream_for(copy_streams_, lane.backend, lane.index)
+                       : nullptr;
+    // Without one, copies queue on the compute stream (still correct).
+  }
+  if (allocator_ == nullptr || allocator_types_ != types) {
+    // Batches in flight use the old buffers (Replan synchronized).
+    allocator_ = std::make_unique<GraphAllocator>(types);
+    allocator_types_ = types;
   }
   return absl::OkStatus();
 }
@@ -474,11 +540,24 @@ absl::Status Scheduler::Allocate(const Graph& graph) {
       }
     }
   }
-  for (int b = 0; b < num_backends(); ++b) {
-    stats_.compute_bytes[b] = allocator_->buffer_size(type_index_[b]);
-  }
+  NoteComputeBytes();
   allocated_ = true;
   return absl::OkStatus();
+}
+
+void Scheduler::NoteComputeBytes() {
+  for (int b = 0; b < num_backends(); ++b) {
+    size_t bytes = allocator_->buffer_size(backend_type_[b]);
+    for (const LaneStreams& lane : lanes_) {
+      if (lane.type != backend_type_[b] &&
+          allocator_types_[lane.type] == buffer_types_[b] &&
+          lane.compute != nullptr &&
+          &lane.compute->device() == &backends_[b]->device()) {
+        bytes += allocator_->buffer_size(lane.type);
+      }
+    }
+    stats_.compute_bytes[b] = bytes;
+  }
 }
 
 absl::Status Scheduler::Reserve(const Graph& graph) {
@@ -488,9 +567,7 @@ absl::Status Scheduler::Reserve(const Graph& graph) {
   FERRY_RETURN_IF_ERROR(allocator_->Reserve(graph, assignment, signature_),
                         "scheduler: compute buffers");
   reserved_ = true;
-  for (int b = 0; b < num_backends(); ++b) {
-    stats_.compute_bytes[b] = allocator_->buffer_size(type_index_[b]);
-  }
+  NoteComputeBytes();
   graph_ = nullptr;  // Reserve plans only; AllocGraph places.
   return absl::OkStatus();
 }
@@ -588,8 +665,11 @@ absl::Status Scheduler::EnqueueSplitInputs(Batch& batch, int s, int slot) {
   TraceRecorder& trace = TraceRecorder::Global();
   const bool tracing = trace.enabled();
   const Split& split = partition_.splits[s];
-  Backend& dst = *backends_[split.backend];
-  std::vector<int> sources;
+  Backend& dst = *lanes_[split.lane].compute;
+  Backend& via =
+      lanes_[split.lane].copy != nullptr ? *lanes_[split.lane].copy : dst;
+  std::vector<Backend*> sources;  // Producers' streams.
+  bool queued = false;
   for (int k = split.inputs_begin; k < split.inputs_end; ++k) {
     const int index = partition_.split_inputs[k];
     const InputCopy& input = partition_.copies[index];
@@ -610,8 +690,9 @@ absl::Status Scheduler::EnqueueSplitInputs(Batch& batch, int s, int slot) {
       const size_t bytes = static_cast<size_t>(source.NumBytes());
       if (void* staging = slots_.staging(index, slot); staging != nullptr) {
         std::memcpy(staging, batch.bytes.data() + offset, bytes);
-        FERRY_RETURN_IF_ERROR(dst.EnqueueSetTensor(copy, staging, 0, bytes),
+        FERRY_RETURN_IF_ERROR(via.EnqueueSetTensor(copy, staging, 0, bytes),
                               "uploading input '", leaf.name, "'");
+        queued = true;
       } else {
         // A host copy slot, free since the slot's last batch is done.
         FERRY_RETURN_IF_ERROR(
@@ -619,18 +700,27 @@ absl::Status Scheduler::EnqueueSplitInputs(Batch& batch, int s, int slot) {
             "writing input '", leaf.name, "'");
       }
     } else {
-      Backend& src = *backends_[input.src_backend];
-      absl::Status status = dst.EnqueueCopyTensor(src, source, copy);
+      // A source no split computes (a weight) waits for no producer: host
+      // memory is read by the copy stream itself, device memory by its
+      // backend.
+      const bool host_source =
+          source.buffer == nullptr || source.buffer->is_host();
+      Backend& src = input.src_lane >= 0 ? *lanes_[input.src_lane].compute
+                     : host_source       ? via
+                                         : *backends_[input.src_backend];
+      absl::Status status = via.EnqueueCopyTensor(src, source, copy);
+      queued = true;
       if (absl::IsUnimplemented(status)) {
         // No async path between these two: the host copies.
         FERRY_RETURN_IF_ERROR(src.Synchronize());
         status = CopyTensor(source, copy);
-      } else if (std::find(sources.begin(), sources.end(), input.src_backend) ==
-                 sources.end()) {
-        sources.push_back(input.src_backend);
+      } else if (input.src_lane >= 0 &&
+                 std::find(sources.begin(), sources.end(), &src) ==
+                     sources.end()) {
+        sources.push_back(&src);
       }
       FERRY_RETURN_IF_ERROR(status, "copying '", source.name, "' from ",
-                            src.name());
+                            backends_[input.src_backend]->name());
     }
     if (tracing) {
       trace.Record(
@@ -643,12 +733,15 @@ absl::Status Scheduler::EnqueueSplitInputs(Batch& batch, int s, int slot) {
            {"slot", slot}});
     }
   }
-  if (!sources.empty()) {
-    // The producers must not overwrite what the copies read before the
-    // copies have run (ggml's missing event sync, #8685).
-    const Event copied = dst.Record();
-    for (int b : sources)
-      FERRY_RETURN_IF_ERROR(backends_[b]->EnqueueWait(copied));
+  if (queued && (&via != &dst || !sources.empty())) {
+    // The split computes after its copies, and the producers must not
+    // overwrite what the copies read before they have run (ggml's missing
+    // event sync, #8685).
+    const Event copied = via.Record();
+    if (&via != &dst) FERRY_RETURN_IF_ERROR(dst.EnqueueWait(copied));
+    for (Backend* producer : sources) {
+      FERRY_RETURN_IF_ERROR(producer->EnqueueWait(copied));
+    }
   }
   return absl::OkStatus();
 }
@@ -673,9 +766,7 @@ absl::Status Scheduler::EnqueueOutputs(Batch& batch, int slot) {
                            slots_.OutputStaging(slot, staged_bytes, type));
   }
   for (const BatchIo::Output& out : batch.outputs) {
-    const int32_t i = signature_.IndexOf(out.tensor);
-    Backend& backend =
-        *backends_[partition_.backend[signature_.wiring(i).owner]];
+    Backend& backend = OutputStream(*out.tensor);
     if (on_host(*out.tensor)) {
       FERRY_RETURN_IF_ERROR(
           backend.EnqueueGetTensor(*out.tensor, out.data, 0, out.size),
@@ -691,17 +782,33 @@ absl::Status Scheduler::EnqueueOutputs(Batch& batch, int slot) {
   return absl::OkStatus();
 }
 
+Backend& Scheduler::OutputStream(const Tensor& output) {
+  // The stream of the lane that computed it (its download is then ordered
+  // after it and before that lane's next batch), else its backend.
+  const int32_t owner = signature_.wiring(signature_.IndexOf(&output)).owner;
+  if (static_cast<size_t>(owner) < partition_.node_lane.size() &&
+      partition_.node_lane[owner] >= 0) {
+    return *lanes_[partition_.node_lane[owner]].compute;
+  }
+  return *backends_[partition_.backend[owner]];
+}
+
 absl::StatusOr<Event> Scheduler::EnqueueBatch(Batch& batch, int slot) {
   // Host-side spans (track "sched/enqueue"): the time each split-input copy
   // and each split's compute take to enqueue.
   TraceRecorder& trace = TraceRecorder::Global();
   const bool tracing = trace.enabled();
   const int64_t number = next_batch_;
-  std::vector<bool> used(backends_.size(), false);
+  std::vector<Backend*> used;
+  auto use = [&](Backend* stream) {
+    if (std::find(used.begin(), used.end(), stream) == used.end()) {
+      used.push_back(stream);
+    }
+  };
   for (int s = 0; s < num_splits(); ++s) {
     const Split& split = partition_.splits[s];
-    Backend& dst = *backends_[split.backend];
-    used[split.backend] = true;
+    Backend& dst = *lanes_[split.lane].compute;
+    use(&dst);
     FERRY_RETURN_IF_ERROR(EnqueueSplitInputs(batch, s, slot), "batch ", number,
                           ": split ", s, " on ", dst.name());
     const int64_t begin_ns = tracing ? TraceRecorder::NowNanos() : 0;
@@ -717,14 +824,11 @@ absl::StatusOr<Event> Scheduler::EnqueueBatch(Batch& batch, int slot) {
     }
   }
   FERRY_RETURN_IF_ERROR(EnqueueOutputs(batch, slot), "batch ", number);
-  for (const BatchIo::Output& out : batch.outputs) {
-    const int32_t i = signature_.IndexOf(out.tensor);
-    used[partition_.backend[signature_.wiring(i).owner]] = true;
-  }
+  for (const BatchIo::Output& out : batch.outputs)
+    use(&OutputStream(*out.tensor));
+  // Copy streams' work is awaited by the lanes that use it.
   std::vector<Event> events;
-  for (size_t b = 0; b < backends_.size(); ++b) {
-    if (used[b]) events.push_back(backends_[b]->Record());
-  }
+  for (Backend* stream : used) events.push_back(stream->Record());
   in_flight_ = true;
   const uint64_t value = static_cast<uint64_t>(++next_batch_);
   ++stats_.batches;
@@ -853,7 +957,7 @@ absl::Status Scheduler::ComputeWithCallback(const Graph& graph,
   const int slot = slots_.SlotOf(ticket);
   for (int s = 0; s < num_splits(); ++s) {
     const Split& split = partition_.splits[s];
-    Backend& dst = *backends_[split.backend];
+    Backend& dst = *lanes_[split.lane].compute;
     // Inputs: everything before this split is done, so copies are direct.
     FERRY_RETURN_IF_ERROR(EnqueueSplitInputs(*batch, s, slot), "split ", s,
                           " on ", dst.name());
@@ -889,6 +993,13 @@ absl::Status Scheduler::ComputeWithCallback(const Graph& graph,
 
 absl::Status Scheduler::Synchronize() {
   absl::Status first;
+  for (auto* pool : {&copy_streams_, &lane_streams_}) {
+    for (const auto& [key, stream] : *pool) {
+      if (stream == nullptr) continue;
+      absl::Status status = stream->Synchronize();
+      if (first.ok()) first = status;
+    }
+  }
   for (Backend* backend : backends_) {
     absl::Status status = backend->Synchronize();
     if (first.ok()) first = status;

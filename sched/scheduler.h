@@ -48,6 +48,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -215,6 +216,8 @@ class Scheduler {
   absl::Status PlanPartition();
   absl::Status PlaceCopies();
   absl::Status RegisterHostMemory();
+  absl::Status MakeLanes();
+  void NoteComputeBytes();
   void BuildSlotNodes();
   absl::Status Allocate(const Graph& graph);
   void ForgetChangedSupports();
@@ -228,6 +231,8 @@ class Scheduler {
   absl::StatusOr<Event> EnqueueBatchOrSettle(Batch& batch, int slot);
   absl::Status EnqueueSplitInputs(Batch& batch, int split, int slot);
   absl::Status EnqueueOutputs(Batch& batch, int slot);
+  // The stream that downloads `output` (a tensor of the planned graph).
+  Backend& OutputStream(const Tensor& output);
   Task<absl::Status> RunBatch(const Graph* graph, std::unique_ptr<Batch> batch);
   absl::Status ComputeWithCallback(const Graph& graph, const BatchIo& io);
   // Whether `graph` is planned and allocated now.
@@ -244,10 +249,10 @@ class Scheduler {
   SchedulerOptions options_;
   int cpu_ = 0;  // Index of the CPU backend (the last).
   // Per backend: the type of its activations and copies (the CPU's is a
-  // device's pinned host memory when one offers it), and its index among
-  // the distinct types (backends sharing a type share compute buffers).
+  // device's pinned host memory when one offers it), and the allocator's
+  // index for its first lane (backends sharing a type share buffers).
   std::vector<BufferType*> buffer_types_;
-  std::vector<int> type_index_;
+  std::vector<int> backend_type_;
   BufferType* pinned_type_ = nullptr;  // A device's pinned host memory.
 
   // Serializes Submit/ComputeAsync's enqueue and plan steps (turns order
@@ -277,6 +282,21 @@ class Scheduler {
   // Host buffers registered with a device, kept while the plan uses them.
   std::vector<std::pair<const Buffer*, std::unique_ptr<Buffer>>> registered_;
   bool reregister_ = false;  // Reset dropped them; the plan still holds.
+
+  // Per lane of the plan: the stream that computes it, the one that runs
+  // the copies into it (null: none needed or none could be made), and the
+  // allocator's type index of its activations.
+  struct LaneStreams {
+    Backend* compute = nullptr;
+    Backend* copy = nullptr;
+    int type = 0;
+  };
+  std::vector<LaneStreams> lanes_;
+  // Streams the scheduler made, by (backend, lane index): compute streams
+  // of later lanes, and copy streams. Kept across plans.
+  std::map<std::pair<int, int>, std::unique_ptr<Backend>> lane_streams_;
+  std::map<std::pair<int, int>, std::unique_ptr<Backend>> copy_streams_;
+  std::vector<BufferType*> allocator_types_;
 
   // Memory.
   std::unique_ptr<GraphAllocator> allocator_;

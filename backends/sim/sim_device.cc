@@ -142,8 +142,9 @@ class SimBuffer final : public Buffer {
 
 namespace {
 
-// Pinned host memory: page-aligned, registered as pinned while it lives.
-// Thread-compatible.
+// Pinned host memory: page-aligned, registered as pinned while it lives;
+// or the caller's memory registered in place (mapped == 0: not owned), as
+// cudaHostRegister does. Thread-compatible.
 class SimPinnedBuffer final : public Buffer {
  public:
   SimPinnedBuffer(BufferType* type, void* base, size_t size, size_t mapped)
@@ -152,7 +153,7 @@ class SimPinnedBuffer final : public Buffer {
   }
   ~SimPinnedBuffer() override {
     sim_internal::PinnedRanges::Global().Remove(base());
-    munmap(base(), mapped_);
+    if (mapped_ > 0) munmap(base(), mapped_);
   }
 
   absl::Status SetTensor(Tensor& tensor, const void* data, size_t offset,
@@ -274,9 +275,24 @@ DeviceProps SimDevice::props() const {
   props.memory_free = props.memory_total - memory_used();
   props.caps.async = true;
   props.caps.host_buffer = true;
-  props.caps.buffer_from_host_ptr = false;
+  props.caps.buffer_from_host_ptr = true;
   props.caps.events = true;
   return props;
+}
+
+absl::StatusOr<std::unique_ptr<Buffer>> SimDevice::BufferFromHostPointer(
+    void* data, size_t size) {
+  if (data == nullptr || size == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(name_, ": cannot register ", size, " bytes at ",
+                     reinterpret_cast<uintptr_t>(data)));
+  }
+  if (sim_internal::PinnedRanges::Global().Contains(data, size)) {
+    return absl::AlreadyExistsError(
+        absl::StrCat(name_, ": that host memory is pinned already"));
+  }
+  return std::unique_ptr<Buffer>(
+      new SimPinnedBuffer(&pinned_type_, data, size, /*mapped=*/0));
 }
 
 absl::StatusOr<std::unique_ptr<Backend>> SimDevice::CreateBackend(

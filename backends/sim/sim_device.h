@@ -126,6 +126,11 @@ class SimDevice final : public Device {
       absl::string_view params = "") override;
   BufferType* default_buffer_type() override { return &buffer_type_; }
   BufferType* host_buffer_type() override { return &pinned_type_; }
+  // Registers the caller's host memory as pinned (copies with it are then
+  // asynchronous, as after cudaHostRegister) while the returned buffer
+  // lives. AlreadyExists if it is pinned already.
+  absl::StatusOr<std::unique_ptr<Buffer>> BufferFromHostPointer(
+      void* data, size_t size) override;
   // True when `node`'s op is in the configured op set and the CPU kernels
   // compute it.
   bool SupportsOp(const Tensor& node) const override;
