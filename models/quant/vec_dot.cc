@@ -1,0 +1,38 @@
+#include "ferry/models/quant/vec_dot.h"
+
+#include "absl/strings/str_cat.h"
+#include "ferry/models/quant/internal/vec_dot_kernels.h"
+
+namespace ferry::quant {
+
+absl::StatusOr<QuantType> VecDotActivationType(QuantType weight) {
+  switch (weight) {
+    case QuantType::kQ4_0:
+    case QuantType::kQ8_0:
+      return QuantType::kQ8_0;
+    case QuantType::kQ4_1:
+      return QuantType::kQ8_1;
+    case QuantType::kF32:
+    case QuantType::kF16:
+    case QuantType::kBF16:
+      return QuantType::kF32;
+    default:
+      return absl::UnimplementedError(absl::StrCat(
+          "no vec_dot kernel for ", QuantTypeName(weight), " weights"));
+  }
+}
+
+VecDotFn FindVecDot(QuantType weight, Isa isa) {
+  if (!IsaSupported(isa)) return nullptr;
+  switch (isa) {
+    case Isa::kAvx512:
+      return quant_internal::Avx512VecDot(weight);
+    case Isa::kAvx2:
+      return quant_internal::Avx2VecDot(weight);
+    case Isa::kScalar:
+      return quant_internal::ScalarVecDot(weight);
+  }
+  return nullptr;
+}
+
+}  // namespace ferry::quant
