@@ -99,7 +99,9 @@ void CheckCases(const Tokenizer& tok, const Json& golden, bool hf_decode,
       for (int32_t id : *ids) {
         has_control |= tok.Kind(id) == TokenKind::kControl;
       }
-      if (!has_control) EXPECT_EQ(tok.Decode(*ids), text);
+      if (!has_control) {
+        EXPECT_EQ(tok.Decode(*ids), text);
+      }
     }
     ExpectStreamMatchesDecode(tok, *ids);
     ExpectStreamMatchesDecode(tok, *with_bos);
