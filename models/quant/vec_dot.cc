@@ -22,6 +22,18 @@ absl::StatusOr<QuantType> VecDotActivationType(QuantType weight) {
   }
 }
 
+Isa PreferredIsa(QuantType weight) {
+  const Isa best = BestIsa();
+  switch (weight) {
+    case QuantType::kQ4_0:
+    case QuantType::kQ4_1:
+    case QuantType::kQ8_0:
+      return best == Isa::kAvx512 ? Isa::kAvx2 : best;
+    default:
+      return best;
+  }
+}
+
 VecDotFn FindVecDot(QuantType weight, Isa isa) {
   if (!IsaSupported(isa)) return nullptr;
   switch (isa) {

@@ -10,8 +10,8 @@
 //   q8_0     q8_0         sum_b d_w d_a sum_j q_w q_a
 //   f32/f16/bf16  f32     sum_j w_j a_j
 //
-// Paths: scalar, AVX2 and AVX-512, picked at run time (BestIsa()); every
-// path is tested against the scalar one. Use:
+// Paths: scalar, AVX2 and AVX-512, picked at run time (PreferredIsa());
+// every path is tested against the scalar one. Use:
 //   const VecDotFn dot = FindVecDot(QuantType::kQ4_1);   // once
 //   QuantizeRow(VecDotActivationType(QuantType::kQ4_1), x, act, n);
 //   for (row ...) y[row] = dot(w + row * RowBytes(kQ4_1, n), act, n);
@@ -36,9 +36,19 @@ using VecDotFn = float (*)(const void* w, const void* act, int64_t n);
 // Unimplemented when there is no kernel for that weight type.
 absl::StatusOr<QuantType> VecDotActivationType(QuantType weight);
 
+// The ISA whose kernel is fastest for `weight` on this CPU. Measured
+// (vec_dot_benchmark, 1536 x 576 rows): AVX-512 wins for f32/f16/bf16
+// (1.2-1.5x AVX2) but its integer block kernels run at 0.85-0.95x of the
+// AVX2 ones (per-block scale broadcasts and lane shuffles cost what the
+// wider multiply saves), so quantized types prefer AVX2.
+Isa PreferredIsa(QuantType weight);
+
 // The kernel for weight type `weight` on `isa`, or nullptr if there is none
 // or `isa` is not supported by this CPU.
-VecDotFn FindVecDot(QuantType weight, Isa isa = BestIsa());
+VecDotFn FindVecDot(QuantType weight, Isa isa);
+inline VecDotFn FindVecDot(QuantType weight) {
+  return FindVecDot(weight, PreferredIsa(weight));
+}
 
 }  // namespace ferry::quant
 

@@ -1,7 +1,8 @@
 // Quantized mat-vec throughput: one activation row against the 1536 x 576
 // weight matrix of a SmolLM2 ffn_up, for each weight type and ISA. Bytes/s
 // count weight bytes read; f32 weights (what dequantizing at load gives) are
-// the baseline. Run with
+// the baseline. BM_LmHead reads a matrix too big for any cache, where bytes
+// per weight decide the speed. Run with
 //   ./bazelw run --config=opt //models/quant:vec_dot_benchmark
 #include <cmath>
 #include <cstdint>
@@ -26,33 +27,44 @@ std::vector<float> Values(int64_t n, float phase) {
   return v;
 }
 
-void BM_MatVec(benchmark::State& state, QuantType type, Isa isa) {
+void MatVec(benchmark::State& state, QuantType type, Isa isa, int64_t rows) {
   const VecDotFn dot = FindVecDot(type, isa);
   if (dot == nullptr) {
     state.SkipWithError("ISA not supported on this CPU");
     return;
   }
   const int64_t row_bytes = RowBytes(type, kCols);
-  std::vector<uint8_t> w(row_bytes * kRows);
-  const std::vector<float> wf = Values(kRows * kCols, 0.5f);
-  for (int64_t r = 0; r < kRows; ++r) {
-    (void)QuantizeRow(type, wf.data() + r * kCols, w.data() + r * row_bytes,
-                      kCols);
+  std::vector<uint8_t> w(row_bytes * rows);
+  const std::vector<float> wf = Values(kCols * 64, 0.5f);
+  for (int64_t r = 0; r < rows; ++r) {
+    (void)QuantizeRow(type, wf.data() + (r % 64) * kCols,
+                      w.data() + r * row_bytes, kCols);
   }
   const QuantType act_type = *VecDotActivationType(type);
   std::vector<uint8_t> act(RowBytes(act_type, kCols));
   const std::vector<float> af = Values(kCols, 1.5f);
   (void)QuantizeRow(act_type, af.data(), act.data(), kCols);
-  std::vector<float> out(kRows);
+  std::vector<float> out(rows);
   for (auto _ : state) {
-    for (int64_t r = 0; r < kRows; ++r) {
+    for (int64_t r = 0; r < rows; ++r) {
       out[r] = dot(w.data() + r * row_bytes, act.data(), kCols);
     }
     benchmark::DoNotOptimize(out.data());
     benchmark::ClobberMemory();
   }
-  state.SetBytesProcessed(state.iterations() * row_bytes * kRows);
-  state.SetItemsProcessed(state.iterations() * kRows * kCols);
+  state.SetBytesProcessed(state.iterations() * row_bytes * rows);
+  state.SetItemsProcessed(state.iterations() * rows * kCols);
+}
+
+// A matrix that stays in cache (an ffn_up): compute-bound.
+void BM_MatVec(benchmark::State& state, QuantType type, Isa isa) {
+  MatVec(state, type, isa, kRows);
+}
+
+// SmolLM2's tied output projection, 49152 x 576: 17 MiB in q4_1, 109 MiB in
+// f32, past every cache, as each decode step reads it. Preferred ISA.
+void BM_LmHead(benchmark::State& state, QuantType type) {
+  MatVec(state, type, PreferredIsa(type), 49152);
 }
 
 // Quantizing the activation row happens once per mat-vec.
@@ -75,6 +87,13 @@ void RegisterAll() {
                                std::string(IsaName(isa));
       benchmark::RegisterBenchmark(name.c_str(), BM_MatVec, type, isa);
     }
+  }
+  for (QuantType type :
+       {QuantType::kQ4_1, QuantType::kQ8_0, QuantType::kF16, QuantType::kF32}) {
+    const std::string name =
+        "BM_LmHead49152x576/" + std::string(QuantTypeName(type));
+    benchmark::RegisterBenchmark(name.c_str(), BM_LmHead, type)
+        ->Unit(benchmark::kMillisecond);
   }
   for (QuantType type : {QuantType::kQ8_0, QuantType::kQ8_1}) {
     const std::string name =

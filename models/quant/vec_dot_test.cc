@@ -80,6 +80,11 @@ TEST(VecDotTest, ActivationTypes) {
   EXPECT_THAT(VecDotActivationType(QuantType::kQ6_K),
               StatusIs(absl::StatusCode::kUnimplemented));
   EXPECT_EQ(FindVecDot(QuantType::kQ6_K, Isa::kScalar), nullptr);
+  EXPECT_EQ(FindVecDot(QuantType::kQ6_K), nullptr);
+  for (QuantType type : kWeightTypes) {
+    EXPECT_TRUE(IsaSupported(PreferredIsa(type)));
+    EXPECT_EQ(FindVecDot(type), FindVecDot(type, PreferredIsa(type)));
+  }
 }
 
 TEST(VecDotTest, EveryIsaMatchesScalarAndDequantizedReference) {

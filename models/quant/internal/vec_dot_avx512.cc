@@ -36,10 +36,17 @@ inline __m256i Load32(const int8_t* p) {
   return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
 }
 
-inline __m256i Nibbles(const uint8_t* qs) {
-  const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
-  const __m256i both = _mm256_set_m128i(_mm_srli_epi16(raw, 4), raw);
-  return _mm256_and_si256(both, _mm256_set1_epi8(0x0F));
+// The 64 nibbles of two q4 blocks (each 16 bytes at `qs0`, `qs1`) as bytes
+// in element order: [lo(b0) hi(b0) lo(b1) hi(b1)], 16 bytes each.
+inline __m512i Nibbles2(const uint8_t* qs0, const uint8_t* qs1) {
+  const __m256i raw =
+      _mm256_loadu2_m128i(reinterpret_cast<const __m128i*>(qs1),
+                          reinterpret_cast<const __m128i*>(qs0));
+  // Lanes [qs0, qs0, qs1, qs1]; shift the odd lanes down a nibble.
+  const __m512i dup = _mm512_shuffle_i64x2(_mm512_castsi256_si512(raw),
+                                           _mm512_castsi256_si512(raw), 0x50);
+  const __m512i shifted = _mm512_mask_srli_epi16(dup, 0xFF00FF00u, dup, 4);
+  return _mm512_and_si512(shifted, _mm512_set1_epi8(0x0F));
 }
 
 // 16 int32 partial sums of signed bytes w times signed bytes a (a != -128).
@@ -68,8 +75,7 @@ float DotQ4_0Q8_0(const void* w, const void* act, int64_t n) {
   __m512 acc = _mm512_setzero_ps();
   int64_t b = 0;
   for (; b + 2 <= blocks; b += 2) {
-    const __m512i q =
-        _mm512_sub_epi8(Join(Nibbles(x[b].qs), Nibbles(x[b + 1].qs)), eight);
+    const __m512i q = _mm512_sub_epi8(Nibbles2(x[b].qs, x[b + 1].qs), eight);
     const __m512i a = Join(Load32(y[b].qs), Load32(y[b + 1].qs));
     const __m512 p = _mm512_cvtepi32_ps(DotSigned(q, a));
     acc = _mm512_fmadd_ps(Scales(Half(x[b].d) * Half(y[b].d),
@@ -96,7 +102,7 @@ float DotQ4_1Q8_1(const void* w, const void* act, int64_t n) {
   float mins = 0;
   int64_t b = 0;
   for (; b + 2 <= blocks; b += 2) {
-    const __m512i q = Join(Nibbles(x[b].qs), Nibbles(x[b + 1].qs));
+    const __m512i q = Nibbles2(x[b].qs, x[b + 1].qs);
     const __m512i a = Join(Load32(y[b].qs), Load32(y[b + 1].qs));
     const __m512 p = _mm512_cvtepi32_ps(DotUnsigned(q, a));
     acc = _mm512_fmadd_ps(Scales(Half(x[b].d) * Half(y[b].d),
