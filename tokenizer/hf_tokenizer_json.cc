@@ -1,5 +1,6 @@
 #include "ferry/tokenizer/hf_tokenizer_json.h"
 
+#include <algorithm>
 #include <cctype>
 #include <fstream>
 #include <sstream>
@@ -92,8 +93,10 @@ std::string QuoteRegex(absl::string_view s) {
   return out;
 }
 
-absl::Status AddModel(const Context& c, const Json& model, TokenizerSpec& spec,
-                      std::vector<bool>& used) {
+// `max_id`: ids must stay below it (the number of vocab and added entries),
+// so a hostile file cannot make us allocate for ids it does not have.
+absl::Status AddModel(const Context& c, const Json& model, int64_t max_id,
+                      TokenizerSpec& spec, std::vector<bool>& used) {
   FERRY_ASSIGN_OR_RETURN(std::string type, Type(c, model, "model"));
   if (type != "BPE") {
     return c.Unsupported("model.type", absl::StrCat("'", type, "'"));
@@ -124,9 +127,10 @@ absl::Status AddModel(const Context& c, const Json& model, TokenizerSpec& spec,
                        "id is not an integer");
     }
     const int64_t id = it.value().get<int64_t>();
-    if (id < 0 || id >= kMaxVocab) {
+    if (id < 0 || id >= max_id) {
       return c.Invalid(absl::StrCat("model.vocab[\"", it.key(), "\"]"),
-                       absl::StrCat("id ", id, " out of range"));
+                       absl::StrCat("id ", id, " is outside [0, ", max_id,
+                                    "), the number of entries"));
     }
     if (id >= static_cast<int64_t>(spec.tokens.size())) {
       spec.tokens.resize(id + 1);
@@ -388,7 +392,15 @@ absl::StatusOr<TokenizerSpec> TokenizerSpecFromHfJson(
   std::vector<bool> used;
   auto model = root.find("model");
   if (model == root.end()) return c.Invalid("model", "missing");
-  FERRY_RETURN_IF_ERROR(AddModel(c, *model, spec, used));
+  int64_t max_id = 0;
+  if (auto v = model->find("vocab"); v != model->end()) {
+    max_id += static_cast<int64_t>(v->size());
+  }
+  if (auto a = root.find("added_tokens"); a != root.end() && a->is_array()) {
+    max_id += static_cast<int64_t>(a->size());
+  }
+  max_id = std::min(max_id, kMaxVocab);
+  FERRY_RETURN_IF_ERROR(AddModel(c, *model, max_id, spec, used));
   if (auto added = root.find("added_tokens");
       added != root.end() && !added->is_null()) {
     if (!added->is_array()) return c.Invalid("added_tokens", "not an array");
@@ -400,6 +412,11 @@ absl::StatusOr<TokenizerSpec> TokenizerSpecFromHfJson(
       FERRY_ASSIGN_OR_RETURN(int64_t id, Int(c, t, "id", path));
       if (id < 0 || id >= kMaxVocab) {
         return c.Invalid(path, absl::StrCat("id ", id, " out of range"));
+      }
+      if (id >= max_id) {
+        return c.Invalid(path,
+                         absl::StrCat("id ", id, " is outside [0, ", max_id,
+                                      "), the number of entries"));
       }
       a.id = static_cast<int32_t>(id);
       FERRY_ASSIGN_OR_RETURN(a.content, String(c, t, "content", path));

@@ -79,6 +79,11 @@ TEST(HfTokenizerJsonTest, ErrorsNameFileAndComponent) {
   EXPECT_THAT(TokenizerFromHfJson(with(R"("i": 1)", R"("i": "one")"), "t.json"),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("model.vocab[\"i\"]")));
+  // An id far past the entries the file has: an error, not a huge table.
+  EXPECT_THAT(
+      TokenizerFromHfJson(with(R"("i": 1)", R"("i": 16000000)"), "t.json"),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr("id 16000000 is outside [0, 9)")));
   EXPECT_THAT(TokenizerFromHfJson(with(R"("i": 1)", R"("i": 0)"), "t.json"),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("id 0 is used twice")));
