@@ -25,6 +25,12 @@
 
 namespace ferry::gguf {
 
+// One tensor and where its bytes go (exactly tensor->size bytes).
+struct TensorDestination {
+  const GgufTensorInfo* tensor = nullptr;
+  absl::Span<std::byte> dst;
+};
+
 // Thread-safe: reads may run concurrently.
 class GgufTensorReader {
  public:
@@ -40,6 +46,15 @@ class GgufTensorReader {
   // `tensor` must come from gguf(). Does not take ownership of `dst`.
   Task<absl::Status> Read(IoReactor& io, const GgufTensorInfo& tensor,
                           absl::Span<std::byte> dst) const;
+
+  // Reads many tensors, cut into chunks of at most `chunk_bytes`, keeping up
+  // to `max_in_flight` chunk reads queued at once (io_uring batches them).
+  // Checks every destination first; on error returns the first failure
+  // (the other destinations may be partly written).
+  Task<absl::Status> ReadTensors(IoReactor& io,
+                                 absl::Span<const TensorDestination> reads,
+                                 int max_in_flight = 32,
+                                 size_t chunk_bytes = size_t{1} << 20) const;
 
   // Reads bytes [begin, begin + dst.size()) of `tensor` into `dst`;
   // OutOfRange naming the tensor if that passes its end.

@@ -72,6 +72,38 @@ TEST_P(GgufTensorReaderTest, ReadsTensorsThroughTheReactor) {
               StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
+TEST_P(GgufTensorReaderTest, ReadsManyTensorsInChunks) {
+  GgufBuilder b;
+  for (int i = 0; i < 5; ++i) {
+    b.AddTensor("t" + std::to_string(i), {32, 10 + i}, QuantType::kQ8_0,
+                Pattern(34 * (10 + i), i));
+  }
+  const std::string path = WriteTemp("many.gguf", b.Build());
+  FERRY_ASSERT_OK_AND_ASSIGN(auto reader, GgufTensorReader::Open(path));
+  ThreadPool pool(2);
+  IoReactorOptions options;
+  options.force_fallback = GetParam();
+  FERRY_ASSERT_OK_AND_ASSIGN(auto io, IoReactor::Create(&pool, options));
+  std::vector<std::vector<std::byte>> buffers;
+  std::vector<TensorDestination> reads;
+  for (const GgufTensorInfo& t : reader->gguf().tensors()) {
+    buffers.emplace_back(t.size);
+  }
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    reads.push_back({&reader->gguf().tensors()[i], absl::MakeSpan(buffers[i])});
+  }
+  // Chunks of 100 bytes, 3 in flight: tensors split across batches.
+  ASSERT_THAT(SyncWait(reader->ReadTensors(*io, reads, 3, 100)), IsOk());
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_EQ(std::string(reinterpret_cast<char*>(buffers[i].data()),
+                          buffers[i].size()),
+              Pattern(34 * (10 + i), i));
+  }
+  reads[2].dst = reads[2].dst.subspan(1);
+  EXPECT_THAT(SyncWait(reader->ReadTensors(*io, reads)),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("'t2'")));
+}
+
 INSTANTIATE_TEST_SUITE_P(IoUringAndFallback, GgufTensorReaderTest,
                          ::testing::Values(false, true), [](const auto& info) {
                            return info.param ? "pread" : "io_uring";
