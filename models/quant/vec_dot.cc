@@ -47,4 +47,19 @@ VecDotFn FindVecDot(QuantType weight, Isa isa) {
   return nullptr;
 }
 
+absl::StatusOr<float> VecDot(QuantType weight, const void* w, const void* act,
+                             int64_t n) {
+  const VecDotFn fn = FindVecDot(weight);
+  if (fn == nullptr) {
+    return absl::UnimplementedError(absl::StrCat(
+        "no vec_dot kernel for ", QuantTypeName(weight), " weights"));
+  }
+  if (n < 0 || n % BlockSize(weight) != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("row of ", n, " elements is not a whole number of ",
+                     QuantTypeName(weight), " blocks"));
+  }
+  return fn(w, act, n);
+}
+
 }  // namespace ferry::quant

@@ -50,6 +50,12 @@ inline VecDotFn FindVecDot(QuantType weight) {
   return FindVecDot(weight, PreferredIsa(weight));
 }
 
+// One dot product with the preferred kernel: Unimplemented if `weight` has
+// none, InvalidArgument if `n` is not a whole number of blocks. For loops,
+// look the kernel up once with FindVecDot instead.
+absl::StatusOr<float> VecDot(QuantType weight, const void* w, const void* act,
+                             int64_t n);
+
 }  // namespace ferry::quant
 
 #endif  // FERRY_MODELS_QUANT_VEC_DOT_H_

@@ -117,6 +117,18 @@ TEST(VecDotTest, EveryIsaMatchesScalarAndDequantizedReference) {
   }
 }
 
+TEST(VecDotTest, ConvenienceChecksItsArguments) {
+  std::mt19937 rng(5);
+  const Case c = MakeCase(QuantType::kQ4_1, 64, rng);
+  auto v = VecDot(QuantType::kQ4_1, c.w.data(), c.act.data(), 64);
+  ASSERT_THAT(v, IsOk());
+  EXPECT_NEAR(*v, c.reference, c.magnitude * 1e-5 + c.slack + 1e-5);
+  EXPECT_THAT(VecDot(QuantType::kQ4_1, c.w.data(), c.act.data(), 48),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(VecDot(QuantType::kQ6_K, c.w.data(), c.act.data(), 256),
+              StatusIs(absl::StatusCode::kUnimplemented));
+}
+
 // Odd float lengths exercise the SIMD tails.
 TEST(VecDotTest, FloatTailsOnEveryIsa) {
   std::mt19937 rng(3);
