@@ -127,7 +127,7 @@ TEST_P(HfJsonGoldenTest, MatchesTokenizersLibrary) {
 
 INSTANTIATE_TEST_SUITE_P(Tokenizers, HfJsonGoldenTest,
                          ::testing::Values("bytelevel", "llama3_style",
-                                           "spm_style"));
+                                           "qwen2_style", "spm_style"));
 
 // llama.cpp turns tokens whose text looks like a control token
 // (<|endoftext|>, <|im_end|>, ...) into control tokens even where the file

@@ -196,6 +196,13 @@ absl::Status AddNormalizer(const Context& c, const Json& j,
     spec.normalizer.push_back({NormalizerStep::Kind::kReplace,
                                (*pattern)["String"].get<std::string>(),
                                content});
+  } else if (type == "NFC" || type == "NFD" || type == "NFKC" ||
+             type == "NFKD") {
+    const auto kind = type == "NFC"    ? NormalizerStep::Kind::kNfc
+                      : type == "NFD"  ? NormalizerStep::Kind::kNfd
+                      : type == "NFKC" ? NormalizerStep::Kind::kNfkc
+                                       : NormalizerStep::Kind::kNfkd;
+    spec.normalizer.push_back({kind, "", ""});
   } else {
     return c.Unsupported(path, absl::StrCat("normalizer '", type, "'"));
   }

@@ -2,7 +2,8 @@
 // library's format), for the BPE models LLMs ship:
 //   model:          BPE (vocab, merges as "a b" or ["a", "b"], unk_token,
 //                   fuse_unk, byte_fallback, ignore_merges)
-//   normalizer:     null, Sequence, Prepend, Replace (literal pattern)
+//   normalizer:     null, Sequence, Prepend, Replace (literal pattern), NFC,
+//                   NFD, NFKC, NFKD (ICU)
 //   pre_tokenizer:  null, Sequence, Split (Regex or String pattern; every
 //                   behavior but Contiguous; not inverted), ByteLevel,
 //                   Digits

@@ -4,6 +4,7 @@
 #include "absl/strings/str_replace.h"
 #include "ferry/runtime/status_macros.h"
 #include "ferry/tokenizer/byte_level.h"
+#include "ferry/tokenizer/unicode_normalizer.h"
 #include "ferry/tokenizer/utf8.h"
 
 namespace ferry::tokenizer {
@@ -24,6 +25,19 @@ size_t FirstInvalidUtf8(absl::string_view s) {
     pos += d.length;
   }
   return absl::string_view::npos;
+}
+
+NormalizationForm FormOf(NormalizerStep::Kind kind) {
+  switch (kind) {
+    case NormalizerStep::Kind::kNfd:
+      return NormalizationForm::kNfd;
+    case NormalizerStep::Kind::kNfkc:
+      return NormalizationForm::kNfkc;
+    case NormalizerStep::Kind::kNfkd:
+      return NormalizationForm::kNfkd;
+    default:
+      return NormalizationForm::kNfc;
+  }
 }
 
 }  // namespace
@@ -69,6 +83,13 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::Create(
     }
     spec.tokens[t.id] = t.content;
   }
+  for (const NormalizerStep& step : spec.normalizer) {
+    if (step.kind != NormalizerStep::Kind::kPrepend &&
+        step.kind != NormalizerStep::Kind::kReplace) {
+      FERRY_RETURN_IF_ERROR(
+          NormalizeUnicode("e\xCC\x81", FormOf(step.kind)).status());
+    }
+  }
   auto tokenizer = std::unique_ptr<Tokenizer>(new Tokenizer(std::move(spec)));
   FERRY_ASSIGN_OR_RETURN(tokenizer->model_, BpeModel::Create(tokenizer->spec_));
   tokenizer->added_ =
@@ -88,12 +109,20 @@ void Tokenizer::EncodeText(absl::string_view text,
   if (!spec_.normalizer.empty() || spec_.byte_level_add_prefix_space) {
     normalized = std::string(text);
     for (const NormalizerStep& step : spec_.normalizer) {
-      if (step.kind == NormalizerStep::Kind::kPrepend) {
-        // (Not insert(0, ...): GCC 12 -O3 misreports it under -Wrestrict.)
-        if (!normalized.empty()) normalized = step.content + normalized;
-      } else {
-        normalized =
-            absl::StrReplaceAll(normalized, {{step.pattern, step.content}});
+      switch (step.kind) {
+        case NormalizerStep::Kind::kPrepend:
+          // (Not insert(0, ...): GCC 12 -O3 misreports it under -Wrestrict.)
+          if (!normalized.empty()) normalized = step.content + normalized;
+          break;
+        case NormalizerStep::Kind::kReplace:
+          normalized =
+              absl::StrReplaceAll(normalized, {{step.pattern, step.content}});
+          break;
+        default: {
+          // ICU fails only without its data, which Create checked.
+          auto n = NormalizeUnicode(normalized, FormOf(step.kind));
+          if (n.ok()) normalized = *std::move(n);
+        }
       }
     }
     if (spec_.byte_level_add_prefix_space && !normalized.empty() &&

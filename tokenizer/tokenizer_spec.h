@@ -43,7 +43,7 @@ struct AddedTokenSpec {
 
 // A text rewrite applied to each segment between added tokens.
 struct NormalizerStep {
-  enum class Kind { kPrepend, kReplace };
+  enum class Kind { kPrepend, kReplace, kNfc, kNfd, kNfkc, kNfkd };
   Kind kind = Kind::kReplace;
   std::string pattern;  // kReplace: what is replaced (a literal string).
   std::string content;  // What is prepended, or the replacement.

@@ -7,6 +7,7 @@ and golden ids/decodings from the reference implementations.
                                (Digits + ByteLevel, chat special tokens)
   llama3_style.tokenizer.json  Llama 3's Split regex + ByteLevel,
                                ignore_merges, BOS template
+  qwen2_style.tokenizer.json   Qwen 2's NFC + Split regex + ByteLevel
   spm_style.tokenizer.json     Llama 2 / TinyLlama's SentencePiece-style
                                BPE: Prepend/Replace "▁", byte fallback,
                                <unk>/<s>/</s>, BOS template
@@ -138,6 +139,25 @@ def llama3_style():
     hf_golden(tok, "llama3_style")
 
 
+def qwen2_style():
+    # Qwen 2's layout: NFC, then its Split regex (single digits), then
+    # ByteLevel without its own regex.
+    qwen2 = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}|"
+             r" ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+    tok = Tokenizer(models.BPE())
+    tok.normalizer = normalizers.NFC()
+    tok.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(qwen2), behavior="isolated"),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+    tok.decoder = decoders.ByteLevel()
+    tok.train_from_iterator(TRAIN, trainers.BpeTrainer(
+        vocab_size=800, special_tokens=["<|endoftext|>", "<|im_start|>",
+                                        "<|im_end|>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    tok.save(os.path.join(HERE, "qwen2_style.tokenizer.json"))
+    hf_golden(tok, "qwen2_style")
+
+
 def spm_style():
     # Train merges on "▁"-joined text with a small alphabet, so rare
     # characters (CJK, emoji) go through byte fallback.
@@ -234,6 +254,7 @@ def smollm2(path):
 if __name__ == "__main__":
     bytelevel()
     llama3_style()
+    qwen2_style()
     spm_style()
     if len(sys.argv) > 1:
         smollm2(sys.argv[1])
