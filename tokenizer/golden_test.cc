@@ -143,21 +143,38 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> LikeLlamaCpp(const gguf::GgufFile& f,
   return Tokenizer::Create(std::move(spec));
 }
 
-TEST(GgufGoldenTest, SentencePieceVocabMatchesLlamaCpp) {
+// The test vocabularies as GGUF files: SentencePiece-style ("llama"), and
+// byte-level ("gpt2") with llama.cpp's "llama-bpe" and "qwen2" pre-tokenizers.
+class GgufGoldenTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(GgufGoldenTest, MatchesLlamaCpp) {
   FERRY_ASSERT_OK_AND_ASSIGN(
       gguf::GgufFile f,
-      gguf::GgufFile::Open(std::string(kTestdata) + "spm_style.gguf"));
-  const Json golden = LoadJson("golden_spm_style_gguf.json");
+      gguf::GgufFile::Open(std::string(kTestdata) + GetParam() + ".gguf"));
+  const Json golden = LoadJson("golden_" + GetParam() + "_gguf.json");
   FERRY_ASSERT_OK_AND_ASSIGN(auto tok, LikeLlamaCpp(f, golden));
-  EXPECT_EQ(tok->bos_id(), 1);
-  EXPECT_EQ(tok->eos_id(), 2);
   Counts counts;
   CheckCases(*tok, golden, false, counts);
-  Report("spm_style.gguf", counts);
+  Report((GetParam() + ".gguf").c_str(), counts);
   EXPECT_EQ(counts.identical, counts.strings);
 }
 
-TEST(GgufGoldenTest, SmolLm2MatchesLlamaCppAndTokenizers) {
+INSTANTIATE_TEST_SUITE_P(LlamaCpp, GgufGoldenTest,
+                         ::testing::Values("spm_style", "llama3_style",
+                                           "qwen2_style"));
+
+TEST(SpmGgufTest, SpecialIds) {
+  FERRY_ASSERT_OK_AND_ASSIGN(
+      gguf::GgufFile f,
+      gguf::GgufFile::Open(std::string(kTestdata) + "spm_style.gguf"));
+  FERRY_ASSERT_OK_AND_ASSIGN(auto tok, TokenizerFromGguf(f));
+  EXPECT_EQ(tok->bos_id(), 1);
+  EXPECT_EQ(tok->eos_id(), 2);
+  EXPECT_EQ(tok->Kind(0), TokenKind::kUnknown);
+  EXPECT_EQ(tok->Kind(3 + 0x41), TokenKind::kByte);
+}
+
+TEST(SmolLm2GoldenTest, MatchesLlamaCppAndTokenizers) {
   FERRY_REQUIRE_SMOLLM2(path);
   FERRY_ASSERT_OK_AND_ASSIGN(gguf::GgufFile f, gguf::GgufFile::Open(path));
   FERRY_ASSERT_OK_AND_ASSIGN(auto tok, TokenizerFromGguf(f));

@@ -13,6 +13,8 @@ and golden ids/decodings from the reference implementations.
                                <unk>/<s>/</s>, BOS template
   spm_style.gguf               the same vocabulary as a GGUF "llama"
                                tokenizer (scores = -merge rank)
+  llama3_style.gguf,           the byte-level vocabularies as GGUF "gpt2"
+  qwen2_style.gguf             tokenizers (pre "llama-bpe", "qwen2")
   golden_<name>.json           per corpus string: ids with specials parsed,
                                ids with specials as text, ids with BOS added,
                                and the decoded text; from `tokenizers` for the
@@ -107,6 +109,39 @@ def write(name, obj):
     print("wrote", name)
 
 
+def bytelevel_gguf(tok, name, pre, bos=None):
+    """Writes tok's vocabulary as a GGUF "gpt2" tokenizer with
+    tokenizer.ggml.pre = `pre`, and llama.cpp's golden ids for it."""
+    doc = json.loads(tok.to_str())
+    vocab = doc["model"]["vocab"]
+    tokens = [t for t, _ in sorted(vocab.items(), key=lambda kv: kv[1])]
+    specials = {a["id"] for a in doc["added_tokens"] if a["special"]}
+    merges = [m if isinstance(m, str) else " ".join(m)
+              for m in doc["model"]["merges"]]
+    path = os.path.join(HERE, f"{name}.gguf")
+    w = gguf.GGUFWriter(path, "llama")
+    w.add_block_count(1)
+    w.add_context_length(64)
+    w.add_embedding_length(8)
+    w.add_feed_forward_length(8)
+    w.add_head_count(1)
+    w.add_layer_norm_rms_eps(1e-5)
+    w.add_tokenizer_model("gpt2")
+    w.add_tokenizer_pre(pre)
+    w.add_token_list(tokens)
+    w.add_token_types([3 if i in specials else 1 for i in range(len(tokens))])
+    w.add_token_merges(merges)
+    if bos is not None:
+        w.add_bos_token_id(bos)
+        w.add_add_bos_token(True)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    print(f"wrote {name}.gguf")
+    llama_cpp_golden(path, f"{name}_gguf")
+
+
 def bytelevel():
     specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
     tok = Tokenizer(models.BPE())
@@ -137,6 +172,7 @@ def llama3_style():
         special_tokens=[("<|begin_of_text|>", 0)])
     tok.save(os.path.join(HERE, "llama3_style.tokenizer.json"))
     hf_golden(tok, "llama3_style")
+    bytelevel_gguf(tok, "llama3_style", "llama-bpe", bos=0)
 
 
 def qwen2_style():
@@ -156,6 +192,7 @@ def qwen2_style():
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
     tok.save(os.path.join(HERE, "qwen2_style.tokenizer.json"))
     hf_golden(tok, "qwen2_style")
+    bytelevel_gguf(tok, "qwen2_style", "qwen2")
 
 
 def spm_style():
