@@ -27,7 +27,7 @@ namespace {
 constexpr size_t kTargetBytes = size_t{1} << 20;
 
 // The corpus strings joined by newlines, repeated to ~1 MiB (the same text
-// bench_reference.py builds).
+// bench_reference.py builds). Times are wall-clock, as Python measures them.
 const std::string& Text() {
   static const std::string* text = [] {
     std::ifstream in("tokenizer/testdata/corpus.json");
@@ -132,21 +132,29 @@ void BM_StreamDecode(benchmark::State& state, std::string which) {
 }
 
 BENCHMARK_CAPTURE(BM_Encode, smollm2_gguf, "smollm2")
-    ->Unit(benchmark::kMillisecond);
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 BENCHMARK_CAPTURE(BM_Encode, bytelevel_json, "bytelevel")
-    ->Unit(benchmark::kMillisecond);
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 BENCHMARK_CAPTURE(BM_Encode, llama3_style_json, "llama3_style")
-    ->Unit(benchmark::kMillisecond);
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 BENCHMARK_CAPTURE(BM_Encode, spm_style_json, "spm_style")
-    ->Unit(benchmark::kMillisecond);
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 BENCHMARK_CAPTURE(BM_EncodeLines, smollm2_gguf, "smollm2")
-    ->Unit(benchmark::kMillisecond);
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 BENCHMARK_CAPTURE(BM_EncodeLines, bytelevel_json, "bytelevel")
-    ->Unit(benchmark::kMillisecond);
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 BENCHMARK_CAPTURE(BM_Decode, smollm2_gguf, "smollm2")
-    ->Unit(benchmark::kMillisecond);
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 BENCHMARK_CAPTURE(BM_StreamDecode, smollm2_gguf, "smollm2")
-    ->Unit(benchmark::kMillisecond);
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 }  // namespace
 }  // namespace ferry::tokenizer

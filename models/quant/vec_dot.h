@@ -38,7 +38,7 @@ absl::StatusOr<QuantType> VecDotActivationType(QuantType weight);
 
 // The ISA whose kernel is fastest for `weight` on this CPU. Measured
 // (vec_dot_benchmark, 1536 x 576 rows): AVX-512 wins for f32/f16/bf16
-// (1.2-1.5x AVX2) but its integer block kernels run at 0.85-0.95x of the
+// (1.2-1.5x AVX2) but its integer block kernels run at 0.8-0.9x of the
 // AVX2 ones (per-block scale broadcasts and lane shuffles cost what the
 // wider multiply saves), so quantized types prefer AVX2.
 Isa PreferredIsa(QuantType weight);
