@@ -33,6 +33,43 @@ void DequantizeQ4_1(const BlockQ4_1* x, float* y, int64_t blocks) {
   }
 }
 
+inline uint32_t FifthBits(const uint8_t* qh) {
+  uint32_t bits;
+  std::memcpy(&bits, qh, 4);
+  return bits;
+}
+
+void DequantizeQ5_0(const BlockQ5_0* x, float* y, int64_t blocks) {
+  for (int64_t b = 0; b < blocks; ++b, y += kQK) {
+    const float d = HalfToFloat(x[b].d);
+    const uint32_t qh = FifthBits(x[b].qh);
+    for (int j = 0; j < kQK / 2; ++j) {
+      const int lo =
+          (x[b].qs[j] & 0x0F) | static_cast<int>(((qh >> j) & 1) << 4);
+      const int hi =
+          (x[b].qs[j] >> 4) | static_cast<int>(((qh >> (j + 16)) & 1) << 4);
+      y[j] = d * static_cast<float>(lo - 16);
+      y[j + 16] = d * static_cast<float>(hi - 16);
+    }
+  }
+}
+
+void DequantizeQ5_1(const BlockQ5_1* x, float* y, int64_t blocks) {
+  for (int64_t b = 0; b < blocks; ++b, y += kQK) {
+    const float d = HalfToFloat(x[b].d);
+    const float m = HalfToFloat(x[b].m);
+    const uint32_t qh = FifthBits(x[b].qh);
+    for (int j = 0; j < kQK / 2; ++j) {
+      const int lo =
+          (x[b].qs[j] & 0x0F) | static_cast<int>(((qh >> j) & 1) << 4);
+      const int hi =
+          (x[b].qs[j] >> 4) | static_cast<int>(((qh >> (j + 16)) & 1) << 4);
+      y[j] = d * static_cast<float>(lo) + m;
+      y[j + 16] = d * static_cast<float>(hi) + m;
+    }
+  }
+}
+
 template <typename Block>
 void DequantizeQ8(const Block* x, float* y, int64_t blocks) {
   for (int64_t b = 0; b < blocks; ++b, y += kQK) {
@@ -50,6 +87,8 @@ bool CanDequantize(QuantType type) {
     case QuantType::kBF16:
     case QuantType::kQ4_0:
     case QuantType::kQ4_1:
+    case QuantType::kQ5_0:
+    case QuantType::kQ5_1:
     case QuantType::kQ8_0:
     case QuantType::kQ8_1:
       return true;
@@ -89,6 +128,12 @@ absl::Status DequantizeRow(QuantType type, const void* src, float* dst,
       break;
     case QuantType::kQ4_1:
       DequantizeQ4_1(static_cast<const BlockQ4_1*>(src), dst, blocks);
+      break;
+    case QuantType::kQ5_0:
+      DequantizeQ5_0(static_cast<const BlockQ5_0*>(src), dst, blocks);
+      break;
+    case QuantType::kQ5_1:
+      DequantizeQ5_1(static_cast<const BlockQ5_1*>(src), dst, blocks);
       break;
     case QuantType::kQ8_0:
       DequantizeQ8(static_cast<const BlockQ8_0*>(src), dst, blocks);

@@ -13,9 +13,9 @@ namespace ferry::quant {
 bool CanDequantize(QuantType type);
 
 // Expands the RowBytes(type, n) bytes at `src` into `n` floats at `dst`.
-// Supports f32, f16, bf16, q4_0, q4_1, q8_0 and q8_1. InvalidArgument if
-// `n` is not a whole number of blocks, Unimplemented for other types.
-// `src` must be 2-byte aligned.
+// Supports f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0 and q8_1.
+// InvalidArgument if `n` is not a whole number of blocks, Unimplemented for
+// other types. `src` must be 2-byte aligned.
 absl::Status DequantizeRow(QuantType type, const void* src, float* dst,
                            int64_t n);
 

@@ -16,8 +16,8 @@ constexpr QuantTypeInfo kInfos[] = {
     {T::kF16, "f16", 1, 2, true},
     {T::kQ4_0, "q4_0", 32, 18, true},
     {T::kQ4_1, "q4_1", 32, 20, true},
-    {T::kQ5_0, "q5_0", 32, 22, false},
-    {T::kQ5_1, "q5_1", 32, 24, false},
+    {T::kQ5_0, "q5_0", 32, 22, true},
+    {T::kQ5_1, "q5_1", 32, 24, true},
     {T::kQ8_0, "q8_0", 32, 34, true},
     // ggml's block_q8_1 holds d and s as two halves: 4 + 32 bytes.
     {T::kQ8_1, "q8_1", 32, 36, true},

@@ -56,6 +56,54 @@ void QuantizeQ4_1(const float* x, BlockQ4_1* y, int64_t blocks) {
   }
 }
 
+void QuantizeQ5_0(const float* x, BlockQ5_0* y, int64_t blocks) {
+  for (int64_t b = 0; b < blocks; ++b, x += kQK) {
+    float amax = 0, max = 0;
+    for (int j = 0; j < kQK; ++j) {
+      if (std::fabs(x[j]) > amax) {
+        amax = std::fabs(x[j]);
+        max = x[j];
+      }
+    }
+    const float d = max / -16;
+    const float id = d != 0 ? 1.0f / d : 0.0f;
+    y[b].d = FloatToHalf(d);
+    uint32_t qh = 0;
+    for (int j = 0; j < kQK / 2; ++j) {
+      const int lo = std::min(31, static_cast<int>(x[j] * id + 16.5f));
+      const int hi = std::min(31, static_cast<int>(x[j + 16] * id + 16.5f));
+      y[b].qs[j] = static_cast<uint8_t>((lo & 0x0F) | ((hi & 0x0F) << 4));
+      qh |= static_cast<uint32_t>(lo >> 4) << j;
+      qh |= static_cast<uint32_t>(hi >> 4) << (j + 16);
+    }
+    std::memcpy(y[b].qh, &qh, 4);
+  }
+}
+
+void QuantizeQ5_1(const float* x, BlockQ5_1* y, int64_t blocks) {
+  for (int64_t b = 0; b < blocks; ++b, x += kQK) {
+    float min = x[0], max = x[0];
+    for (int j = 1; j < kQK; ++j) {
+      min = std::min(min, x[j]);
+      max = std::max(max, x[j]);
+    }
+    const float d = (max - min) / 31;
+    const float id = d != 0 ? 1.0f / d : 0.0f;
+    y[b].d = FloatToHalf(d);
+    y[b].m = FloatToHalf(min);
+    uint32_t qh = 0;
+    for (int j = 0; j < kQK / 2; ++j) {
+      const int lo = std::min(31, static_cast<int>((x[j] - min) * id + 0.5f));
+      const int hi =
+          std::min(31, static_cast<int>((x[j + 16] - min) * id + 0.5f));
+      y[b].qs[j] = static_cast<uint8_t>((lo & 0x0F) | ((hi & 0x0F) << 4));
+      qh |= static_cast<uint32_t>((lo >> 4) & 1) << j;
+      qh |= static_cast<uint32_t>((hi >> 4) & 1) << (j + 16);
+    }
+    std::memcpy(y[b].qh, &qh, 4);
+  }
+}
+
 // Shared by q8_0 and q8_1: returns d and writes the 32 quants.
 float QuantizeQ8Block(const float* x, int8_t* qs) {
   float amax = 0;
@@ -93,6 +141,8 @@ bool CanQuantize(QuantType type) {
     case QuantType::kBF16:
     case QuantType::kQ4_0:
     case QuantType::kQ4_1:
+    case QuantType::kQ5_0:
+    case QuantType::kQ5_1:
     case QuantType::kQ8_0:
     case QuantType::kQ8_1:
       return true;
@@ -132,6 +182,12 @@ absl::Status QuantizeRow(QuantType type, const float* src, void* dst,
       break;
     case QuantType::kQ4_1:
       QuantizeQ4_1(src, static_cast<BlockQ4_1*>(dst), blocks);
+      break;
+    case QuantType::kQ5_0:
+      QuantizeQ5_0(src, static_cast<BlockQ5_0*>(dst), blocks);
+      break;
+    case QuantType::kQ5_1:
+      QuantizeQ5_1(src, static_cast<BlockQ5_1*>(dst), blocks);
       break;
     case QuantType::kQ8_0:
       QuantizeQ8_0(src, static_cast<BlockQ8_0*>(dst), blocks);

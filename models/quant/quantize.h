@@ -15,9 +15,9 @@ namespace ferry::quant {
 bool CanQuantize(QuantType type);
 
 // Quantizes `n` floats at `src` into RowBytes(type, n) bytes at `dst`.
-// Supports f32, f16, bf16, q4_0, q4_1, q8_0 and q8_1. InvalidArgument if
-// `n` is not a whole number of blocks, Unimplemented for other types.
-// Does not take ownership; `dst` must be 2-byte aligned.
+// Supports f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0 and q8_1.
+// InvalidArgument if `n` is not a whole number of blocks, Unimplemented for
+// other types. Does not take ownership; `dst` must be 2-byte aligned.
 absl::Status QuantizeRow(QuantType type, const float* src, void* dst,
                          int64_t n);
 

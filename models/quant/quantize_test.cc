@@ -117,7 +117,7 @@ TEST(QuantizeTest, TypeTableMatchesPythonGguf) {
 
 TEST(QuantizeTest, MatchesPythonGgufBitForBit) {
   const Golden g = LoadGolden();
-  ASSERT_EQ(g.rows.size(), 24u);
+  ASSERT_EQ(g.rows.size(), 32u);
   for (const GoldenRow& row : g.rows) {
     const QuantType type = *QuantTypeFromId(row.type);
     const int64_t n = static_cast<int64_t>(row.input.size());
@@ -158,8 +158,8 @@ TEST(QuantizeTest, Q8_1StoresScaledSum) {
 TEST(QuantizeTest, RoundTripErrorWithinHalfAStep) {
   std::vector<float> x(256);
   for (int i = 0; i < 256; ++i) x[i] = std::cos(0.1f * i) * (1 + i % 7);
-  for (QuantType type :
-       {QuantType::kQ4_0, QuantType::kQ4_1, QuantType::kQ8_0}) {
+  for (QuantType type : {QuantType::kQ4_0, QuantType::kQ4_1, QuantType::kQ5_0,
+                         QuantType::kQ5_1, QuantType::kQ8_0}) {
     std::vector<uint8_t> q(RowBytes(type, 256));
     ASSERT_THAT(QuantizeRow(type, x.data(), q.data(), 256), IsOk());
     std::vector<float> back(256);
@@ -172,13 +172,17 @@ TEST(QuantizeTest, RoundTripErrorWithinHalfAStep) {
       }
       const float amax = std::max(std::fabs(lo), std::fabs(hi));
       const float step = type == QuantType::kQ4_1   ? (hi - lo) / 15
+                         : type == QuantType::kQ5_1 ? (hi - lo) / 31
                          : type == QuantType::kQ4_0 ? amax / 8
+                         : type == QuantType::kQ5_0 ? amax / 16
                                                     : amax / 127;
       // Half a step, plus f16 rounding of the scale over up to 16 steps;
       // q4_0 maps the signed extreme to -8, so the other side's extreme only
       // reaches +7 steps: a whole step there.
       const float bound =
-          step * (type == QuantType::kQ4_0 ? 1.0f : 0.5f) + amax * 2e-3f;
+          step * (type == QuantType::kQ4_0 || type == QuantType::kQ5_0 ? 1.0f
+                                                                       : 0.5f) +
+          amax * 2e-3f;
       for (int j = 0; j < 32; ++j) {
         EXPECT_LE(std::fabs(back[b * 32 + j] - x[b * 32 + j]), bound)
             << QuantTypeName(type) << " block " << b << " element " << j;

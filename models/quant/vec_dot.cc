@@ -8,9 +8,11 @@ namespace ferry::quant {
 absl::StatusOr<QuantType> VecDotActivationType(QuantType weight) {
   switch (weight) {
     case QuantType::kQ4_0:
+    case QuantType::kQ5_0:
     case QuantType::kQ8_0:
       return QuantType::kQ8_0;
     case QuantType::kQ4_1:
+    case QuantType::kQ5_1:
       return QuantType::kQ8_1;
     case QuantType::kF32:
     case QuantType::kF16:
@@ -27,6 +29,8 @@ Isa PreferredIsa(QuantType weight) {
   switch (weight) {
     case QuantType::kQ4_0:
     case QuantType::kQ4_1:
+    case QuantType::kQ5_0:
+    case QuantType::kQ5_1:
     case QuantType::kQ8_0:
       return best == Isa::kAvx512 ? Isa::kAvx2 : best;
     default:

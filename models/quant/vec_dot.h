@@ -7,11 +7,14 @@
 //   weight   activation   result
 //   q4_0     q8_0         sum_b d_w d_a sum_j (q_w - 8) q_a
 //   q4_1     q8_1         sum_b d_w d_a sum_j q_w q_a + m_w s_a
+//   q5_0     q8_0         sum_b d_w d_a sum_j (q_w - 16) q_a
+//   q5_1     q8_1         sum_b d_w d_a sum_j q_w q_a + m_w s_a
 //   q8_0     q8_0         sum_b d_w d_a sum_j q_w q_a
 //   f32/f16/bf16  f32     sum_j w_j a_j
 //
 // Paths: scalar, AVX2 and AVX-512, picked at run time (PreferredIsa());
-// every path is tested against the scalar one. Use:
+// every path is tested against the scalar one. (q5 types have no AVX-512
+// kernel of their own: the AVX-512 table hands out the AVX2 ones.) Use:
 //   const VecDotFn dot = FindVecDot(QuantType::kQ4_1);   // once
 //   QuantizeRow(VecDotActivationType(QuantType::kQ4_1), x, act, n);
 //   for (row ...) y[row] = dot(w + row * RowBytes(kQ4_1, n), act, n);

@@ -79,8 +79,9 @@ void BM_QuantizeActivation(benchmark::State& state, QuantType type) {
 }
 
 void RegisterAll() {
-  for (QuantType type : {QuantType::kQ4_0, QuantType::kQ4_1, QuantType::kQ8_0,
-                         QuantType::kF16, QuantType::kBF16, QuantType::kF32}) {
+  for (QuantType type :
+       {QuantType::kQ4_0, QuantType::kQ4_1, QuantType::kQ5_0, QuantType::kQ5_1,
+        QuantType::kQ8_0, QuantType::kF16, QuantType::kBF16, QuantType::kF32}) {
     for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512}) {
       const std::string name = "BM_MatVec1536x576/" +
                                std::string(QuantTypeName(type)) + "/" +

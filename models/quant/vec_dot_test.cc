@@ -23,9 +23,9 @@ namespace {
 using ::ferry::testing::IsOk;
 using ::ferry::testing::StatusIs;
 
-constexpr QuantType kWeightTypes[] = {QuantType::kQ4_0, QuantType::kQ4_1,
-                                      QuantType::kQ8_0, QuantType::kF32,
-                                      QuantType::kF16,  QuantType::kBF16};
+constexpr QuantType kWeightTypes[] = {
+    QuantType::kQ4_0, QuantType::kQ4_1, QuantType::kQ5_0, QuantType::kQ5_1,
+    QuantType::kQ8_0, QuantType::kF32,  QuantType::kF16,  QuantType::kBF16};
 constexpr Isa kIsas[] = {Isa::kScalar, Isa::kAvx2, Isa::kAvx512};
 
 std::vector<float> RandomRow(std::mt19937& rng, int64_t n, float offset) {
@@ -60,6 +60,14 @@ Case MakeCase(QuantType type, int64_t n, std::mt19937& rng) {
   for (int64_t i = 0; i < n; ++i) {
     c.reference += static_cast<double>(wd[i]) * ad[i];
     c.magnitude += std::fabs(static_cast<double>(wd[i]) * ad[i]);
+  }
+  if (type == QuantType::kQ5_1) {
+    const auto* w = reinterpret_cast<const BlockQ5_1*>(c.w.data());
+    const auto* a = reinterpret_cast<const BlockQ8_1*>(c.act.data());
+    for (int64_t b = 0; b < n / kQK; ++b) {
+      c.slack += std::fabs(F16ToF32(Half{w[b].m}) * F16ToF32(Half{a[b].s})) *
+                 (1.0 / 2048);
+    }
   }
   if (type == QuantType::kQ4_1) {
     const auto* w = reinterpret_cast<const BlockQ4_1*>(c.w.data());

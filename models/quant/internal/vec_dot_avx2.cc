@@ -5,6 +5,7 @@
 #include <immintrin.h>
 
 #include <cstdint>
+#include <cstring>
 
 #include "ferry/models/quant/block_formats.h"
 #include "ferry/models/quant/internal/vec_dot_kernels.h"
@@ -40,6 +41,21 @@ inline __m256i Nibbles(const uint8_t* qs) {
   return _mm256_and_si256(both, _mm256_set1_epi8(0x0F));
 }
 
+// The fifth bits of a q5 block as 0x10 in each byte whose element has it:
+// byte i takes byte i / 8 of qh, then tests bit i % 8.
+inline __m256i FifthBits(const uint8_t* qh) {
+  uint32_t bits;
+  std::memcpy(&bits, qh, 4);
+  const __m256i spread = _mm256_shuffle_epi8(
+      _mm256_set1_epi32(static_cast<int>(bits)),
+      _mm256_setr_epi64x(0x0000000000000000, 0x0101010101010101,
+                         0x0202020202020202, 0x0303030303030303));
+  const __m256i bit =
+      _mm256_set1_epi64x(static_cast<int64_t>(0x8040201008040201));
+  const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
+  return _mm256_and_si256(set, _mm256_set1_epi8(0x10));
+}
+
 inline __m256i Load32(const int8_t* p) {
   return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
 }
@@ -65,6 +81,34 @@ float DotQ4_1Q8_1(const void* w, const void* act, int64_t n) {
   for (int64_t b = 0; b < n / kQK; ++b) {
     const __m256 p =
         _mm256_cvtepi32_ps(DotUnsigned(Nibbles(x[b].qs), Load32(y[b].qs)));
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(Half(x[b].d) * Half(y[b].d)), p, acc);
+    mins += Half(x[b].m) * Half(y[b].s);
+  }
+  return HorizontalSum(acc) + mins;
+}
+
+float DotQ5_0Q8_0(const void* w, const void* act, int64_t n) {
+  const auto* x = static_cast<const BlockQ5_0*>(w);
+  const auto* y = static_cast<const BlockQ8_0*>(act);
+  __m256 acc = _mm256_setzero_ps();
+  const __m256i sixteen = _mm256_set1_epi8(16);
+  for (int64_t b = 0; b < n / kQK; ++b) {
+    const __m256i q = _mm256_sub_epi8(
+        _mm256_or_si256(Nibbles(x[b].qs), FifthBits(x[b].qh)), sixteen);
+    const __m256 p = _mm256_cvtepi32_ps(DotSigned(q, Load32(y[b].qs)));
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(Half(x[b].d) * Half(y[b].d)), p, acc);
+  }
+  return HorizontalSum(acc);
+}
+
+float DotQ5_1Q8_1(const void* w, const void* act, int64_t n) {
+  const auto* x = static_cast<const BlockQ5_1*>(w);
+  const auto* y = static_cast<const BlockQ8_1*>(act);
+  __m256 acc = _mm256_setzero_ps();
+  float mins = 0;
+  for (int64_t b = 0; b < n / kQK; ++b) {
+    const __m256i q = _mm256_or_si256(Nibbles(x[b].qs), FifthBits(x[b].qh));
+    const __m256 p = _mm256_cvtepi32_ps(DotUnsigned(q, Load32(y[b].qs)));
     acc = _mm256_fmadd_ps(_mm256_set1_ps(Half(x[b].d) * Half(y[b].d)), p, acc);
     mins += Half(x[b].m) * Half(y[b].s);
   }
@@ -133,6 +177,10 @@ VecDotFn Avx2VecDot(QuantType weight) {
       return DotQ4_0Q8_0;
     case QuantType::kQ4_1:
       return DotQ4_1Q8_1;
+    case QuantType::kQ5_0:
+      return DotQ5_0Q8_0;
+    case QuantType::kQ5_1:
+      return DotQ5_1Q8_1;
     case QuantType::kQ8_0:
       return DotQ8_0Q8_0;
     case QuantType::kF32:

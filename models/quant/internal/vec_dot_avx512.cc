@@ -198,7 +198,8 @@ VecDotFn Avx512VecDot(QuantType weight) {
     case QuantType::kBF16:
       return DotFloat<LoadBF16>;
     default:
-      return nullptr;
+      // q5 types: no kernel of its own; the AVX2 one (AVX-512 CPUs have AVX2).
+      return Avx2VecDot(weight);
   }
 }
 

@@ -42,7 +42,7 @@ def main():
         bs, bb = GGML_QUANT_SIZES[t]
         out += struct.pack("<III", t.value, bs, bb)
     records = []
-    for t in (T.F32, T.F16, T.BF16, T.Q4_0, T.Q4_1, T.Q8_0):
+    for t in (T.F32, T.F16, T.BF16, T.Q4_0, T.Q4_1, T.Q5_0, T.Q5_1, T.Q8_0):
         for r in rows():
             q = quants.quantize(r, t).view(np.uint8).reshape(-1)
             d = quants.dequantize(q, t).astype(np.float32).reshape(-1)
