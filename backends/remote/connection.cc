@@ -186,7 +186,7 @@ void Connection::Tick() {
 }
 
 void Connection::SendOnLoop(Message m, const void* data, size_t size,
-                            Done done) {
+                            Done done, bool force_rndv) {
   absl::Status status = this->status();
   if (!status.ok()) {
     if (done != nullptr) std::move(done)(status);
@@ -200,13 +200,15 @@ void Connection::SendOnLoop(Message m, const void* data, size_t size,
                       "remote worker ", worker_.ToString(), ": ",
                       st.message())));
                   if (done != nullptr) std::move(done)(st);
-                });
+                },
+                force_rndv);
 }
 
-void Connection::Send(Message m, const void* data, size_t size, Done done) {
-  loop_->Post([this, m = std::move(m), data, size,
-               done = std::move(done)]() mutable {
-    SendOnLoop(std::move(m), data, size, std::move(done));
+void Connection::Send(Message m, const void* data, size_t size, Done done,
+                      bool force_rndv) {
+  loop_->Post([this, m = std::move(m), data, size, done = std::move(done),
+               force_rndv]() mutable {
+    SendOnLoop(std::move(m), data, size, std::move(done), force_rndv);
   });
 }
 

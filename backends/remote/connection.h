@@ -68,7 +68,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // Sends a command (seq is set on the loop). `data` must stay valid until
   // `done` (or the stream event after it).
   void Send(Message m, const void* data = nullptr, size_t size = 0,
-            Done done = nullptr);
+            Done done = nullptr, bool force_rndv = false);
   // A round trip: the kResult for `m` (whose req is set here).
   absl::StatusOr<Message> Call(Message m,
                                absl::Duration timeout = absl::Seconds(60));
@@ -102,7 +102,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   static void OnEndpointError(void* arg, ucp_ep_h ep, ucs_status_t status);
   ucs_status_t Reply(absl::string_view header, void* data, size_t length,
                      bool rndv);
-  void SendOnLoop(Message m, const void* data, size_t size, Done done);
+  void SendOnLoop(Message m, const void* data, size_t size, Done done,
+                  bool force_rndv = false);
   // Loop only.
   void Fail(absl::Status status);
   void Advance(uint64_t stream);

@@ -33,7 +33,7 @@ uint32_t CommandFields(Cmd cmd) {
     case Cmd::kDestroyStream:
       return kS | kFStream;
     case Cmd::kSetTensor:
-      return kS | kFStream | kRange;
+      return kS | kFStream | kRange | kFByte;
     case Cmd::kGetTensor:
       return kS | kFReq | kFStream | kRange;
     case Cmd::kMemset:

@@ -40,7 +40,8 @@ enum class Cmd : uint8_t {
   kFreeBuffer,     // buffer
   kCreateStream,   // req, device, text: backend params
   kDestroyStream,  // stream
-  kSetTensor,      // stream, buffer, offset, size; payload: the bytes
+  kSetTensor,      // stream, buffer, offset, size, byte: 1 to read the
+                   // bytes in stream order (rendezvous); payload: the bytes
   kGetTensor,      // req, stream, buffer, offset, size
   kMemset,         // req, buffer, offset, size, byte
   kCopyLocal,      // stream, src_stream, src_buffer, src_offset, buffer,

@@ -319,6 +319,7 @@ class RemoteBackend final : public Backend {
   uint64_t last_value_ = 0;
   bool dirty_ = false;
   Event last_;
+  std::vector<Event> host_waits_;  // Foreign events gates wait for.
 };
 
 absl::string_view RemoteBufferType::name() const { return device_->name(); }
@@ -561,7 +562,14 @@ absl::Status RemoteBackend::EnqueueSetTensor(Tensor& tensor, const void* data,
   m.buffer = buffer->id();
   m.offset = buffer->OffsetOf(tensor, offset);
   m.size = size;
-  connection_->Send(std::move(m), data, size);
+  // Host bytes produced by work this stream waits for on the host side
+  // must be read in stream order: the worker pulls them when it gets there.
+  host_waits_.erase(std::remove_if(host_waits_.begin(), host_waits_.end(),
+                                   [](const Event& e) { return e.IsComplete(); }),
+                    host_waits_.end());
+  const bool ordered = !host_waits_.empty();
+  m.byte = ordered ? 1 : 0;
+  connection_->Send(std::move(m), data, size, nullptr, ordered);
   Enqueued();
   return absl::OkStatus();
 }
@@ -642,8 +650,7 @@ absl::Status RemoteBackend::EnqueueCopyTensor(Backend& src_backend,
 
 absl::Status RemoteBackend::EnqueueCompute(NodeSpan nodes) {
   std::vector<uint64_t> buffers;
-  remote::WireLocate locate =
-      [&](const Tensor& t) -> absl::StatusOr<remote::WirePlace> {
+  auto locate_fn = [&](const Tensor& t) -> absl::StatusOr<remote::WirePlace> {
     auto* buffer = dynamic_cast<RemoteBuffer*>(t.buffer);
     if (buffer == nullptr || buffer->remote_device() != &device_) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -661,6 +668,7 @@ absl::Status RemoteBackend::EnqueueCompute(NodeSpan nodes) {
     }
     return remote::WirePlace{buffer->id(), buffer->OffsetOf(t)};
   };
+  remote::WireLocate locate = locate_fn;
   FERRY_ASSIGN_OR_RETURN(std::string blob, remote::EncodeNodes(nodes, &locate));
   bool any = false;
   for (Tensor* node : nodes) any = any || IsComputeOp(node->op);
@@ -707,6 +715,7 @@ absl::Status RemoteBackend::EnqueueWait(const Event& event) {
   // Held on the worker by a gate this process opens when the event
   // completes (or fails).
   const uint64_t gate = connection_->NewId();
+  host_waits_.push_back(event);
   Message m = Command(Cmd::kWaitGate);
   m.stream = stream_;
   m.id = gate;
@@ -736,6 +745,7 @@ absl::Status RemoteBackend::Synchronize() {
   connection_->ResetStream(stream_, timeline_, last_value_);
   last_ = Event();
   dirty_ = false;
+  host_waits_.clear();
   if (!reset.ok()) return reset;
   return status;
 }

@@ -209,13 +209,16 @@ Detached WhenComplete(Event event, std::shared_ptr<LoopExecutor> executor,
 }  // namespace
 
 void UcxLoop::SendAm(ucp_ep_h ep, unsigned id, std::string header,
-                     const void* data, size_t size, Done done) {
+                     const void* data, size_t size, Done done,
+                     bool force_rndv) {
   auto* ctx = new SendContext{std::move(header), std::move(done)};
   ucp_request_param_t param = {};
   param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
                        UCP_OP_ATTR_FIELD_FLAGS;
   param.flags = UCP_AM_SEND_FLAG_REPLY |
-                (size >= kRndvThreshold ? UCP_AM_SEND_FLAG_RNDV : 0);
+                (size >= kRndvThreshold || (force_rndv && size > 0)
+                     ? UCP_AM_SEND_FLAG_RNDV
+                     : 0);
   param.cb.send = SendCallback;
   param.user_data = ctx;
   ucs_status_ptr_t request =

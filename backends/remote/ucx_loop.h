@@ -79,8 +79,10 @@ class UcxLoop {
   // Payloads of kRndvThreshold bytes and more go by rendezvous, so the
   // receiver pulls them straight into their destination.
   static constexpr size_t kRndvThreshold = 16 << 10;
+  // `force_rndv` sends any payload by rendezvous: the receiver reads the
+  // bytes when it asks for them, not now.
   void SendAm(ucp_ep_h ep, unsigned id, std::string header, const void* data,
-              size_t size, Done done = nullptr);
+              size_t size, Done done = nullptr, bool force_rndv = false);
   // Receives a rendezvous AM's bytes into `dst`; `done` runs on the loop.
   void RecvAmData(void* desc, void* dst, size_t size, Done done);
   // Calls `fn` on the loop once `event` completes, with its status.

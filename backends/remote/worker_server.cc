@@ -167,7 +167,9 @@ class WorkerServer::Impl {
              size_t size = 0, UcxLoop::Done done = nullptr);
   void Result(const SessionPtr& s, uint64_t req, const absl::Status& status,
               uint64_t value = 0);
-  void CloseSession(const SessionPtr& s, absl::string_view why);
+  // Ends a session; `close_ep` false when the process is exiting.
+  void CloseSession(const SessionPtr& s, absl::string_view why,
+                    bool close_ep = true);
   void Drop(Incoming& in);
   void Deliver(Incoming in, void* dst, UcxLoop::Done done);
 
@@ -292,7 +294,8 @@ void WorkerServer::Impl::OnEndpointError(void* arg, ucp_ep_h ep,
   self->loop_->Defer([self, ep, status] {
     auto it = self->by_ep_.find(ep);
     if (it != self->by_ep_.end()) {
-      self->CloseSession(it->second,
+      SessionPtr session = it->second;
+      self->CloseSession(session,
                          absl::StrCat("connection lost (", ucs_status_string(status), ")"));
       return;
     }
@@ -703,7 +706,7 @@ absl::Status WorkerServer::Impl::Execute(const SessionPtr& sp, Message& m,
       Device* d = options_.devices[m.device];
       auto rec = std::make_shared<GraphRec>();
       rec->device = m.device;
-      WireLookup lookup = [&](uint64_t id) -> absl::StatusOr<Buffer*> {
+      auto lookup_fn = [&](uint64_t id) -> absl::StatusOr<Buffer*> {
         FERRY_ASSIGN_OR_RETURN(std::shared_ptr<BufferRec> b,
                                FindBuffer(s, id));
         if (!d->SupportsBufferType(b->buffer->type())) {
@@ -714,6 +717,7 @@ absl::Status WorkerServer::Impl::Execute(const SessionPtr& sp, Message& m,
         rec->buffers.push_back(b);
         return b->buffer.get();
       };
+      WireLookup lookup = lookup_fn;
       FERRY_ASSIGN_OR_RETURN(rec->graph, DecodeGraph(m.blob, &lookup));
       for (Tensor* node : rec->graph->nodes) {
         if (!d->SupportsOp(*node)) {
@@ -917,16 +921,28 @@ absl::Status WorkerServer::Impl::SetTensor(const SessionPtr& sp,
     });
     return absl::OkStatus();
   }
-  // Device memory: into pinned staging now, then an async upload in order.
+  // Device memory: into pinned staging, then an async upload in order. The
+  // bytes are pulled at once, unless the client asked for them to be read
+  // in stream order (they are produced by work the stream waits for).
   FERRY_ASSIGN_OR_RETURN(std::shared_ptr<Buffer> staging,
                          Staging(stream->device, m.size));
+  Event before = m.byte != 0 ? stream->backend->Record() : Event();
   std::shared_ptr<TimelineSemaphore> gate = Gate(*stream);
-  Deliver(std::move(data), staging->base(), [gate](absl::Status st) {
-    if (st.ok()) {
-      (void)gate->Signal(1);
-    } else {
+  void* dst = staging->base();
+  loop_->OnEvent(before, [this, dst, gate, data = std::move(data)](
+                             absl::Status st) mutable {
+    if (!st.ok()) {
+      Drop(data);
       gate->Fail(st);
+      return;
     }
+    Deliver(std::move(data), dst, [gate](absl::Status st) {
+      if (st.ok()) {
+        (void)gate->Signal(1);
+      } else {
+        gate->Fail(st);
+      }
+    });
   });
   FERRY_RETURN_IF_ERROR(stream->backend->EnqueueSetTensor(
       b->whole, staging->base(), m.offset, m.size));
@@ -1392,7 +1408,7 @@ absl::Status WorkerServer::Impl::LoadFile(const SessionPtr& sp,
 }
 
 void WorkerServer::Impl::CloseSession(const SessionPtr& s,
-                                      absl::string_view why) {
+                                      absl::string_view why, bool close_ep) {
   if (s->closed) return;
   s->closed = true;
   const absl::Status gone = absl::CancelledError(
@@ -1424,7 +1440,7 @@ void WorkerServer::Impl::CloseSession(const SessionPtr& s,
   auto streams = std::make_shared<decltype(state->streams)>(
       std::move(state->streams));
   ReleaseAfterStreams(*state, streams);
-  ucp_ep_close_nb(s->ep, UCP_EP_CLOSE_MODE_FORCE);
+  if (close_ep) ucp_ep_close_nb(s->ep, UCP_EP_CLOSE_MODE_FORCE);
 }
 
 void WorkerServer::Impl::Tick() {
@@ -1448,7 +1464,9 @@ void WorkerServer::Impl::Tick() {
 void WorkerServer::Impl::Shutdown() {
   std::vector<SessionPtr> sessions;
   for (auto& [id, s] : by_id_) sessions.push_back(s);
-  for (const SessionPtr& s : sessions) CloseSession(s, "worker stopping");
+  for (const SessionPtr& s : sessions) {
+    CloseSession(s, "worker stopping", /*close_ep=*/false);
+  }
   // Let the streams drain and the releases run.
   for (int i = 0; i < 1000; ++i) {
     while (ucp_worker_progress(loop_->worker()) != 0) {
