@@ -6,7 +6,8 @@
 //   FERRY_ASSIGN_OR_RETURN(BackendList list,
 //                          Registry::Global().CreateBackends("sim0,cpu"));
 //
-// Registers the CPU device, the "sim" family and, where the CUDA toolkit
+// Registers the CPU device, the "sim" family, the "remote" address family
+// (devices on ferry workers, "remote:HOST:PORT/DEV") and, where the CUDA toolkit
 // was found at build time, the "cuda" family (whose devices touch the
 // driver only when a list names one). Safe to call again.
 #ifndef FERRY_BACKENDS_LINKED_LINKED_DEVICES_H_
