@@ -41,7 +41,9 @@ Connection::~Connection() {
     ucp_ep_h ep = ep_;
     loop_->Post([ep] { ucp_ep_close_nb(ep, UCP_EP_CLOSE_MODE_FORCE); });
   }
-  loop_.reset();  // Joins the progress thread.
+  // Stop the progress thread while loop_ is still valid for what it runs.
+  if (loop_ != nullptr) loop_->Join();
+  loop_.reset();
 }
 
 absl::StatusOr<std::shared_ptr<Connection>> Connection::Get(
@@ -191,6 +193,15 @@ void Connection::SendOnLoop(Message m, const void* data, size_t size,
   if (!status.ok()) {
     if (done != nullptr) std::move(done)(status);
     return;
+  }
+  // A long blob goes ahead in parts, each its own small message.
+  while (m.blob.size() > kBlobChunk) {
+    Message part;
+    part.kind = static_cast<uint8_t>(Cmd::kBlobPart);
+    part.seq = next_seq_++;
+    part.blob = m.blob.substr(0, kBlobChunk);
+    m.blob.erase(0, kBlobChunk);
+    loop_->SendAm(ep_, kAmCommand, EncodeCommand(part), nullptr, 0);
   }
   m.seq = next_seq_++;
   bytes_sent.fetch_add(static_cast<int64_t>(size), std::memory_order_relaxed);

@@ -70,6 +70,8 @@ uint32_t CommandFields(Cmd cmd) {
       return kFValue | kFId | kFCode | kFText;
     case Cmd::kStats:
       return kS | kFReq;
+    case Cmd::kBlobPart:
+      return kS | kFBlob;
   }
   return 0;
 }
@@ -98,7 +100,7 @@ absl::string_view CmdName(Cmd cmd) {
       "launch",       "record",      "wait_stream",    "wait_gate",
       "signal_gate",  "reset_stream", "send_to_peer",  "recv_from_peer",
       "load_file",    "ping",        "supports_op",    "peer_data",
-      "stats"};
+      "stats",        "blob_part"};
   const size_t i = static_cast<size_t>(cmd);
   return i < sizeof(kNames) / sizeof(kNames[0]) ? kNames[i] : "invalid";
 }
@@ -248,7 +250,10 @@ absl::StatusOr<Message> Decode(absl::string_view header, bool reply) {
     }
   }
   if (mask & kFText) FERRY_RETURN_IF_ERROR(r.Str(&m.text, kMaxText, "text"));
-  if (mask & kFBlob) FERRY_RETURN_IF_ERROR(r.Str(&m.blob, kMaxBlob, "blob"));
+  if (mask & kFBlob) {
+    FERRY_RETURN_IF_ERROR(
+        r.Str(&m.blob, reply ? kMaxBlob : kBlobChunk, "blob"));
+  }
   if (!r.done()) {
     return absl::InvalidArgumentError(
         absl::StrCat(r.left(), " bytes after the last field"));

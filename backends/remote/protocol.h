@@ -64,7 +64,8 @@ enum class Cmd : uint8_t {
   kPeerData,       // (peer) value: session, id: transfer, code, text;
                    // payload: the bytes when code is OK
   kStats,          // req
-  kLast = kStats,
+  kBlobPart,       // blob: leading bytes of the next command's blob
+  kLast = kBlobPart,
 };
 
 enum class Role : uint8_t { kClient = 1, kPeer = 2 };
@@ -98,7 +99,10 @@ enum Field : uint32_t {
   kFBlob = 1u << 15,
 };
 
-inline constexpr size_t kMaxText = 4096;
+inline constexpr size_t kMaxText = 2048;
+// Blobs longer than this travel as kBlobPart messages before their command:
+// active-message headers must stay small (UCX's rendezvous header limit).
+inline constexpr size_t kBlobChunk = 4096;
 inline constexpr size_t kMaxBlob = 64u << 20;
 
 // One message's fields; which are meaningful depends on the kind.

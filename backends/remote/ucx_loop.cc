@@ -103,6 +103,11 @@ void UcxLoop::Start(std::string name) {
   });
 }
 
+void UcxLoop::Join() {
+  Stop();
+  if (thread_.joinable()) thread_.join();
+}
+
 void UcxLoop::Stop() {
   stop_.store(true);
   if (worker_ != nullptr) ucp_worker_signal(worker_);

@@ -70,6 +70,8 @@ class UcxLoop {
   // Runs the loop on the calling thread until Stop().
   void Run();
   void Stop();
+  // Stops the thread of Start() and waits for it (not from the loop).
+  void Join();
   bool InLoop() const {
     return std::this_thread::get_id() == loop_thread_.load();
   }

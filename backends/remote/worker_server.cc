@@ -117,6 +117,7 @@ struct Session {
   std::map<uint64_t, std::shared_ptr<TimelineSemaphore>> gates;
   std::map<uint64_t, std::shared_ptr<TransferRec>> transfers;
   std::map<uint64_t, EarlyPeerData> early_peer_data;
+  std::string blob_parts;  // kBlobPart bytes for the next blob command.
 };
 
 // A connection to another worker, for kSendToPeer.
@@ -602,6 +603,19 @@ absl::StatusOr<std::shared_ptr<Buffer>> WorkerServer::Impl::Staging(
 absl::Status WorkerServer::Impl::Execute(const SessionPtr& sp, Message& m,
                                          Incoming& in) {
   Session& s = *sp;
+  if (m.cmd() == Cmd::kBlobPart) {
+    if (s.blob_parts.size() + m.blob.size() > kMaxBlob) {
+      s.blob_parts.clear();
+      return absl::ResourceExhaustedError(
+          absl::StrCat("blob over ", kMaxBlob, " bytes"));
+    }
+    s.blob_parts += m.blob;
+    return absl::OkStatus();
+  }
+  if (CommandFields(m.cmd()) & kFBlob) {
+    m.blob = std::move(s.blob_parts) + m.blob;
+    s.blob_parts.clear();
+  }
   switch (m.cmd()) {
     case Cmd::kAllocBuffer: {
       if (m.device >= options_.devices.size()) {
@@ -872,6 +886,7 @@ absl::Status WorkerServer::Impl::Execute(const SessionPtr& sp, Message& m,
     }
     case Cmd::kHello:
     case Cmd::kPeerData:
+    case Cmd::kBlobPart:
       break;
   }
   return absl::InvalidArgumentError("unexpected command");
