@@ -223,6 +223,12 @@ void Connection::Send(Message m, const void* data, size_t size, Done done,
   });
 }
 
+void Connection::SendRawForTesting(std::string header) {
+  loop_->Post([this, header = std::move(header)]() mutable {
+    loop_->SendAm(ep_, kAmCommand, std::move(header), nullptr, 0);
+  });
+}
+
 absl::StatusOr<Message> Connection::Call(Message m, absl::Duration timeout) {
   FERRY_RETURN_IF_ERROR(status());
   auto pending = std::make_shared<Pending>();

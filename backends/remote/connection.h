@@ -90,6 +90,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void* MapMemory(void* address, size_t size);
   void UnmapMemory(void* handle);
 
+  // Sends `header` as a command as it is (tests of hostile input).
+  void SendRawForTesting(std::string header);
+
   static std::atomic<int64_t> bytes_sent;
   static std::atomic<int64_t> bytes_received;
 
