@@ -124,6 +124,7 @@ absl::Status Connection::Connect() {
   FERRY_RETURN_IF_ERROR(reply.status());
   session_ = reply.value;
   FERRY_ASSIGN_OR_RETURN(devices_, DecodeDeviceInfos(reply.blob));
+  said_hello_.store(true, std::memory_order_release);
   return absl::OkStatus();
 }
 
@@ -164,21 +165,14 @@ void Connection::Fail(absl::Status status) {
 void Connection::Tick() {
   if (!alive()) return;
   const absl::Time now = absl::Now();
-  const bool waiting = !calls_.empty() || !gets_.empty() ||
-                       std::any_of(streams_.begin(), streams_.end(),
-                                   [](const auto& s) {
-                                     return s.second.timeline->Value() <
-                                                s.second.worker_done ||
-                                            !s.second.pending_gets.empty();
-                                   });
-  (void)waiting;
   if (now - last_heard_ > deadline_) {
     Fail(absl::UnavailableError(absl::StrCat(
         "remote worker ", worker_.ToString(), ": no answer in ",
         absl::FormatDuration(deadline_))));
     return;
   }
-  if (now - last_heard_ > absl::Milliseconds(500) && session_ != 0) {
+  if (now - last_heard_ > absl::Milliseconds(500) &&
+      said_hello_.load(std::memory_order_acquire)) {
     // Keep-alive: any reply refreshes last_heard_.
     Message m;
     m.kind = static_cast<uint8_t>(Cmd::kPing);
@@ -441,8 +435,11 @@ ucs_status_t Connection::Reply(absl::string_view header, void* data,
       bytes_received.fetch_add(static_cast<int64_t>(length),
                                std::memory_order_relaxed);
       if (rndv) {
-        loop_->RecvAmData(data, it->second.dst, length,
-                          [this, req](absl::Status st) { FinishGet(req, st); });
+        void* dst = it->second.dst;
+        loop_->Defer([this, data, dst, length, req] {
+          loop_->RecvAmData(data, dst, length,
+                            [this, req](absl::Status st) { FinishGet(req, st); });
+        });
         return UCS_INPROGRESS;
       }
       if (length > 0) std::memcpy(it->second.dst, data, length);

@@ -131,6 +131,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::unique_ptr<UcxLoop> loop_;
   ucp_ep_h ep_ = nullptr;
   uint64_t session_ = 0;
+  std::atomic<bool> said_hello_{false};  // The loop pings only after.
   std::vector<DeviceInfo> devices_;
   std::atomic<uint64_t> next_id_{1};
   mutable std::mutex mu_;

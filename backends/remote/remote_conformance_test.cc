@@ -2,6 +2,7 @@
 // ferry_worker process on this machine, over whatever UCX_TLS the test
 // target sets (loopback TCP, shared memory), on its CPU and on a
 // simulated device.
+#include <map>
 #include <memory>
 #include <string>
 
@@ -15,20 +16,35 @@ namespace {
 
 using remote::testing::WorkerProcess;
 
-// One worker for the whole binary, and its devices.
+// One worker for the whole binary, and its devices; both go when the tests
+// are done (so that nothing of UCX's is left for the leak checker).
+struct Shared {
+  absl::StatusOr<std::unique_ptr<WorkerProcess>> worker =
+      WorkerProcess::Start({"--devices=cpu,sim0"});
+  std::map<std::string, std::unique_ptr<Device>> devices;
+};
+Shared* shared = nullptr;
+
+class SharedWorker : public ::testing::Environment {
+ public:
+  void TearDown() override {
+    delete shared;
+    shared = nullptr;
+  }
+};
+const auto* const environment =
+    ::testing::AddGlobalTestEnvironment(new SharedWorker);
+
 absl::StatusOr<Device*> RemoteDevice(const std::string& device) {
-  static absl::StatusOr<std::unique_ptr<WorkerProcess>>* worker =
-      new absl::StatusOr<std::unique_ptr<WorkerProcess>>(
-          WorkerProcess::Start({"--devices=cpu,sim0"}));
-  if (!worker->ok()) return worker->status();
-  static std::map<std::string, Device*>* devices =
-      new std::map<std::string, Device*>;
-  auto it = devices->find(device);
-  if (it != devices->end()) return it->second;
-  FERRY_ASSIGN_OR_RETURN(std::unique_ptr<Device> made,
-                         MakeRemoteDevice((**worker)->address() + "/" + device));
-  Device* raw = made.release();  // Lives for the binary, like registry ones.
-  (*devices)[device] = raw;
+  if (shared == nullptr) shared = new Shared;
+  if (!shared->worker.ok()) return shared->worker.status();
+  auto it = shared->devices.find(device);
+  if (it != shared->devices.end()) return it->second.get();
+  FERRY_ASSIGN_OR_RETURN(
+      std::unique_ptr<Device> made,
+      MakeRemoteDevice((*shared->worker)->address() + "/" + device));
+  Device* raw = made.get();
+  shared->devices[device] = std::move(made);
   return raw;
 }
 

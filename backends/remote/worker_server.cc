@@ -517,7 +517,10 @@ void WorkerServer::Impl::Result(const SessionPtr& s, uint64_t req,
 
 void WorkerServer::Impl::Drop(Incoming& in) {
   if (in.desc != nullptr) {
-    ucp_am_data_release(loop_->worker(), in.desc);
+    // Released after the AM callback that may still be running returns.
+    ucp_worker_h worker = loop_->worker();
+    void* desc = in.desc;
+    loop_->Defer([worker, desc] { ucp_am_data_release(worker, desc); });
     in.desc = nullptr;
   }
   in.bytes.clear();
@@ -525,7 +528,11 @@ void WorkerServer::Impl::Drop(Incoming& in) {
 
 void WorkerServer::Impl::Deliver(Incoming in, void* dst, UcxLoop::Done done) {
   if (in.desc != nullptr) {
-    loop_->RecvAmData(in.desc, dst, in.length, std::move(done));
+    // Outside any AM callback.
+    loop_->Defer([this, desc = in.desc, dst, length = in.length,
+                  done = std::move(done)]() mutable {
+      loop_->RecvAmData(desc, dst, length, std::move(done));
+    });
     return;
   }
   if (!in.bytes.empty()) std::memcpy(dst, in.bytes.data(), in.bytes.size());
@@ -629,6 +636,13 @@ absl::Status WorkerServer::Impl::Execute(const SessionPtr& sp, Message& m,
         return absl::InvalidArgumentError(
             absl::StrCat(m.size, " bytes is over ", d->name(), "'s limit of ",
                          type->max_size()));
+      }
+      // Checked before allocating: never ask the allocator for the absurd.
+      const uint64_t total = d->props().memory_total;
+      if (total > 0 && size > total) {
+        return absl::ResourceExhaustedError(
+            absl::StrCat(m.size, " bytes is more than ", d->name(), "'s ",
+                         total, " bytes of memory"));
       }
       FERRY_ASSIGN_OR_RETURN(std::unique_ptr<Buffer> buffer,
                              type->Allocate(size));
