@@ -65,8 +65,13 @@ struct StreamRec {
   uint64_t id = 0;
   uint32_t device = 0;
   std::unique_ptr<Backend> backend;
-  std::map<uint64_t, Event> records;  // Client value -> local event.
+  // Client value -> what it covers: the local event and the gates then
+  // pending.
+  std::map<uint64_t, std::vector<Event>> records;
   uint64_t last_value = 0;
+  // Gates the stream's later local work must wait for, not yet given to the
+  // local backend: transfers on an idle stream then never wake its thread.
+  std::vector<Event> pending;
 };
 
 struct GraphRec {
@@ -181,8 +186,16 @@ class WorkerServer::Impl {
                                                         const Message& m);
   // Makes later work on `stream` fail with `status`.
   void FailStream(StreamRec& stream, absl::Status status);
-  // A gate the stream's later work waits for.
+  // A gate the stream's later work waits for: pending until local work is
+  // enqueued (Flush), or given to the local backend at once (GateNow).
   std::shared_ptr<TimelineSemaphore> Gate(StreamRec& stream);
+  std::shared_ptr<TimelineSemaphore> GateNow(StreamRec& stream);
+  // Hands the pending gates to the local backend (before local work).
+  void Flush(StreamRec& stream);
+  // Events covering everything the stream has so far.
+  std::vector<Event> Point(StreamRec& stream);
+  // Calls `fn` once every event completed (with the first failure).
+  void AfterAll(std::vector<Event> events, UcxLoop::Done fn);
   // Keeps `thing` alive until every stream of `s` has passed its present
   // work.
   void ReleaseAfterStreams(Session& s, std::shared_ptr<void> thing);
@@ -579,8 +592,48 @@ void WorkerServer::Impl::FailStream(StreamRec& stream, absl::Status status) {
 std::shared_ptr<TimelineSemaphore> WorkerServer::Impl::Gate(
     StreamRec& stream) {
   auto gate = std::make_shared<TimelineSemaphore>(0);
+  stream.pending.push_back(Event(gate, 1));
+  return gate;
+}
+
+std::shared_ptr<TimelineSemaphore> WorkerServer::Impl::GateNow(
+    StreamRec& stream) {
+  Flush(stream);
+  auto gate = std::make_shared<TimelineSemaphore>(0);
   (void)stream.backend->EnqueueWait(Event(gate, 1));
   return gate;
+}
+
+void WorkerServer::Impl::Flush(StreamRec& stream) {
+  for (const Event& e : stream.pending) {
+    if (!e.IsComplete()) (void)stream.backend->EnqueueWait(e);
+  }
+  stream.pending.clear();
+}
+
+std::vector<Event> WorkerServer::Impl::Point(StreamRec& stream) {
+  std::vector<Event> out = {stream.backend->Record()};
+  std::erase_if(stream.pending, [](const Event& e) {
+    return e.IsComplete() && e.timeline()->status().ok();
+  });
+  out.insert(out.end(), stream.pending.begin(), stream.pending.end());
+  return out;
+}
+
+void WorkerServer::Impl::AfterAll(std::vector<Event> events,
+                                  UcxLoop::Done fn) {
+  struct State {
+    size_t left;
+    absl::Status status;
+    UcxLoop::Done fn;
+  };
+  auto state = std::make_shared<State>(State{events.size() + 1, {}, std::move(fn)});
+  auto one = [state](absl::Status st) {
+    if (!st.ok() && state->status.ok()) state->status = st;
+    if (--state->left == 0) std::move(state->fn)(state->status);
+  };
+  for (const Event& e : events) loop_->OnEvent(e, one);
+  one(absl::OkStatus());
 }
 
 void WorkerServer::Impl::ReleaseAfterStreams(Session& s,
@@ -589,9 +642,7 @@ void WorkerServer::Impl::ReleaseAfterStreams(Session& s,
   auto release = [count, thing](absl::Status) mutable {
     if (--*count == 0) thing.reset();
   };
-  for (auto& [id, stream] : s.streams) {
-    loop_->OnEvent(stream->backend->Record(), release);
-  }
+  for (auto& [id, stream] : s.streams) AfterAll(Point(*stream), release);
   release(absl::OkStatus());
 }
 
@@ -706,8 +757,8 @@ absl::Status WorkerServer::Impl::Execute(const SessionPtr& sp, Message& m,
       }
       std::shared_ptr<StreamRec> stream = std::move(it->second);
       s.streams.erase(it);
-      Event done = stream->backend->Record();
-      loop_->OnEvent(done, [stream](absl::Status) mutable { stream.reset(); });
+      AfterAll(Point(*stream),
+               [stream](absl::Status) mutable { stream.reset(); });
       return absl::OkStatus();
     }
     case Cmd::kSetTensor:
@@ -779,6 +830,7 @@ absl::Status WorkerServer::Impl::Execute(const SessionPtr& sp, Message& m,
         return absl::InvalidArgumentError(absl::StrCat(
             "graph ", m.id, " is for another device than stream ", m.stream));
       }
+      Flush(*stream);
       return stream->backend->EnqueueCompute(it->second->graph->nodes);
     }
     case Cmd::kRecord: {
@@ -789,14 +841,15 @@ absl::Status WorkerServer::Impl::Execute(const SessionPtr& sp, Message& m,
                          stream->last_value));
       }
       stream->last_value = m.value;
-      Event event = stream->backend->Record();
-      stream->records[m.value] = event;
+      std::vector<Event> point = Point(*stream);
+      stream->records[m.value] = point;
       while (stream->records.size() > kMaxRecords) {
         stream->records.erase(stream->records.begin());
       }
       std::weak_ptr<Session> weak = sp;
       const uint64_t stream_id = m.stream, value = m.value;
-      loop_->OnEvent(event, [this, weak, stream_id, value](absl::Status st) {
+      AfterAll(std::move(point), [this, weak, stream_id,
+                                  value](absl::Status st) {
         SessionPtr s = weak.lock();
         if (s == nullptr || s->closed) return;
         Message r;
@@ -823,7 +876,10 @@ absl::Status WorkerServer::Impl::Execute(const SessionPtr& sp, Message& m,
       auto it = src->records.find(m.value);
       // Older records were dropped once later ones completed.
       if (it == src->records.end()) return absl::OkStatus();
-      return stream->backend->EnqueueWait(it->second);
+      for (const Event& e : it->second) {
+        if (!e.IsComplete()) stream->pending.push_back(e);
+      }
+      return absl::OkStatus();
     }
     case Cmd::kWaitGate: {
       FERRY_ASSIGN_OR_RETURN(StreamRec * stream, FindStream(s, m.stream));
@@ -856,10 +912,10 @@ absl::Status WorkerServer::Impl::Execute(const SessionPtr& sp, Message& m,
       std::shared_ptr<StreamRec> stream = it->second;
       std::weak_ptr<Session> weak = sp;
       const uint64_t req = m.req;
-      loop_->OnEvent(stream->backend->Record(),
-                     [this, weak, stream, req](absl::Status) {
+      AfterAll(Point(*stream), [this, weak, stream, req](absl::Status) {
                        // Done (or failed): clearing it does not block.
                        absl::Status st = stream->backend->Synchronize();
+                       stream->pending.clear();
                        SessionPtr s = weak.lock();
                        if (s != nullptr) Result(s, req, absl::OkStatus());
                      });
@@ -925,16 +981,18 @@ absl::Status WorkerServer::Impl::SetTensor(const SessionPtr& sp,
   in = Incoming();
   if (b->is_host()) {
     char* dst = b->host(m.offset);
-    Event before = stream->backend->Record();
-    if (before.IsComplete() && data.desc == nullptr) {
+    std::vector<Event> before = Point(*stream);
+    const bool idle = std::all_of(before.begin(), before.end(),
+                                  [](const Event& e) { return e.IsComplete(); });
+    if (idle && data.desc == nullptr) {
       std::memcpy(dst, data.bytes.data(), data.bytes.size());
       return absl::OkStatus();
     }
     // Land the bytes once the stream no longer uses the old ones; the
     // work after waits for them.
     std::shared_ptr<TimelineSemaphore> gate = Gate(*stream);
-    loop_->OnEvent(before, [this, b, dst, gate, data = std::move(data)](
-                               absl::Status st) mutable {
+    AfterAll(std::move(before), [this, b, dst, gate, data = std::move(data)](
+                                    absl::Status st) mutable {
       if (!st.ok()) {
         Drop(data);
         gate->Fail(st);
@@ -955,11 +1013,12 @@ absl::Status WorkerServer::Impl::SetTensor(const SessionPtr& sp,
   // in stream order (they are produced by work the stream waits for).
   FERRY_ASSIGN_OR_RETURN(std::shared_ptr<Buffer> staging,
                          Staging(stream->device, m.size));
-  Event before = m.byte != 0 ? stream->backend->Record() : Event();
-  std::shared_ptr<TimelineSemaphore> gate = Gate(*stream);
+  std::vector<Event> before;
+  if (m.byte != 0) before = Point(*stream);
+  std::shared_ptr<TimelineSemaphore> gate = GateNow(*stream);
   void* dst = staging->base();
-  loop_->OnEvent(before, [this, dst, gate, data = std::move(data)](
-                             absl::Status st) mutable {
+  AfterAll(std::move(before), [this, dst, gate, data = std::move(data)](
+                                  absl::Status st) mutable {
     if (!st.ok()) {
       Drop(data);
       gate->Fail(st);
@@ -975,8 +1034,8 @@ absl::Status WorkerServer::Impl::SetTensor(const SessionPtr& sp,
   });
   FERRY_RETURN_IF_ERROR(stream->backend->EnqueueSetTensor(
       b->whole, staging->base(), m.offset, m.size));
-  loop_->OnEvent(stream->backend->Record(),
-                 [staging, b](absl::Status) mutable { staging.reset(); });
+  AfterAll(Point(*stream),
+           [staging, b](absl::Status) mutable { staging.reset(); });
   return absl::OkStatus();
 }
 
@@ -1014,20 +1073,20 @@ absl::Status WorkerServer::Impl::GetTensor(const SessionPtr& sp,
   std::shared_ptr<BufferRec> b = *found;
   if (b->is_host()) {
     const char* src = b->host(m.offset);
-    Event produced = stream->backend->Record();
+    std::vector<Event> produced = Point(*stream);
     // The stream may overwrite the bytes only once they are sent.
     std::shared_ptr<TimelineSemaphore> gate = Gate(*stream);
-    loop_->OnEvent(produced, [send, src, gate, b](absl::Status st) mutable {
+    AfterAll(std::move(produced), [send, src, gate, b](absl::Status st) mutable {
       send(st, src, [gate, b](absl::Status) { (void)gate->Signal(1); });
     });
     return absl::OkStatus();
   }
   FERRY_ASSIGN_OR_RETURN(std::shared_ptr<Buffer> staging,
                          Staging(stream->device, m.size));
+  Flush(*stream);
   FERRY_RETURN_IF_ERROR(stream->backend->EnqueueGetTensor(
       b->whole, staging->base(), m.offset, m.size));
-  loop_->OnEvent(stream->backend->Record(),
-                 [send, staging, b](absl::Status st) mutable {
+  AfterAll(Point(*stream), [send, staging, b](absl::Status st) mutable {
                    const void* data = staging->base();
                    send(st, data,
                         [staging](absl::Status) mutable { staging.reset(); });
@@ -1071,6 +1130,8 @@ absl::Status WorkerServer::Impl::CopyLocal(Session& s, const Message& m) {
   if (m.size == 0) return absl::OkStatus();
   FERRY_ASSIGN_OR_RETURN(Tensor from, Slice(*src, m.src_offset, m.size));
   FERRY_ASSIGN_OR_RETURN(Tensor to, Slice(*dst, m.offset, m.size));
+  Flush(*src_stream);
+  Flush(*stream);
   return stream->backend->EnqueueCopyTensor(*src_stream->backend, from, to);
 }
 
@@ -1172,17 +1233,18 @@ absl::Status WorkerServer::Impl::SendToPeer(const SessionPtr& sp,
   const void* src = nullptr;
   std::shared_ptr<Buffer> staging;
   std::shared_ptr<TimelineSemaphore> gate;
-  Event produced;
+  std::vector<Event> produced;
   if (b->is_host()) {
     src = b->host(m.offset);
-    produced = stream->backend->Record();
+    produced = Point(*stream);
     gate = Gate(*stream);  // Not overwritten before it is sent.
   } else {
     FERRY_ASSIGN_OR_RETURN(staging, Staging(stream->device, m.size));
+    Flush(*stream);
     FERRY_RETURN_IF_ERROR(stream->backend->EnqueueGetTensor(
         b->whole, staging->base(), m.offset, m.size));
     src = staging->base();
-    produced = stream->backend->Record();
+    produced = Point(*stream);
   }
   Message header;
   header.kind = static_cast<uint8_t>(Cmd::kPeerData);
@@ -1190,8 +1252,8 @@ absl::Status WorkerServer::Impl::SendToPeer(const SessionPtr& sp,
   header.id = m.id;
   std::string address = m.text;
   const uint64_t size = m.size;
-  loop_->OnEvent(produced, [this, address, header, src, size, staging, gate,
-                            b](absl::Status st) mutable {
+  AfterAll(std::move(produced), [this, address, header, src, size, staging,
+                                 gate, b](absl::Status st) mutable {
     auto finish = [gate, staging, b](absl::Status st) mutable {
       staging.reset();
       if (gate == nullptr) return;
@@ -1241,9 +1303,9 @@ absl::Status WorkerServer::Impl::RecvFromPeer(const SessionPtr& sp,
   if (b->is_host()) {
     // Straight into the buffer, once the stream is past the work before.
     t->dst = b->host(m.offset);
-    Event before = stream->backend->Record();
+    std::vector<Event> before = Point(*stream);
     t->gate = Gate(*stream);
-    loop_->OnEvent(before, [this, session, transfer](absl::Status st) {
+    AfterAll(std::move(before), [this, session, transfer](absl::Status st) {
       auto it = by_id_.find(session);
       if (it == by_id_.end()) return;
       auto found = it->second->transfers.find(transfer);
@@ -1263,12 +1325,12 @@ absl::Status WorkerServer::Impl::RecvFromPeer(const SessionPtr& sp,
     FERRY_ASSIGN_OR_RETURN(t->staging, Staging(stream->device, m.size));
     t->dst = static_cast<char*>(t->staging->base());
     t->ready = true;
-    t->gate = Gate(*stream);
+    t->gate = GateNow(*stream);
     FERRY_RETURN_IF_ERROR(stream->backend->EnqueueSetTensor(
         b->whole, t->staging->base(), m.offset, m.size));
     std::shared_ptr<Buffer> staging = t->staging;
-    loop_->OnEvent(stream->backend->Record(),
-                   [staging](absl::Status) mutable { staging.reset(); });
+    AfterAll(Point(*stream),
+             [staging](absl::Status) mutable { staging.reset(); });
   }
   s.transfers[transfer] = t;
   // Bytes that came before this command.
@@ -1384,24 +1446,30 @@ absl::Status WorkerServer::Impl::LoadFile(const SessionPtr& sp,
   }
   std::shared_ptr<Buffer> staging;
   char* dst;
-  Event before;
+  std::vector<Event> before;
+  std::shared_ptr<TimelineSemaphore> gate;
   if (b->is_host()) {
     dst = b->host(m.offset);
-    before = stream->backend->Record();
+    before = Point(*stream);
+    gate = Gate(*stream);
   } else {
-    FERRY_ASSIGN_OR_RETURN(staging, Staging(stream->device, m.size));
+    absl::StatusOr<std::shared_ptr<Buffer>> made =
+        Staging(stream->device, m.size);
+    if (!made.ok()) {
+      close(fd);
+      return made.status();
+    }
+    staging = *std::move(made);
     dst = static_cast<char*>(staging->base());
-  }
-  std::shared_ptr<TimelineSemaphore> gate = Gate(*stream);
-  if (staging != nullptr) {
+    gate = GateNow(*stream);
     FERRY_RETURN_IF_ERROR(stream->backend->EnqueueSetTensor(
         b->whole, staging->base(), m.offset, m.size));
   }
   UcxLoop* loop = loop_.get();
   const uint64_t size = m.size, file_offset = m.value;
   std::string name = m.text;
-  loop_->OnEvent(before, [loop, fd, dst, size, file_offset, gate, staging, b,
-                          name](absl::Status st) mutable {
+  AfterAll(std::move(before), [loop, fd, dst, size, file_offset, gate, staging,
+                               b, name](absl::Status st) mutable {
     if (!st.ok()) {
       close(fd);
       gate->Fail(st);
@@ -1430,8 +1498,8 @@ absl::Status WorkerServer::Impl::LoadFile(const SessionPtr& sp,
     }).detach();
   });
   if (staging != nullptr) {
-    loop_->OnEvent(stream->backend->Record(),
-                   [staging](absl::Status) mutable { staging.reset(); });
+    AfterAll(Point(*stream),
+             [staging](absl::Status) mutable { staging.reset(); });
   }
   return absl::OkStatus();
 }
