@@ -174,16 +174,14 @@ absl::StatusOr<Device*> Registry::AddAddressDevice(
   }
   auto it = options.family_options.find(family);
   // Connecting may take a while: not under the lock.
-  FERRY_ASSIGN_OR_RETURN(
-      std::unique_ptr<Device> device,
-      factory(absl::string_view(name).substr(colon + 1),
-              it == options.family_options.end()
-                  ? ""
-                  : absl::string_view(it->second)));
+  FERRY_ASSIGN_OR_RETURN(std::unique_ptr<Device> device,
+                         factory(absl::string_view(name).substr(colon + 1),
+                                 it == options.family_options.end()
+                                     ? ""
+                                     : absl::string_view(it->second)));
   if (device->name() != name) {
-    return absl::InternalError(absl::StrCat("family '", family, "' made '",
-                                            device->name(), "' for '", name,
-                                            "'"));
+    return absl::InternalError(absl::StrCat(
+        "family '", family, "' made '", device->name(), "' for '", name, "'"));
   }
   Device* raw = device.get();
   FERRY_RETURN_IF_ERROR(RegisterDevice(std::move(device)));
@@ -315,13 +313,15 @@ absl::StatusOr<BackendList> Registry::CreateBackends(
         const AddressFamily* f = FindAddressFamilyLocked(family);
         if (f == nullptr) {
           return absl::NotFoundError(absl::StrCat(
-              "device list '", list, "': item ", quoted, ": no address family '",
-              family, "'", address_families_.empty() ? " (none registered)" : ""));
+              "device list '", list, "': item ", quoted,
+              ": no address family '", family, "'",
+              address_families_.empty() ? " (none registered)" : ""));
         }
         absl::Status valid = f->check(item.substr(colon + 1));
         if (!valid.ok()) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              "device list '", list, "': item ", quoted, ": ", valid.message()));
+          return absl::InvalidArgumentError(
+              absl::StrCat("device list '", list, "': item ", quoted, ": ",
+                           valid.message()));
         }
         if (std::find(names.begin(), names.end(), item) != names.end()) {
           return absl::InvalidArgumentError(absl::StrCat(

@@ -139,8 +139,8 @@ class Registry {
   const AddressFamily* FindAddressFamilyLocked(absl::string_view name) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Makes and registers the device `name` (family:address).
-  absl::StatusOr<Device*> AddAddressDevice(const std::string& name,
-                                           const CreateBackendsOptions& options);
+  absl::StatusOr<Device*> AddAddressDevice(
+      const std::string& name, const CreateBackendsOptions& options);
   std::string DeviceNamesLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::string FamilyNamesLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Unregisters (and destroys, if owned) a device made by CreateBackends

@@ -127,7 +127,6 @@ TEST_F(RegistryTest, BestBackendPrefersAccelerators) {
   EXPECT_THAT(empty.CreateBackend(), StatusIs(absl::StatusCode::kNotFound));
 }
 
-
 // An address family as backends/remote registers it: "at:ADDR" items whose
 // address is checked first and made (as a fake device named after it).
 absl::Status RegisterAtFamily(Registry& registry, int* made) {
@@ -164,20 +163,19 @@ TEST_F(RegistryTest, AddressItemsAreCheckedThenMadeOnce) {
   FERRY_ASSERT_OK(registry_.CreateBackends("at:h:1/cpu").status());
   EXPECT_EQ(made, 2);
   // A bad address is refused before anything is made, naming the item.
-  EXPECT_THAT(registry_.CreateBackends("fake5,at:nodevice"),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("'at:nodevice'")));
+  EXPECT_THAT(
+      registry_.CreateBackends("fake5,at:nodevice"),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("'at:nodevice'")));
   EXPECT_THAT(registry_.FindDevice("fake5"),
               StatusIs(absl::StatusCode::kNotFound));
   EXPECT_THAT(registry_.CreateBackends("nope:h:1/cpu"),
               StatusIs(absl::StatusCode::kNotFound, HasSubstr("'nope'")));
   EXPECT_THAT(registry_.CreateBackends("at:h:1/cpu,at:h:1/cpu"),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("twice")));
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("twice")));
   // A device that cannot be made rolls back what the call made.
-  EXPECT_THAT(registry_.CreateBackends("fake7,at:down:1/cpu"),
-              StatusIs(absl::StatusCode::kUnavailable,
-                       HasSubstr("at:down:1/cpu")));
+  EXPECT_THAT(
+      registry_.CreateBackends("fake7,at:down:1/cpu"),
+      StatusIs(absl::StatusCode::kUnavailable, HasSubstr("at:down:1/cpu")));
   EXPECT_THAT(registry_.FindDevice("fake7"),
               StatusIs(absl::StatusCode::kNotFound));
   // Family names are one name space.

@@ -48,9 +48,9 @@ absl::StatusOr<HostPort> ParseHostPort(absl::string_view text) {
     port = text.substr(colon + 1);
     for (char c : out.host) {
       if (!absl::ascii_isalnum(c) && c != '.' && c != '-' && c != '_') {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "'", text, "': host has '", std::string(1, c),
-            "' (letters, digits, '.', '-', '_')"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("'", text, "': host has '", std::string(1, c),
+                         "' (letters, digits, '.', '-', '_')"));
       }
     }
   }
@@ -80,8 +80,8 @@ absl::StatusOr<RemoteDeviceAddress> ParseRemoteDeviceAddress(
   absl::string_view family;
   int index;
   if (out.device != "cpu" && !SplitDeviceName(out.device, &family, &index)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "'", text, "': '", out.device, "' is not a device name"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", text, "': '", out.device, "' is not a device name"));
   }
   return out;
 }
@@ -96,8 +96,8 @@ absl::StatusOr<sockaddr_storage> ResolveAddress(const std::string& host,
   const std::string service = absl::StrCat(port);
   const int rc = getaddrinfo(host.c_str(), service.c_str(), &hints, &result);
   if (rc != 0 || result == nullptr) {
-    return absl::UnavailableError(absl::StrCat(
-        "cannot resolve '", host, "': ", gai_strerror(rc)));
+    return absl::UnavailableError(
+        absl::StrCat("cannot resolve '", host, "': ", gai_strerror(rc)));
   }
   sockaddr_storage out = {};
   std::memcpy(&out, result->ai_addr, result->ai_addrlen);

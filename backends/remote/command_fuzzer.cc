@@ -45,11 +45,11 @@ std::string ValidGraph() {
   ferry::remote::Writer w;
   w.U32(2);
   for (int i = 0; i < 2; ++i) {
-    w.U8(0);                                                  // f32
+    w.U8(0);  // f32
     w.U8(i == 0 ? 0 : static_cast<uint8_t>(ferry::Op::kScale));
     w.U32(0);
-    for (int d = 0; d < 4; ++d) w.I64(d == 0 ? 16 : 1);       // ne
-    for (int d = 0; d < 4; ++d) w.I64(d == 0 ? 4 : 64);       // nb
+    for (int d = 0; d < 4; ++d) w.I64(d == 0 ? 16 : 1);  // ne
+    for (int d = 0; d < 4; ++d) w.I64(d == 0 ? 4 : 64);  // nb
     for (int p = 0; p < 16; ++p) w.I32(p == 0 ? 0x40000000 : 0);
     for (int s = 0; s < 4; ++s) w.I32(i == 1 && s == 0 ? 0 : -1);
     w.U8(1);
@@ -66,8 +66,7 @@ std::string ValidGraph() {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
-  const absl::string_view in(reinterpret_cast<const char*>(data) + 1,
-                             size - 1);
+  const absl::string_view in(reinterpret_cast<const char*>(data) + 1, size - 1);
   switch (data[0] % 5) {
     case 0: {
       auto m = DecodeCommand(in);

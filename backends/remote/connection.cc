@@ -100,8 +100,8 @@ absl::Status Connection::Connect() {
   params.err_mode = UCP_ERR_HANDLING_MODE_PEER;
   params.err_handler.cb = OnEndpointError;
   params.err_handler.arg = this;
-  FERRY_RETURN_IF_ERROR(UcxStatus(
-      ucp_ep_create(loop_->worker(), &params, &ep_), "connecting"));
+  FERRY_RETURN_IF_ERROR(
+      UcxStatus(ucp_ep_create(loop_->worker(), &params, &ep_), "connecting"));
   hello_ = std::make_shared<Pending>();
   std::shared_ptr<Pending> hello = hello_;
   loop_->SetTick(absl::Milliseconds(250), [this] { Tick(); });
@@ -166,9 +166,9 @@ void Connection::Tick() {
   if (!alive()) return;
   const absl::Time now = absl::Now();
   if (now - last_heard_ > deadline_) {
-    Fail(absl::UnavailableError(absl::StrCat(
-        "remote worker ", worker_.ToString(), ": no answer in ",
-        absl::FormatDuration(deadline_))));
+    Fail(absl::UnavailableError(
+        absl::StrCat("remote worker ", worker_.ToString(), ": no answer in ",
+                     absl::FormatDuration(deadline_))));
     return;
   }
   if (now - last_heard_ > absl::Milliseconds(500) &&
@@ -181,8 +181,8 @@ void Connection::Tick() {
   }
 }
 
-void Connection::SendOnLoop(Message m, const void* data, size_t size,
-                            Done done, bool force_rndv) {
+void Connection::SendOnLoop(Message m, const void* data, size_t size, Done done,
+                            bool force_rndv) {
   absl::Status status = this->status();
   if (!status.ok()) {
     if (done != nullptr) std::move(done)(status);
@@ -199,14 +199,15 @@ void Connection::SendOnLoop(Message m, const void* data, size_t size,
   }
   m.seq = next_seq_++;
   bytes_sent.fetch_add(static_cast<int64_t>(size), std::memory_order_relaxed);
-  loop_->SendAm(ep_, kAmCommand, EncodeCommand(m), data, size,
-                [this, done = std::move(done)](absl::Status st) mutable {
-                  if (!st.ok()) Fail(absl::UnavailableError(absl::StrCat(
-                      "remote worker ", worker_.ToString(), ": ",
-                      st.message())));
-                  if (done != nullptr) std::move(done)(st);
-                },
-                force_rndv);
+  loop_->SendAm(
+      ep_, kAmCommand, EncodeCommand(m), data, size,
+      [this, done = std::move(done)](absl::Status st) mutable {
+        if (!st.ok())
+          Fail(absl::UnavailableError(absl::StrCat(
+              "remote worker ", worker_.ToString(), ": ", st.message())));
+        if (done != nullptr) std::move(done)(st);
+      },
+      force_rndv);
 }
 
 void Connection::Send(Message m, const void* data, size_t size, Done done,
@@ -368,9 +369,9 @@ ucs_status_t Connection::Reply(absl::string_view header, void* data,
   last_heard_ = absl::Now();
   absl::StatusOr<Message> m = DecodeReply(header);
   if (!m.ok()) {
-    Fail(absl::InternalError(absl::StrCat("remote worker ", worker_.ToString(),
-                                          ": bad reply: ",
-                                          m.status().message())));
+    Fail(absl::InternalError(
+        absl::StrCat("remote worker ", worker_.ToString(),
+                     ": bad reply: ", m.status().message())));
     return UCS_OK;
   }
   switch (m->reply()) {
@@ -388,9 +389,9 @@ ucs_status_t Connection::Reply(absl::string_view header, void* data,
         // The worker refused a command that had no one to answer: a bug
         // here, or a stream that no longer exists.
         if (m->code != 0) {
-          Fail(absl::InternalError(absl::StrCat(
-              "remote worker ", worker_.ToString(),
-              " refused a command: ", m->text)));
+          Fail(absl::InternalError(
+              absl::StrCat("remote worker ", worker_.ToString(),
+                           " refused a command: ", m->text)));
         }
         break;
       }
@@ -427,9 +428,9 @@ ucs_status_t Connection::Reply(absl::string_view header, void* data,
         break;
       }
       if (length != it->second.size) {
-        FinishGet(req, absl::InternalError(absl::StrCat(
-                           "download of ", it->second.size, " bytes got ",
-                           length)));
+        FinishGet(req,
+                  absl::InternalError(absl::StrCat(
+                      "download of ", it->second.size, " bytes got ", length)));
         break;
       }
       bytes_received.fetch_add(static_cast<int64_t>(length),
@@ -437,8 +438,9 @@ ucs_status_t Connection::Reply(absl::string_view header, void* data,
       if (rndv) {
         void* dst = it->second.dst;
         loop_->Defer([this, data, dst, length, req] {
-          loop_->RecvAmData(data, dst, length,
-                            [this, req](absl::Status st) { FinishGet(req, st); });
+          loop_->RecvAmData(data, dst, length, [this, req](absl::Status st) {
+            FinishGet(req, st);
+          });
         });
         return UCS_INPROGRESS;
       }

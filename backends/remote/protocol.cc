@@ -94,13 +94,13 @@ uint32_t ReplyFields(ReplyKind kind) {
 
 absl::string_view CmdName(Cmd cmd) {
   static constexpr absl::string_view kNames[] = {
-      "invalid",      "hello",       "alloc_buffer",   "free_buffer",
-      "create_stream", "destroy_stream", "set_tensor", "get_tensor",
-      "memset",       "copy_local",  "define_graph",   "drop_graph",
-      "launch",       "record",      "wait_stream",    "wait_gate",
-      "signal_gate",  "reset_stream", "send_to_peer",  "recv_from_peer",
-      "load_file",    "ping",        "supports_op",    "peer_data",
-      "stats",        "blob_part"};
+      "invalid",       "hello",          "alloc_buffer", "free_buffer",
+      "create_stream", "destroy_stream", "set_tensor",   "get_tensor",
+      "memset",        "copy_local",     "define_graph", "drop_graph",
+      "launch",        "record",         "wait_stream",  "wait_gate",
+      "signal_gate",   "reset_stream",   "send_to_peer", "recv_from_peer",
+      "load_file",     "ping",           "supports_op",  "peer_data",
+      "stats",         "blob_part"};
   const size_t i = static_cast<size_t>(cmd);
   return i < sizeof(kNames) / sizeof(kNames[0]) ? kNames[i] : "invalid";
 }
@@ -124,9 +124,8 @@ void Writer::Str(absl::string_view s) {
 
 absl::Status Reader::Take(size_t n, const char** p) {
   if (in_.size() < n) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("message truncated: ", n, " bytes needed, ", in_.size(),
-                     " left"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "message truncated: ", n, " bytes needed, ", in_.size(), " left"));
   }
   *p = in_.data();
   in_.remove_prefix(n);
@@ -144,7 +143,8 @@ absl::Status Reader::U32(uint32_t* v) {
   const char* p;
   FERRY_RETURN_IF_ERROR(Take(4, &p));
   uint32_t r = 0;
-  for (int i = 0; i < 4; ++i) r |= uint32_t{static_cast<uint8_t>(p[i])} << (8 * i);
+  for (int i = 0; i < 4; ++i)
+    r |= uint32_t{static_cast<uint8_t>(p[i])} << (8 * i);
   *v = r;
   return absl::OkStatus();
 }
@@ -153,7 +153,8 @@ absl::Status Reader::U64(uint64_t* v) {
   const char* p;
   FERRY_RETURN_IF_ERROR(Take(8, &p));
   uint64_t r = 0;
-  for (int i = 0; i < 8; ++i) r |= uint64_t{static_cast<uint8_t>(p[i])} << (8 * i);
+  for (int i = 0; i < 8; ++i)
+    r |= uint64_t{static_cast<uint8_t>(p[i])} << (8 * i);
   *v = r;
   return absl::OkStatus();
 }

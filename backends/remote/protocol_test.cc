@@ -43,10 +43,12 @@ TEST(ProtocolTest, CommandsRoundTripAndAreStrict) {
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("after")));
   std::string bad_mask = header;
   bad_mask[1] ^= 0x01;
-  EXPECT_THAT(DecodeCommand(bad_mask), StatusIs(absl::StatusCode::kInvalidArgument,
-                                                HasSubstr("field mask")));
-  EXPECT_THAT(DecodeCommand(std::string(1, '\x7f')),
-              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("unknown")));
+  EXPECT_THAT(
+      DecodeCommand(bad_mask),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("field mask")));
+  EXPECT_THAT(
+      DecodeCommand(std::string(1, '\x7f')),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("unknown")));
 }
 
 TEST(ProtocolTest, LengthsAreBoundedBeforeTheyAreRead) {
@@ -57,13 +59,14 @@ TEST(ProtocolTest, LengthsAreBoundedBeforeTheyAreRead) {
   w.U64(2);
   w.U32(0);
   w.U32(0xfffffff0u);  // A blob "length" far past the message.
-  EXPECT_THAT(DecodeCommand(w.out()), StatusIs(absl::StatusCode::kInvalidArgument,
-                                               HasSubstr("blob")));
+  EXPECT_THAT(DecodeCommand(w.out()),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("blob")));
   Message status;
   status.kind = static_cast<uint8_t>(ReplyKind::kResult);
   status.set_status(absl::NotFoundError("no buffer 3"));
   FERRY_ASSERT_OK_AND_ASSIGN(Message back, DecodeReply(EncodeReply(status)));
-  EXPECT_THAT(back.status(), StatusIs(absl::StatusCode::kNotFound, "no buffer 3"));
+  EXPECT_THAT(back.status(),
+              StatusIs(absl::StatusCode::kNotFound, "no buffer 3"));
 }
 
 TEST(WireGraphTest, RoundTripsPlacedNodesAndChecksExtents) {

@@ -53,12 +53,13 @@ absl::StatusOr<std::unique_ptr<Backend>> Create(const std::string& device) {
   return d->CreateBackend(device == "cpu" ? "threads=1" : "");
 }
 
-FERRY_INSTANTIATE_CONFORMANCE(
-    Remote,
-    ConformanceBackend{.name = "remote_cpu",
-                       .create = [] { return Create("cpu"); }},
-    ConformanceBackend{.name = "remote_sim",
-                       .create = [] { return Create("sim0"); }});
+FERRY_INSTANTIATE_CONFORMANCE(Remote,
+                              ConformanceBackend{
+                                  .name = "remote_cpu",
+                                  .create = [] { return Create("cpu"); }},
+                              ConformanceBackend{
+                                  .name = "remote_sim",
+                                  .create = [] { return Create("sim0"); }});
 
 }  // namespace
 }  // namespace ferry::testing

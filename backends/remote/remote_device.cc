@@ -59,8 +59,8 @@ class RemoteBufferType final : public BufferType {
 class RemoteBuffer final : public Buffer {
  public:
   RemoteBuffer(RemoteBufferType* type, RemoteDevice* device,
-               std::shared_ptr<Connection> connection, uint64_t id,
-               size_t size, void* base)
+               std::shared_ptr<Connection> connection, uint64_t id, size_t size,
+               void* base)
       : Buffer(type, base, size),
         device_(device),
         connection_(std::move(connection)),
@@ -216,8 +216,8 @@ class RemoteDevice final : public Device {
       if (fresh->devices()[index].name == device_) break;
     }
     if (index == fresh->devices().size()) {
-      return absl::NotFoundError(absl::StrCat(
-          "worker ", worker_.ToString(), " no longer serves ", device_));
+      return absl::NotFoundError(absl::StrCat("worker ", worker_.ToString(),
+                                              " no longer serves ", device_));
     }
     connection_ = std::move(fresh);
     index_ = index;
@@ -241,9 +241,8 @@ class RemoteDevice final : public Device {
   // Drops the graphs that read `buffer` (it is being freed).
   void ForgetBuffer(const Connection* c, uint64_t buffer);
   // Runs `fn` with the device's own stream for synchronous transfers.
-  absl::Status WithSyncBackend(
-      const std::shared_ptr<Connection>& c,
-      absl::FunctionRef<absl::Status(Backend&)> fn);
+  absl::Status WithSyncBackend(const std::shared_ptr<Connection>& c,
+                               absl::FunctionRef<absl::Status(Backend&)> fn);
 
  private:
   struct CachedGraph {
@@ -266,8 +265,7 @@ class RemoteDevice final : public Device {
   std::map<std::string, CachedGraph> graphs_ ABSL_GUARDED_BY(mu_);
   uint64_t graph_clock_ ABSL_GUARDED_BY(mu_) = 0;
   mutable std::mutex supports_mu_;
-  mutable std::map<std::string, bool> supports_
-      ABSL_GUARDED_BY(supports_mu_);
+  mutable std::map<std::string, bool> supports_ ABSL_GUARDED_BY(supports_mu_);
   std::mutex sync_mu_;
   std::unique_ptr<Backend> sync_backend_ ABSL_GUARDED_BY(sync_mu_);
   const Connection* sync_connection_ ABSL_GUARDED_BY(sync_mu_) = nullptr;
@@ -340,15 +338,15 @@ absl::StatusOr<std::unique_ptr<Buffer>> RemoteBufferType::Allocate(
     return absl::InvalidArgumentError(absl::StrCat(
         device_->name(), ": ", size, " bytes is over ", max_size()));
   }
-  FERRY_ASSIGN_OR_RETURN(std::shared_ptr<Connection> c,
-                         device_->connection());
+  FERRY_ASSIGN_OR_RETURN(std::shared_ptr<Connection> c, device_->connection());
   Message m = Command(Cmd::kAllocBuffer);
   m.device = device_->index();
   m.size = size;
   FERRY_ASSIGN_OR_RETURN(Message reply, c->Call(std::move(m)));
-  const uint64_t span = (static_cast<uint64_t>(size) + 0xFFFF) & ~uint64_t{0xFFFF};
-  void* base = reinterpret_cast<void*>(next_remote_address.fetch_add(
-      span + 0x10000, std::memory_order_relaxed));
+  const uint64_t span =
+      (static_cast<uint64_t>(size) + 0xFFFF) & ~uint64_t{0xFFFF};
+  void* base = reinterpret_cast<void*>(
+      next_remote_address.fetch_add(span + 0x10000, std::memory_order_relaxed));
   return std::unique_ptr<Buffer>(
       new RemoteBuffer(this, device_, std::move(c), reply.value, size, base));
 }
@@ -443,8 +441,8 @@ absl::StatusOr<uint64_t> RemoteDevice::GraphId(
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (c != connection_) {
-      return absl::UnavailableError(absl::StrCat(
-          name_, ": the connection this stream used was lost"));
+      return absl::UnavailableError(
+          absl::StrCat(name_, ": the connection this stream used was lost"));
     }
     auto it = graphs_.find(blob);
     if (it != graphs_.end()) {
@@ -545,9 +543,9 @@ absl::StatusOr<RemoteBuffer*> RemoteBackend::Resolve(const Tensor& tensor,
   }
   const uint64_t bytes = static_cast<uint64_t>(tensor.NumBytes());
   if (offset > bytes || size > bytes - offset) {
-    return absl::OutOfRangeError(absl::StrCat(
-        what, " of '", tensor.name, "': bytes [", offset, ", +", size,
-        ") are outside its ", bytes));
+    return absl::OutOfRangeError(absl::StrCat(what, " of '", tensor.name,
+                                              "': bytes [", offset, ", +", size,
+                                              ") are outside its ", bytes));
   }
   return buffer;
 }
@@ -565,9 +563,10 @@ absl::Status RemoteBackend::EnqueueSetTensor(Tensor& tensor, const void* data,
   m.size = size;
   // Host bytes produced by work this stream waits for on the host side
   // must be read in stream order: the worker pulls them when it gets there.
-  host_waits_.erase(std::remove_if(host_waits_.begin(), host_waits_.end(),
-                                   [](const Event& e) { return e.IsComplete(); }),
-                    host_waits_.end());
+  host_waits_.erase(
+      std::remove_if(host_waits_.begin(), host_waits_.end(),
+                     [](const Event& e) { return e.IsComplete(); }),
+      host_waits_.end());
   const bool ordered = !host_waits_.empty();
   m.byte = ordered ? 1 : 0;
   connection_->Send(std::move(m), data, size, nullptr, ordered);
@@ -604,9 +603,8 @@ absl::Status RemoteBackend::EnqueueCopyTensor(Backend& src_backend,
   const size_t bytes = static_cast<size_t>(src.NumBytes());
   FERRY_ASSIGN_OR_RETURN(RemoteBuffer * dst_buffer,
                          Resolve(dst, 0, bytes, "copy"));
-  FERRY_ASSIGN_OR_RETURN(
-      RemoteBuffer * from,
-      src_remote->Resolve(src, 0, bytes, "copy source"));
+  FERRY_ASSIGN_OR_RETURN(RemoteBuffer * from,
+                         src_remote->Resolve(src, 0, bytes, "copy source"));
   FERRY_RETURN_IF_ERROR(connection_->status());
   if (bytes == 0) return absl::OkStatus();
   if (src_remote->connection_ == connection_) {
@@ -676,8 +674,8 @@ absl::Status RemoteBackend::EnqueueCompute(NodeSpan nodes) {
   if (!any) return absl::OkStatus();
   FERRY_RETURN_IF_ERROR(connection_->status());
   FERRY_ASSIGN_OR_RETURN(
-      uint64_t id, device_.GraphId(connection_, std::move(blob),
-                                   std::move(buffers)));
+      uint64_t id,
+      device_.GraphId(connection_, std::move(blob), std::move(buffers)));
   Message m = Command(Cmd::kLaunch);
   m.stream = stream_;
   m.id = id;
@@ -694,9 +692,9 @@ Event RemoteBackend::Record() {
   m.stream = stream_;
   m.value = value;
   connection_->Send(std::move(m));
-  last_ = Event(timeline_, value, &device_,
-                std::make_shared<RemoteEvent>(connection_.get(), stream_,
-                                              value));
+  last_ =
+      Event(timeline_, value, &device_,
+            std::make_shared<RemoteEvent>(connection_.get(), stream_, value));
   return last_;
 }
 
@@ -810,9 +808,9 @@ absl::StatusOr<std::unique_ptr<Device>> MakeRemoteDevice(
   for (uint32_t i = 0; i < c->devices().size(); ++i) {
     const DeviceInfo& info = c->devices()[i];
     if (info.name == parsed.device) {
-      return std::unique_ptr<Device>(new RemoteDevice(
-          absl::StrCat("remote:", address), parsed.worker, parsed.device,
-          token, c, i, info));
+      return std::unique_ptr<Device>(
+          new RemoteDevice(absl::StrCat("remote:", address), parsed.worker,
+                           parsed.device, token, c, i, info));
     }
     absl::StrAppend(&served, served.empty() ? "" : ", ", info.name);
   }

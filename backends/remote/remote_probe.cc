@@ -31,7 +31,8 @@ int Run(const std::string& name, int64_t mib, int iters) {
   if (!ferry::RegisterRemoteFamily(registry).ok()) return 1;
   auto list = registry.CreateBackends(name);
   if (!list.ok()) {
-    std::fprintf(stderr, "remote_probe: %s\n", list.status().ToString().c_str());
+    std::fprintf(stderr, "remote_probe: %s\n",
+                 list.status().ToString().c_str());
     return 1;
   }
   ferry::Backend& backend = *list->backends[0];

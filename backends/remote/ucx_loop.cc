@@ -229,17 +229,16 @@ void UcxLoop::SendAm(ucp_ep_h ep, unsigned id, std::string header,
                      bool force_rndv) {
   auto* ctx = new SendContext{std::move(header), std::move(done)};
   ucp_request_param_t param = {};
-  param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
-                       UCP_OP_ATTR_FIELD_FLAGS;
+  param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK |
+                       UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS;
   param.flags = UCP_AM_SEND_FLAG_REPLY |
                 (size >= kRndvThreshold || (force_rndv && size > 0)
                      ? UCP_AM_SEND_FLAG_RNDV
                      : 0);
   param.cb.send = SendCallback;
   param.user_data = ctx;
-  ucs_status_ptr_t request =
-      ucp_am_send_nbx(ep, id, ctx->header.data(), ctx->header.size(), data,
-                      size, &param);
+  ucs_status_ptr_t request = ucp_am_send_nbx(
+      ep, id, ctx->header.data(), ctx->header.size(), data, size, &param);
   if (request == nullptr || UCS_PTR_IS_ERR(request)) {
     const absl::Status status =
         request == nullptr

@@ -47,9 +47,9 @@ absl::StatusOr<std::string> EncodeNodes(absl::Span<Tensor* const> nodes,
     }
     absl::StatusOr<WirePlace> place = (*locate)(t);
     if (!place.ok()) {
-      return absl::Status(place.status().code(),
-                          absl::StrCat(role, " '", t.name,
-                                       "': ", place.status().message()));
+      return absl::Status(
+          place.status().code(),
+          absl::StrCat(role, " '", t.name, "': ", place.status().message()));
     }
     return place;
   };
@@ -75,8 +75,9 @@ absl::StatusOr<std::string> EncodeNodes(absl::Span<Tensor* const> nodes,
             place, place_of(*source, absl::StrCat("source ", s, " of node '",
                                                   node->name, "',")));
       }
-      WriteTensor(tensors, *source, static_cast<uint8_t>(Op::kNone), {-1, -1, -1, -1},
-                  locate != nullptr ? &place : nullptr, with_names);
+      WriteTensor(tensors, *source, static_cast<uint8_t>(Op::kNone),
+                  {-1, -1, -1, -1}, locate != nullptr ? &place : nullptr,
+                  with_names);
       index[source] = count;
       src[s] = count++;
     }
@@ -99,14 +100,12 @@ absl::StatusOr<std::string> EncodeNodes(absl::Span<Tensor* const> nodes,
 absl::StatusOr<uint64_t> CheckedExtent(const Tensor& t) {
   for (int i = 0; i < kMaxDims; ++i) {
     if (t.ne[i] < 0 || t.ne[i] > kMaxWireDim) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("'", t.name, "': ne[", i, "] = ", t.ne[i],
-                       " is outside [0, 2^40]"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "'", t.name, "': ne[", i, "] = ", t.ne[i], " is outside [0, 2^40]"));
     }
     if (t.nb[i] < 0 || t.nb[i] > kMaxWireStride) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("'", t.name, "': nb[", i, "] = ", t.nb[i],
-                       " is outside [0, 2^48]"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "'", t.name, "': nb[", i, "] = ", t.nb[i], " is outside [0, 2^48]"));
     }
   }
   const int64_t block = DTypeBlockSize(t.dtype);
@@ -141,9 +140,8 @@ absl::StatusOr<std::unique_ptr<WireGraph>> DecodeGraph(
   uint32_t count;
   FERRY_RETURN_IF_ERROR(r.U32(&count));
   if (count > kMaxWireTensors) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("graph of ", count, " tensors (at most ", kMaxWireTensors,
-                     ")"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "graph of ", count, " tensors (at most ", kMaxWireTensors, ")"));
   }
   // Each tensor takes at least 128 bytes: refuse counts the blob cannot
   // hold before reserving memory for them.
@@ -183,9 +181,9 @@ absl::StatusOr<std::unique_ptr<WireGraph>> DecodeGraph(
       int32_t src;
       FERRY_RETURN_IF_ERROR(r.I32(&src));
       if (src < -1 || src >= static_cast<int32_t>(i)) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "tensor ", i, ": source ", s, " = ", src,
-            " is not an earlier tensor"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("tensor ", i, ": source ", s, " = ", src,
+                         " is not an earlier tensor"));
       }
       if (src >= 0 && t.op == Op::kNone) {
         return absl::InvalidArgumentError(
@@ -234,9 +232,8 @@ absl::StatusOr<std::unique_ptr<WireGraph>> DecodeGraph(
     uint32_t i;
     FERRY_RETURN_IF_ERROR(r.U32(&i));
     if (i >= count || (n > 0 && i <= last)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("node ", n, ": tensor ", i,
-                       " is out of range or out of order"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "node ", n, ": tensor ", i, " is out of range or out of order"));
     }
     if (graph->tensors[i].op == Op::kNone) {
       return absl::InvalidArgumentError(

@@ -136,9 +136,9 @@ struct Peer {
 
 absl::Status RangeError(absl::string_view what, uint64_t offset, uint64_t size,
                         const BufferRec& b) {
-  return absl::OutOfRangeError(absl::StrCat(what, ": bytes [", offset, ", +",
-                                            size, ") are outside buffer ", b.id,
-                                            " of ", b.buffer->size(), " bytes"));
+  return absl::OutOfRangeError(absl::StrCat(
+      what, ": bytes [", offset, ", +", size, ") are outside buffer ", b.id,
+      " of ", b.buffer->size(), " bytes"));
 }
 
 }  // namespace
@@ -150,13 +150,16 @@ class WorkerServer::Impl {
 
   absl::Status Start();
   int port() const { return port_; }
-  void Run() { loop_->Run(); Shutdown(); }
+  void Run() {
+    loop_->Run();
+    Shutdown();
+  }
   void Stop() { loop_->Stop(); }
 
  private:
   static ucs_status_t OnCommand(void* arg, const void* header,
-                                size_t header_length, void* data,
-                                size_t length, const ucp_am_recv_param_t* param);
+                                size_t header_length, void* data, size_t length,
+                                const ucp_am_recv_param_t* param);
   static ucs_status_t OnReply(void* arg, const void* header,
                               size_t header_length, void* data, size_t length,
                               const ucp_am_recv_param_t* param);
@@ -181,9 +184,9 @@ class WorkerServer::Impl {
 
   absl::StatusOr<StreamRec*> FindStream(Session& s, uint64_t id);
   absl::StatusOr<std::shared_ptr<BufferRec>> FindBuffer(Session& s,
-                                                         uint64_t id);
+                                                        uint64_t id);
   absl::StatusOr<std::shared_ptr<BufferRec>> FindRange(Session& s,
-                                                        const Message& m);
+                                                       const Message& m);
   // Makes later work on `stream` fail with `status`.
   void FailStream(StreamRec& stream, absl::Status status);
   // A gate the stream's later work waits for: pending until local work is
@@ -200,8 +203,7 @@ class WorkerServer::Impl {
   // work.
   void ReleaseAfterStreams(Session& s, std::shared_ptr<void> thing);
   // Pinned host memory for staging on `device`.
-  absl::StatusOr<std::shared_ptr<Buffer>> Staging(uint32_t device,
-                                                   size_t size);
+  absl::StatusOr<std::shared_ptr<Buffer>> Staging(uint32_t device, size_t size);
 
   absl::Status SetTensor(const SessionPtr& s, const Message& m, Incoming& in);
   absl::Status GetTensor(const SessionPtr& s, const Message& m);
@@ -268,8 +270,8 @@ absl::Status WorkerServer::Impl::Start() {
   FERRY_ASSIGN_OR_RETURN(sockaddr_storage addr,
                          ResolveAddress(options_.host, options_.port));
   ucp_listener_params_t params = {};
-  params.field_mask =
-      UCP_LISTENER_PARAM_FIELD_SOCK_ADDR | UCP_LISTENER_PARAM_FIELD_CONN_HANDLER;
+  params.field_mask = UCP_LISTENER_PARAM_FIELD_SOCK_ADDR |
+                      UCP_LISTENER_PARAM_FIELD_CONN_HANDLER;
   params.sockaddr.addr = reinterpret_cast<const sockaddr*>(&addr);
   params.sockaddr.addrlen = sizeof(addr);
   params.conn_handler.cb = OnConnection;
@@ -309,8 +311,8 @@ void WorkerServer::Impl::OnEndpointError(void* arg, ucp_ep_h ep,
     auto it = self->by_ep_.find(ep);
     if (it != self->by_ep_.end()) {
       SessionPtr session = it->second;
-      self->CloseSession(session,
-                         absl::StrCat("connection lost (", ucs_status_string(status), ")"));
+      self->CloseSession(session, absl::StrCat("connection lost (",
+                                               ucs_status_string(status), ")"));
       return;
     }
     auto peer = self->peer_by_ep_.find(ep);
@@ -349,8 +351,7 @@ ucs_status_t WorkerServer::Impl::OnCommand(void* arg, const void* header,
 }
 
 ucs_status_t WorkerServer::Impl::Command(ucp_ep_h ep, absl::string_view header,
-                                         void* data, size_t length,
-                                         bool rndv) {
+                                         void* data, size_t length, bool rndv) {
   absl::StatusOr<Message> m = DecodeCommand(header);
   auto it = by_ep_.find(ep);
   if (it == by_ep_.end()) {
@@ -376,9 +377,9 @@ ucs_status_t WorkerServer::Impl::Command(ucp_ep_h ep, absl::string_view header,
   }
   if (!m.ok()) {
     Drop(in);
-    Result(s, 0, absl::Status(m.status().code(),
-                              absl::StrCat("malformed command: ",
-                                           m.status().message())));
+    Result(s, 0,
+           absl::Status(m.status().code(), absl::StrCat("malformed command: ",
+                                                        m.status().message())));
     return keep;
   }
   if (m->cmd() == Cmd::kHello) {
@@ -474,8 +475,9 @@ void WorkerServer::Impl::Hello(ucp_ep_h ep, const Message& m) {
   pending_eps_.erase(ep);
   if (!status.ok()) {
     reply.set_status(status);
-    loop_->SendAm(ep, kAmReply, EncodeReply(reply), nullptr, 0,
-                  [ep](absl::Status) { ucp_ep_close_nb(ep, UCP_EP_CLOSE_MODE_FLUSH); });
+    loop_->SendAm(
+        ep, kAmReply, EncodeReply(reply), nullptr, 0,
+        [ep](absl::Status) { ucp_ep_close_nb(ep, UCP_EP_CLOSE_MODE_FLUSH); });
     return;
   }
   auto s = std::make_shared<Session>();
@@ -574,8 +576,7 @@ absl::StatusOr<std::shared_ptr<BufferRec>> WorkerServer::Impl::FindBuffer(
 
 absl::StatusOr<std::shared_ptr<BufferRec>> WorkerServer::Impl::FindRange(
     Session& s, const Message& m) {
-  FERRY_ASSIGN_OR_RETURN(std::shared_ptr<BufferRec> b,
-                         FindBuffer(s, m.buffer));
+  FERRY_ASSIGN_OR_RETURN(std::shared_ptr<BufferRec> b, FindBuffer(s, m.buffer));
   const uint64_t size = b->buffer->size();
   if (m.offset > size || m.size > size - m.offset) {
     return RangeError(CmdName(m.cmd()), m.offset, m.size, *b);
@@ -589,8 +590,7 @@ void WorkerServer::Impl::FailStream(StreamRec& stream, absl::Status status) {
   (void)stream.backend->EnqueueWait(Event(failed, 1));
 }
 
-std::shared_ptr<TimelineSemaphore> WorkerServer::Impl::Gate(
-    StreamRec& stream) {
+std::shared_ptr<TimelineSemaphore> WorkerServer::Impl::Gate(StreamRec& stream) {
   auto gate = std::make_shared<TimelineSemaphore>(0);
   stream.pending.push_back(Event(gate, 1));
   return gate;
@@ -620,14 +620,14 @@ std::vector<Event> WorkerServer::Impl::Point(StreamRec& stream) {
   return out;
 }
 
-void WorkerServer::Impl::AfterAll(std::vector<Event> events,
-                                  UcxLoop::Done fn) {
+void WorkerServer::Impl::AfterAll(std::vector<Event> events, UcxLoop::Done fn) {
   struct State {
     size_t left;
     absl::Status status;
     UcxLoop::Done fn;
   };
-  auto state = std::make_shared<State>(State{events.size() + 1, {}, std::move(fn)});
+  auto state =
+      std::make_shared<State>(State{events.size() + 1, {}, std::move(fn)});
   auto one = [state](absl::Status st) {
     if (!st.ok() && state->status.ok()) state->status = st;
     if (--state->left == 0) std::move(state->fn)(state->status);
@@ -682,7 +682,8 @@ absl::Status WorkerServer::Impl::Execute(const SessionPtr& sp, Message& m,
       Device* d = options_.devices[m.device];
       BufferType* type = d->default_buffer_type();
       // Whole 4-byte words, so a tensor of f32 covers the buffer.
-      const uint64_t size = (std::max<uint64_t>(m.size, 4) + 63) & ~uint64_t{63};
+      const uint64_t size =
+          (std::max<uint64_t>(m.size, 4) + 63) & ~uint64_t{63};
       if (m.size > type->max_size() || size < m.size) {
         return absl::InvalidArgumentError(
             absl::StrCat(m.size, " bytes is over ", d->name(), "'s limit of ",
@@ -739,9 +740,8 @@ absl::Status WorkerServer::Impl::Execute(const SessionPtr& sp, Message& m,
         return absl::ResourceExhaustedError(
             absl::StrCat("over ", kMaxStreams, " streams"));
       }
-      FERRY_ASSIGN_OR_RETURN(
-          std::unique_ptr<Backend> backend,
-          options_.devices[m.device]->CreateBackend(m.text));
+      FERRY_ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend,
+                             options_.devices[m.device]->CreateBackend(m.text));
       auto stream = std::make_shared<StreamRec>();
       stream->id = s.next_id++;
       stream->device = m.device;
@@ -786,12 +786,10 @@ absl::Status WorkerServer::Impl::Execute(const SessionPtr& sp, Message& m,
       auto rec = std::make_shared<GraphRec>();
       rec->device = m.device;
       auto lookup_fn = [&](uint64_t id) -> absl::StatusOr<Buffer*> {
-        FERRY_ASSIGN_OR_RETURN(std::shared_ptr<BufferRec> b,
-                               FindBuffer(s, id));
+        FERRY_ASSIGN_OR_RETURN(std::shared_ptr<BufferRec> b, FindBuffer(s, id));
         if (!d->SupportsBufferType(b->buffer->type())) {
-          return absl::InvalidArgumentError(
-              absl::StrCat("buffer ", id, " is memory ", d->name(),
-                           " cannot use"));
+          return absl::InvalidArgumentError(absl::StrCat(
+              "buffer ", id, " is memory ", d->name(), " cannot use"));
         }
         rec->buffers.push_back(b);
         return b->buffer.get();
@@ -836,9 +834,8 @@ absl::Status WorkerServer::Impl::Execute(const SessionPtr& sp, Message& m,
     case Cmd::kRecord: {
       FERRY_ASSIGN_OR_RETURN(StreamRec * stream, FindStream(s, m.stream));
       if (m.value <= stream->last_value) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("record ", m.value, " is not above ",
-                         stream->last_value));
+        return absl::InvalidArgumentError(absl::StrCat(
+            "record ", m.value, " is not above ", stream->last_value));
       }
       stream->last_value = m.value;
       std::vector<Event> point = Point(*stream);
@@ -848,21 +845,21 @@ absl::Status WorkerServer::Impl::Execute(const SessionPtr& sp, Message& m,
       }
       std::weak_ptr<Session> weak = sp;
       const uint64_t stream_id = m.stream, value = m.value;
-      AfterAll(std::move(point), [this, weak, stream_id,
-                                  value](absl::Status st) {
-        SessionPtr s = weak.lock();
-        if (s == nullptr || s->closed) return;
-        Message r;
-        r.stream = stream_id;
-        r.value = value;
-        if (st.ok()) {
-          r.kind = static_cast<uint8_t>(ReplyKind::kSignaled);
-        } else {
-          r.kind = static_cast<uint8_t>(ReplyKind::kStreamFailed);
-          r.set_status(st);
-        }
-        Reply(s, std::move(r));
-      });
+      AfterAll(std::move(point),
+               [this, weak, stream_id, value](absl::Status st) {
+                 SessionPtr s = weak.lock();
+                 if (s == nullptr || s->closed) return;
+                 Message r;
+                 r.stream = stream_id;
+                 r.value = value;
+                 if (st.ok()) {
+                   r.kind = static_cast<uint8_t>(ReplyKind::kSignaled);
+                 } else {
+                   r.kind = static_cast<uint8_t>(ReplyKind::kStreamFailed);
+                   r.set_status(st);
+                 }
+                 Reply(s, std::move(r));
+               });
       return absl::OkStatus();
     }
     case Cmd::kWaitStream: {
@@ -913,12 +910,12 @@ absl::Status WorkerServer::Impl::Execute(const SessionPtr& sp, Message& m,
       std::weak_ptr<Session> weak = sp;
       const uint64_t req = m.req;
       AfterAll(Point(*stream), [this, weak, stream, req](absl::Status) {
-                       // Done (or failed): clearing it does not block.
-                       absl::Status st = stream->backend->Synchronize();
-                       stream->pending.clear();
-                       SessionPtr s = weak.lock();
-                       if (s != nullptr) Result(s, req, absl::OkStatus());
-                     });
+        // Done (or failed): clearing it does not block.
+        absl::Status st = stream->backend->Synchronize();
+        stream->pending.clear();
+        SessionPtr s = weak.lock();
+        if (s != nullptr) Result(s, req, absl::OkStatus());
+      });
       return absl::OkStatus();
     }
     case Cmd::kSendToPeer:
@@ -947,10 +944,10 @@ absl::Status WorkerServer::Impl::Execute(const SessionPtr& sp, Message& m,
       Message r;
       r.kind = static_cast<uint8_t>(ReplyKind::kResult);
       r.req = m.req;
-      r.text = absl::StrCat(stats_.client_bytes_in, ",", stats_.client_bytes_out,
-                            ",", stats_.peer_bytes_in, ",",
-                            stats_.peer_bytes_out, ",", stats_.sessions, ",",
-                            stats_.buffers);
+      r.text =
+          absl::StrCat(stats_.client_bytes_in, ",", stats_.client_bytes_out,
+                       ",", stats_.peer_bytes_in, ",", stats_.peer_bytes_out,
+                       ",", stats_.sessions, ",", stats_.buffers);
       Reply(sp, std::move(r));
       return absl::OkStatus();
     }
@@ -968,8 +965,8 @@ absl::Status WorkerServer::Impl::SetTensor(const SessionPtr& sp,
   FERRY_ASSIGN_OR_RETURN(StreamRec * stream, FindStream(s, m.stream));
   FERRY_ASSIGN_OR_RETURN(std::shared_ptr<BufferRec> b, FindRange(s, m));
   if (in.length != m.size) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "set_tensor of ", m.size, " bytes carries ", in.length));
+    return absl::InvalidArgumentError(
+        absl::StrCat("set_tensor of ", m.size, " bytes carries ", in.length));
   }
   if (b->device != stream->device) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -982,8 +979,9 @@ absl::Status WorkerServer::Impl::SetTensor(const SessionPtr& sp,
   if (b->is_host()) {
     char* dst = b->host(m.offset);
     std::vector<Event> before = Point(*stream);
-    const bool idle = std::all_of(before.begin(), before.end(),
-                                  [](const Event& e) { return e.IsComplete(); });
+    const bool idle =
+        std::all_of(before.begin(), before.end(),
+                    [](const Event& e) { return e.IsComplete(); });
     if (idle && data.desc == nullptr) {
       std::memcpy(dst, data.bytes.data(), data.bytes.size());
       return absl::OkStatus();
@@ -1017,21 +1015,21 @@ absl::Status WorkerServer::Impl::SetTensor(const SessionPtr& sp,
   if (m.byte != 0) before = Point(*stream);
   std::shared_ptr<TimelineSemaphore> gate = GateNow(*stream);
   void* dst = staging->base();
-  AfterAll(std::move(before), [this, dst, gate, data = std::move(data)](
-                                  absl::Status st) mutable {
-    if (!st.ok()) {
-      Drop(data);
-      gate->Fail(st);
-      return;
-    }
-    Deliver(std::move(data), dst, [gate](absl::Status st) {
-      if (st.ok()) {
-        (void)gate->Signal(1);
-      } else {
-        gate->Fail(st);
-      }
-    });
-  });
+  AfterAll(std::move(before),
+           [this, dst, gate, data = std::move(data)](absl::Status st) mutable {
+             if (!st.ok()) {
+               Drop(data);
+               gate->Fail(st);
+               return;
+             }
+             Deliver(std::move(data), dst, [gate](absl::Status st) {
+               if (st.ok()) {
+                 (void)gate->Signal(1);
+               } else {
+                 gate->Fail(st);
+               }
+             });
+           });
   FERRY_RETURN_IF_ERROR(stream->backend->EnqueueSetTensor(
       b->whole, staging->base(), m.offset, m.size));
   AfterAll(Point(*stream),
@@ -1063,10 +1061,10 @@ absl::Status WorkerServer::Impl::GetTensor(const SessionPtr& sp,
   };
   if (!found.ok() || (*found)->device != stream->device) {
     // The client waits for this get: answer it with the error.
-    absl::Status st = found.ok() ? absl::InvalidArgumentError(absl::StrCat(
-                                       "buffer ", m.buffer,
-                                       " is not on the stream's device"))
-                                 : found.status();
+    absl::Status st =
+        found.ok() ? absl::InvalidArgumentError(absl::StrCat(
+                         "buffer ", m.buffer, " is not on the stream's device"))
+                   : found.status();
     send(st, nullptr, [](absl::Status) {});
     return st;
   }
@@ -1076,9 +1074,10 @@ absl::Status WorkerServer::Impl::GetTensor(const SessionPtr& sp,
     std::vector<Event> produced = Point(*stream);
     // The stream may overwrite the bytes only once they are sent.
     std::shared_ptr<TimelineSemaphore> gate = Gate(*stream);
-    AfterAll(std::move(produced), [send, src, gate, b](absl::Status st) mutable {
-      send(st, src, [gate, b](absl::Status) { (void)gate->Signal(1); });
-    });
+    AfterAll(
+        std::move(produced), [send, src, gate, b](absl::Status st) mutable {
+          send(st, src, [gate, b](absl::Status) { (void)gate->Signal(1); });
+        });
     return absl::OkStatus();
   }
   FERRY_ASSIGN_OR_RETURN(std::shared_ptr<Buffer> staging,
@@ -1087,10 +1086,9 @@ absl::Status WorkerServer::Impl::GetTensor(const SessionPtr& sp,
   FERRY_RETURN_IF_ERROR(stream->backend->EnqueueGetTensor(
       b->whole, staging->base(), m.offset, m.size));
   AfterAll(Point(*stream), [send, staging, b](absl::Status st) mutable {
-                   const void* data = staging->base();
-                   send(st, data,
-                        [staging](absl::Status) mutable { staging.reset(); });
-                 });
+    const void* data = staging->base();
+    send(st, data, [staging](absl::Status) mutable { staging.reset(); });
+  });
   return absl::OkStatus();
 }
 
@@ -1154,9 +1152,9 @@ void WorkerServer::Impl::WithPeer(
       return;
     }
     ucp_ep_params_t params = {};
-    params.field_mask = UCP_EP_PARAM_FIELD_FLAGS | UCP_EP_PARAM_FIELD_SOCK_ADDR |
-                        UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
-                        UCP_EP_PARAM_FIELD_ERR_HANDLER;
+    params.field_mask =
+        UCP_EP_PARAM_FIELD_FLAGS | UCP_EP_PARAM_FIELD_SOCK_ADDR |
+        UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER;
     params.flags = UCP_EP_PARAMS_FLAGS_CLIENT_SERVER;
     params.sockaddr.addr = reinterpret_cast<const sockaddr*>(&*addr);
     params.sockaddr.addrlen = sizeof(*addr);
@@ -1209,8 +1207,8 @@ void WorkerServer::Impl::PeerReply(ucp_ep_h ep, const Message& m) {
     peer->ready = true;
   } else {
     peer->failed = absl::Status(
-        st.code(), absl::StrCat("peer worker ", peer->address, ": ",
-                                st.message()));
+        st.code(),
+        absl::StrCat("peer worker ", peer->address, ": ", st.message()));
     peers_.erase(peer->address);
     peer_by_ep_.erase(ep);
   }
@@ -1440,9 +1438,9 @@ absl::Status WorkerServer::Impl::LoadFile(const SessionPtr& sp,
       m.value > static_cast<uint64_t>(st.st_size) ||
       m.size > static_cast<uint64_t>(st.st_size) - m.value) {
     close(fd);
-    return absl::OutOfRangeError(absl::StrCat(
-        "'", m.text, "': bytes [", m.value, ", +", m.size,
-        ") are outside the file"));
+    return absl::OutOfRangeError(absl::StrCat("'", m.text, "': bytes [",
+                                              m.value, ", +", m.size,
+                                              ") are outside the file"));
   }
   std::shared_ptr<Buffer> staging;
   char* dst;
@@ -1480,11 +1478,12 @@ absl::Status WorkerServer::Impl::LoadFile(const SessionPtr& sp,
       absl::Status result;
       uint64_t done = 0;
       while (done < size) {
-        const ssize_t n = pread(fd, dst + done, size - done, file_offset + done);
+        const ssize_t n =
+            pread(fd, dst + done, size - done, file_offset + done);
         if (n <= 0) {
-          result = absl::DataLossError(absl::StrCat(
-              "reading '", name, "' at ", file_offset + done, ": ",
-              n == 0 ? "end of file" : strerror(errno)));
+          result = absl::DataLossError(
+              absl::StrCat("reading '", name, "' at ", file_offset + done, ": ",
+                           n == 0 ? "end of file" : strerror(errno)));
           break;
         }
         done += static_cast<uint64_t>(n);
@@ -1508,8 +1507,8 @@ void WorkerServer::Impl::CloseSession(const SessionPtr& s,
                                       absl::string_view why, bool close_ep) {
   if (s->closed) return;
   s->closed = true;
-  const absl::Status gone = absl::CancelledError(
-      absl::StrCat("session ", s->id, " ended: ", why));
+  const absl::Status gone =
+      absl::CancelledError(absl::StrCat("session ", s->id, " ended: ", why));
   for (auto& [seq, held] : s->held) Drop(held.in);
   s->held.clear();
   for (auto& [id, gate] : s->gates) gate->Fail(gone);
@@ -1529,13 +1528,13 @@ void WorkerServer::Impl::CloseSession(const SessionPtr& s,
   // read the buffers).
   auto state = std::make_shared<Session>();
   state->streams = s->streams;
-  auto keep = std::make_shared<
-      std::tuple<decltype(s->buffers), decltype(s->graphs)>>(
-      std::move(s->buffers), std::move(s->graphs));
+  auto keep =
+      std::make_shared<std::tuple<decltype(s->buffers), decltype(s->graphs)>>(
+          std::move(s->buffers), std::move(s->graphs));
   ReleaseAfterStreams(*state, keep);
   s->streams.clear();
-  auto streams = std::make_shared<decltype(state->streams)>(
-      std::move(state->streams));
+  auto streams =
+      std::make_shared<decltype(state->streams)>(std::move(state->streams));
   ReleaseAfterStreams(*state, streams);
   if (close_ep) ucp_ep_close_nb(s->ep, UCP_EP_CLOSE_MODE_FORCE);
 }
@@ -1551,9 +1550,9 @@ void WorkerServer::Impl::Tick() {
       auto t = s->transfers[tid];
       s->transfers.erase(tid);
       Drop(t->data);
-      t->gate->Fail(absl::DeadlineExceededError(absl::StrCat(
-          "transfer ", tid, ": no bytes from the peer worker in ",
-          absl::FormatDuration(options_.transfer_timeout))));
+      t->gate->Fail(absl::DeadlineExceededError(
+          absl::StrCat("transfer ", tid, ": no bytes from the peer worker in ",
+                       absl::FormatDuration(options_.transfer_timeout))));
     }
   }
 }

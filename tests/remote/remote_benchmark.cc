@@ -15,6 +15,7 @@
 // The transport is UCX_TLS's (tcp, or sm,self,tcp for shared memory):
 //   UCX_TLS=tcp ./bazelw run --config=opt //tests/remote:remote_benchmark
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <memory>
 #include <string>
@@ -60,6 +61,10 @@ Workers& GetWorkers() {
       w->processes.push_back(std::move(*p));
       w->devices.push_back(std::move(*d));
     }
+    // The workers go with the benchmark (their devices stay, unused).
+    std::atexit([] {
+      for (auto& p : GetWorkers().processes) p->Kill();
+    });
     return w;
   }();
   return *workers;
@@ -154,7 +159,8 @@ void BM_WorkerFileLoad(benchmark::State& state) {
   Placed p;
   Tensor* t = p.New(*device.default_buffer_type(), bytes, "w");
   for (auto _ : state) {
-    FERRY_CHECK(EnqueueLoadFromWorkerFile(**backend, *t, 0, bytes, name, 0).ok());
+    FERRY_CHECK(
+        EnqueueLoadFromWorkerFile(**backend, *t, 0, bytes, name, 0).ok());
     FERRY_CHECK((*backend)->Synchronize().ok());
   }
   state.SetBytesProcessed(state.iterations() * bytes);
@@ -176,9 +182,9 @@ void BM_WorkerToWorker(benchmark::State& state) {
     FERRY_CHECK((*b1)->Synchronize().ok());
   }
   const RemoteTraffic after = GetRemoteTraffic();
-  state.counters["client_bytes"] = static_cast<double>(
-      after.bytes_sent - before.bytes_sent + after.bytes_received -
-      before.bytes_received);
+  state.counters["client_bytes"] =
+      static_cast<double>(after.bytes_sent - before.bytes_sent +
+                          after.bytes_received - before.bytes_received);
   state.SetBytesProcessed(state.iterations() * bytes);
 }
 BENCHMARK(BM_WorkerToWorker)->Arg(64 << 20)->UseRealTime();

@@ -107,7 +107,8 @@ class RemotePipelineTest : public ::testing::Test {
     }
     Event previous;
     for (int k = 0; k < kMicroBatches; ++k) {
-      if (n_copies == 1 && k > 0) FERRY_RETURN_IF_ERROR(previous.WaitBlocking());
+      if (n_copies == 1 && k > 0)
+        FERRY_RETURN_IF_ERROR(previous.WaitBlocking());
       FERRY_RETURN_IF_ERROR(
           SetLlamaInputs(g, kConfig.n_vocab, Prompt(k, kUbatch)));
       FERRY_ASSIGN_OR_RETURN(previous, sched->Submit(g.graph));
@@ -170,7 +171,8 @@ TEST_F(RemotePipelineTest, WorkerToWorkerCopyBypassesTheClient) {
   Tensor* src = place(*w0, "src");
   Tensor* dst = place(*w1, "dst");
   std::vector<float> values(n);
-  for (int64_t i = 0; i < n; ++i) values[i] = static_cast<float>(i % 977) - 3.5f;
+  for (int64_t i = 0; i < n; ++i)
+    values[i] = static_cast<float>(i % 977) - 3.5f;
   FERRY_ASSERT_OK(SetTensorData(*src, values.data()));
   FERRY_ASSERT_OK_AND_ASSIGN(std::vector<int64_t> before,
                              GetWorkerStats(w1->device()));
@@ -214,9 +216,9 @@ TEST_F(RemotePipelineTest, AKilledWorkerFailsTheRunWithUnavailable) {
   absl::StatusOr<Event> batch = sched->Submit(g.graph);
   workers_[1]->Kill();
   const absl::Time start = absl::Now();
-  absl::Status status = batch.ok() ? batch->WaitBlocking(absl::Now() +
-                                                         absl::Seconds(30))
-                                   : batch.status();
+  absl::Status status =
+      batch.ok() ? batch->WaitBlocking(absl::Now() + absl::Seconds(30))
+                 : batch.status();
   // Either the batch had finished before the kill, or it failed; the next
   // one must fail, naming the worker, within the deadline.
   if (status.ok()) {

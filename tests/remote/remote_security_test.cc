@@ -24,11 +24,11 @@
 namespace ferry::remote {
 namespace {
 
-using testing::kTestToken;
-using testing::WorkerProcess;
 using ::ferry::testing::StatusIs;
 using ::testing::HasSubstr;
+using testing::kTestToken;
 using ::testing::Not;
+using testing::WorkerProcess;
 
 Message Command(Cmd cmd) {
   Message m;
@@ -43,8 +43,8 @@ class RemoteSecurityTest : public ::testing::Test {
     std::ofstream(dir_ + "/weights.bin", std::ios::binary)
         << std::string(4096, '\x2a');
     FERRY_ASSERT_OK_AND_ASSIGN(
-        worker_, WorkerProcess::Start({"--devices=cpu,sim0",
-                                       "--weights_dir=" + dir_}));
+        worker_,
+        WorkerProcess::Start({"--devices=cpu,sim0", "--weights_dir=" + dir_}));
     FERRY_ASSERT_OK_AND_ASSIGN(c_, Connect());
   }
 
@@ -95,9 +95,8 @@ class RemoteSecurityTest : public ::testing::Test {
 };
 
 TEST_F(RemoteSecurityTest, AWrongTokenGetsNothing) {
-  EXPECT_THAT(Connect("not-the-token"),
-              StatusIs(absl::StatusCode::kUnavailable,
-                       HasSubstr("wrong token")));
+  EXPECT_THAT(Connect("not-the-token"), StatusIs(absl::StatusCode::kUnavailable,
+                                                 HasSubstr("wrong token")));
   EXPECT_THAT(Connect(""), StatusIs(absl::StatusCode::kUnavailable));
   FERRY_EXPECT_OK(Ping());
 }
@@ -110,8 +109,8 @@ TEST_F(RemoteSecurityTest, RequestsOutOfBoundsGetErrors) {
   memset.buffer = buffer;
   memset.offset = 200;
   memset.size = 100;  // Past the end.
-  EXPECT_THAT(c_->Call(memset), StatusIs(absl::StatusCode::kOutOfRange,
-                                         HasSubstr("buffer")));
+  EXPECT_THAT(c_->Call(memset),
+              StatusIs(absl::StatusCode::kOutOfRange, HasSubstr("buffer")));
   memset.offset = ~uint64_t{0} - 10;  // Wraps around.
   memset.size = 20;
   EXPECT_THAT(c_->Call(memset), StatusIs(absl::StatusCode::kOutOfRange));
@@ -134,8 +133,8 @@ TEST_F(RemoteSecurityTest, StreamWorkOutOfBoundsFailsTheStream) {
   set.offset = 192;  // 192 + 128 > 256.
   set.size = bytes.size();
   c_->Send(set, bytes.data(), bytes.size());
-  EXPECT_THAT(Finish(s), StatusIs(absl::StatusCode::kOutOfRange,
-                                  HasSubstr("set_tensor")));
+  EXPECT_THAT(Finish(s),
+              StatusIs(absl::StatusCode::kOutOfRange, HasSubstr("set_tensor")));
   // A size that does not match the bytes sent.
   set.offset = 0;
   set.size = 64;
@@ -207,8 +206,8 @@ TEST_F(RemoteSecurityTest, HostileGraphsAreRefusedBeforeTheyRun) {
   launch.stream = s.id;
   launch.id = 123456;
   c_->Send(launch);
-  EXPECT_THAT(Finish(s), StatusIs(absl::StatusCode::kNotFound,
-                                  HasSubstr("graph")));
+  EXPECT_THAT(Finish(s),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("graph")));
   FERRY_EXPECT_OK(Ping());
 }
 
@@ -222,9 +221,10 @@ TEST_F(RemoteSecurityTest, MalformedHeadersGetAnErrorAndTheWorkerLives) {
     c_->SendRawForTesting(header);
   }
   const absl::Time deadline = absl::Now() + absl::Seconds(5);
-  while (c_->alive() && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(5));
-  EXPECT_THAT(c_->status(), StatusIs(absl::StatusCode::kInternal,
-                                     HasSubstr("refused")));
+  while (c_->alive() && absl::Now() < deadline)
+    absl::SleepFor(absl::Milliseconds(5));
+  EXPECT_THAT(c_->status(),
+              StatusIs(absl::StatusCode::kInternal, HasSubstr("refused")));
   FERRY_EXPECT_OK(other->Call(Command(Cmd::kPing)).status());
 }
 

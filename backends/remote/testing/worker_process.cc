@@ -62,11 +62,10 @@ absl::StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::Start(
   }
   close(out[0]);
   const size_t at = line.find("listening on ");
-  const size_t space = at == std::string::npos
-                           ? std::string::npos
-                           : line.find(' ', at + 13);
-  const size_t colon = at == std::string::npos ? std::string::npos
-                                               : line.rfind(':', space);
+  const size_t space =
+      at == std::string::npos ? std::string::npos : line.find(' ', at + 13);
+  const size_t colon =
+      at == std::string::npos ? std::string::npos : line.rfind(':', space);
   if (colon == std::string::npos ||
       !absl::SimpleAtoi(line.substr(colon + 1, space - colon - 1),
                         &process->port_)) {
