@@ -5,6 +5,7 @@
 # the link's bound (the shaped rate) and no more than the bound allows.
 # Needs root and network namespaces; elsewhere it says SKIPPED and passes.
 set -u
+export PATH="$PATH:/usr/sbin:/sbin"
 worker="$1"
 probe="$2"
 skip() { echo "SKIPPED: $*"; exit 0; }
