@@ -61,7 +61,8 @@ struct RemoteTraffic {
 RemoteTraffic GetRemoteTraffic();
 
 // The counters a worker keeps (WorkerStats), asked over `device`'s
-// connection: client_in, client_out, peer_in, peer_out, sessions, buffers.
+// connection: client_in, client_out, peer_in, peer_out, sessions, buffers,
+// graphs_defined.
 absl::StatusOr<std::vector<int64_t>> GetWorkerStats(Device& device);
 
 // Queues on `backend` (a remote backend) a read of bytes

@@ -805,6 +805,7 @@ absl::Status WorkerServer::Impl::Execute(const SessionPtr& sp, Message& m,
       }
       const uint64_t id = s.next_id++;
       s.graphs[id] = std::move(rec);
+      ++stats_.graphs_defined;
       Result(sp, m.req, absl::OkStatus(), id);
       return absl::OkStatus();
     }
@@ -944,10 +945,10 @@ absl::Status WorkerServer::Impl::Execute(const SessionPtr& sp, Message& m,
       Message r;
       r.kind = static_cast<uint8_t>(ReplyKind::kResult);
       r.req = m.req;
-      r.text =
-          absl::StrCat(stats_.client_bytes_in, ",", stats_.client_bytes_out,
-                       ",", stats_.peer_bytes_in, ",", stats_.peer_bytes_out,
-                       ",", stats_.sessions, ",", stats_.buffers);
+      r.text = absl::StrCat(stats_.client_bytes_in, ",",
+                            stats_.client_bytes_out, ",", stats_.peer_bytes_in,
+                            ",", stats_.peer_bytes_out, ",", stats_.sessions,
+                            ",", stats_.buffers, ",", stats_.graphs_defined);
       Reply(sp, std::move(r));
       return absl::OkStatus();
     }

@@ -46,6 +46,7 @@ struct WorkerStats {
   int64_t peer_bytes_out = 0;    // To other workers.
   int64_t sessions = 0;          // Open sessions.
   int64_t buffers = 0;           // Live buffers over all sessions.
+  int64_t graphs_defined = 0;    // kDefineGraph commands accepted.
 };
 
 class WorkerServer {

@@ -3,6 +3,7 @@
 // go from worker to worker without passing through this process, and a
 // worker killed mid-batch fails the run with Unavailable (no hang), after
 // which new connections work.
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -74,8 +75,11 @@ class RemotePipelineTest : public ::testing::Test {
 
   // Logits of every micro-batch, n_copies batches in flight; the layers on
   // the first backends, the embedding on the CPU (the last).
+  // `after_warmup` runs once the first n_copies micro-batches are done (each
+  // copy slot places split inputs apart, so each slot has its own splits).
   absl::StatusOr<std::vector<std::vector<float>>> Prefill(
-      std::vector<Backend*> backends, int n_copies) {
+      std::vector<Backend*> backends, int n_copies,
+      std::function<void()> after_warmup = nullptr) {
     examples::LlamaModelOptions options;
     if (backends.size() > 1) {
       options.split.assign(backends.size(), 1.0);
@@ -113,6 +117,10 @@ class RemotePipelineTest : public ::testing::Test {
           SetLlamaInputs(g, kConfig.n_vocab, Prompt(k, kUbatch)));
       FERRY_ASSIGN_OR_RETURN(previous, sched->Submit(g.graph));
       FERRY_RETURN_IF_ERROR(out->EnqueueGetTensor(*g.logits, dst[k], 0, bytes));
+      if (k == n_copies - 1 && after_warmup != nullptr) {
+        FERRY_RETURN_IF_ERROR(previous.WaitBlocking());
+        after_warmup();
+      }
     }
     FERRY_RETURN_IF_ERROR(sched->Synchronize());
     if (pinned_type != nullptr) {
@@ -136,8 +144,27 @@ TEST_F(RemotePipelineTest, TwoWorkersAsStagesMatchTheLocalRun) {
   ASSERT_NE(w1, nullptr);
   FERRY_ASSERT_OK_AND_ASSIGN(std::vector<int64_t> before,
                              GetWorkerStats(w1->device()));
+  // Splits are defined on the workers by the first batches (one set per
+  // copy slot), then launched by id: the later batches define nothing.
+  std::vector<int64_t> defined_after_warmup;
   FERRY_ASSERT_OK_AND_ASSIGN(auto actual,
-                             Prefill({w0.get(), w1.get(), cpu_.get()}, 4));
+                             Prefill({w0.get(), w1.get(), cpu_.get()}, 4, [&] {
+                               for (Backend* b : {w0.get(), w1.get()}) {
+                                 auto stats = GetWorkerStats(b->device());
+                                 ASSERT_TRUE(stats.ok()) << stats.status();
+                                 defined_after_warmup.push_back((*stats)[6]);
+                               }
+                             }));
+  for (int i = 0; i < 2; ++i) {
+    Backend* b = i == 0 ? w0.get() : w1.get();
+    FERRY_ASSERT_OK_AND_ASSIGN(std::vector<int64_t> stats,
+                               GetWorkerStats(b->device()));
+    ASSERT_EQ(defined_after_warmup.size(), 2u);
+    EXPECT_GT(defined_after_warmup[i], 0) << "worker " << i;
+    EXPECT_LE(defined_after_warmup[i], 4) << "worker " << i;
+    EXPECT_EQ(stats[6], defined_after_warmup[i])
+        << "worker " << i << " got new graphs after the warm-up";
+  }
   ASSERT_EQ(expected.size(), actual.size());
   for (int k = 0; k < kMicroBatches; ++k) {
     EXPECT_LE(testing::Nmse(expected[k], actual[k]), 1e-6) << "batch " << k;
