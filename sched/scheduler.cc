@@ -9,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "ferry/graph/op.h"
 #include "ferry/runtime/default_executor.h"
+#include "ferry/runtime/executor.h"
 #include "ferry/runtime/promise.h"
 #include "ferry/runtime/status_macros.h"
 #include "ferry/runtime/trace.h"
@@ -48,17 +49,22 @@ namespace {
 // memory, then signals `value` on `timeline` after value - 1 (batches
 // complete in order), or fails it.
 Task<void> FinishBatch(
-    std::vector<Event> events,
+    std::vector<std::pair<std::string, Event>> events,
     std::vector<std::pair<const char*, std::pair<void*, size_t>>> staged,
     std::shared_ptr<TimelineSemaphore> timeline, uint64_t value) {
   // Scheduler bookkeeping: never on a caller's executor, which may be
   // blocked waiting for this batch.
   WaitOptions options;
   options.resume_on = &DefaultExecutor();
+  // In graph order: the first failure is the split where it happened
+  // (those after it fail because they wait for it).
   absl::Status status;
-  for (const Event& event : events) {
+  for (const auto& [where, event] : events) {
     status = co_await event.Wait(options);
-    if (!status.ok()) break;
+    if (!status.ok()) {
+      status = AnnotateStatus(std::move(status), where);
+      break;
+    }
   }
   if (status.ok()) {
     for (const auto& [from, to] : staged)
@@ -794,6 +800,11 @@ Backend& Scheduler::OutputStream(const Tensor& output) {
 }
 
 absl::StatusOr<Event> Scheduler::EnqueueBatch(Batch& batch, int slot) {
+  if (IsDeviceThread()) {
+    // Never: continuations are resumed on executors, never device threads.
+    return absl::InternalError(
+        "scheduler: a batch enqueued on a device thread");
+  }
   // Host-side spans (track "sched/enqueue"): the time each split-input copy
   // and each split's compute take to enqueue.
   TraceRecorder& trace = TraceRecorder::Global();
@@ -805,6 +816,7 @@ absl::StatusOr<Event> Scheduler::EnqueueBatch(Batch& batch, int slot) {
       used.push_back(stream);
     }
   };
+  std::vector<std::pair<std::string, Event>> events;
   for (int s = 0; s < num_splits(); ++s) {
     const Split& split = partition_.splits[s];
     Backend& dst = *lanes_[split.lane].compute;
@@ -814,6 +826,8 @@ absl::StatusOr<Event> Scheduler::EnqueueBatch(Batch& batch, int slot) {
     const int64_t begin_ns = tracing ? TraceRecorder::NowNanos() : 0;
     FERRY_RETURN_IF_ERROR(dst.EnqueueCompute(SplitNodes(s, slot)), "batch ",
                           number, ": split ", s, " on ", dst.name());
+    events.emplace_back(absl::StrCat("split ", s, " on ", dst.name()),
+                        dst.Record());
     if (tracing) {
       trace.Record(trace_track_, absl::StrCat("split ", s, " ", dst.name()),
                    begin_ns, TraceRecorder::NowNanos(),
@@ -824,11 +838,15 @@ absl::StatusOr<Event> Scheduler::EnqueueBatch(Batch& batch, int slot) {
     }
   }
   FERRY_RETURN_IF_ERROR(EnqueueOutputs(batch, slot), "batch ", number);
-  for (const BatchIo::Output& out : batch.outputs)
+  // Every stream's last work (outputs included); copy streams' work is
+  // awaited by the lanes that use it.
+  for (const BatchIo::Output& out : batch.outputs) {
     use(&OutputStream(*out.tensor));
-  // Copy streams' work is awaited by the lanes that use it.
-  std::vector<Event> events;
-  for (Backend* stream : used) events.push_back(stream->Record());
+  }
+  for (Backend* stream : used) {
+    events.emplace_back(absl::StrCat("outputs on ", stream->name()),
+                        stream->Record());
+  }
   in_flight_ = true;
   const uint64_t value = static_cast<uint64_t>(++next_batch_);
   ++stats_.batches;

@@ -213,6 +213,16 @@ bool FakeDevice::IsPinned(const void* data, size_t size) {
          size <= it->second - (begin - it->first);
 }
 
+void FakeDevice::FailNextCompute(absl::Status status) {
+  std::lock_guard<std::mutex> lock(mu_);
+  next_compute_failure_ = std::move(status);
+}
+
+absl::Status FakeDevice::TakeComputeFailure() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return std::exchange(next_compute_failure_, absl::OkStatus());
+}
+
 void FakeDevice::Log(FakeOp op) {
   std::lock_guard<std::mutex> lock(mu_);
   log_.push_back(std::move(op));
@@ -320,10 +330,13 @@ absl::Status FakeBackend::EnqueueCompute(NodeSpan nodes) {
       }));
   device_.Log({FakeOp::Kind::kCompute, name_, "", 0, false,
                static_cast<int>(snapshot.size())});
-  stream_.Enqueue([snapshot = std::move(snapshot)]() mutable {
-    cpu_kernels::KernelRunner runner(1);
-    return runner.Run(snapshot.nodes(), nullptr, /*validate=*/false);
-  });
+  absl::Status failure = device_.TakeComputeFailure();
+  stream_.Enqueue(
+      [snapshot = std::move(snapshot), failure = std::move(failure)]() mutable {
+        if (!failure.ok()) return failure;
+        cpu_kernels::KernelRunner runner(1);
+        return runner.Run(snapshot.nodes(), nullptr, /*validate=*/false);
+      });
   return absl::OkStatus();
 }
 
