@@ -67,7 +67,7 @@ absl::Status AssignBackends(const GraphSignature& sig,
     }
     return -1;
   };
-  for (int i = 0; i < n; ++i) {
+  for (int i = 0; sig.has_externals() && i < n; ++i) {
     const GraphSignature::Wiring& w = sig.wiring(i);
     if (w.view_src == GraphSignature::kExternal ||
         std::find(w.src.begin(), w.src.end(), GraphSignature::kExternal) !=
@@ -237,6 +237,10 @@ absl::Status AssignBackends(const GraphSignature& sig,
   return absl::OkStatus();
 }
 
+namespace {
+constexpr int kLanesPerBackend = 2;
+}  // namespace
+
 absl::Status CutSplits(const GraphSignature& sig,
                        const PartitionOptions& options, Partition& out) {
   using Kind = GraphSignature::Kind;
@@ -248,9 +252,11 @@ absl::Status CutSplits(const GraphSignature& sig,
   out.rewires.clear();
   out.lanes.clear();
   out.node_lane.assign(static_cast<size_t>(n_nodes), -1);
-  // copy_of[lane][tensor]: the copy of that tensor on the lane, or -1.
-  std::vector<std::vector<int>> copy_of;
-  std::vector<int> lanes_of_backend;  // Count per backend.
+  // copy_of[lane * n + tensor]: the copy of that tensor on the lane, or -1
+  // (scratch kept in `out` so replanning allocates nothing).
+  std::vector<int>& copy_of = out.scratch;
+  copy_of.clear();
+  std::vector<std::vector<int>> lane_ids;  // Per backend, its lanes.
   // The lane whose split computed tensor `i`'s memory, or -1.
   auto lane_of = [&](int i) {
     const int owner = sig.wiring(i).owner;
@@ -263,15 +269,23 @@ absl::Status CutSplits(const GraphSignature& sig,
     const GraphSignature::Wiring& w = sig.wiring(k);
     const int b = out.backend[k];
     // The lane: the current one while the backend stays; a backend's first
-    // lane when it first appears; a new lane when it comes back.
+    // lane when it first appears; its second lane when it comes back (and
+    // for every later return: graphs that alternate between two backends
+    // many times get two lanes each, not one per split).
     int lane = current != nullptr && current->backend == b ? current->lane : -1;
     if (lane < 0) {
-      if (static_cast<int>(lanes_of_backend.size()) <= b) {
-        lanes_of_backend.resize(static_cast<size_t>(b) + 1, 0);
+      if (static_cast<int>(lane_ids.size()) <= b) {
+        lane_ids.resize(static_cast<size_t>(b) + 1);
       }
-      lane = static_cast<int>(out.lanes.size());
-      out.lanes.push_back({b, lanes_of_backend[b]++});
-      copy_of.emplace_back(n, -1);
+      std::vector<int>& ids = lane_ids[b];
+      if (ids.size() >= static_cast<size_t>(kLanesPerBackend)) {
+        lane = ids.back();
+      } else {
+        lane = static_cast<int>(out.lanes.size());
+        out.lanes.push_back({b, static_cast<int>(ids.size())});
+        ids.push_back(lane);
+        copy_of.resize(copy_of.size() + n, -1);
+      }
     }
     std::array<int, kMaxSrc> needed;  // Sources of the node needing a copy.
     int n_needed = 0;
@@ -290,7 +304,7 @@ absl::Status CutSplits(const GraphSignature& sig,
         continue;
       }
       needed[n_needed++] = j;
-      if (copy_of[lane][src] < 0) ++fresh;
+      if (copy_of[static_cast<size_t>(lane) * n + src] < 0) ++fresh;
       weight_elsewhere = weight_elsewhere || sig.Has(owner, Kind::kKindWeight);
     }
     bool new_split = current == nullptr || current->lane != lane ||
@@ -324,7 +338,7 @@ absl::Status CutSplits(const GraphSignature& sig,
     for (int m = 0; m < n_needed; ++m) {
       const int j = needed[m];
       const int src = w.src[j];
-      int& copy = copy_of[lane][src];
+      int& copy = copy_of[static_cast<size_t>(lane) * n + src];
       if (copy < 0) {
         copy = static_cast<int>(out.copies.size());
         const int owner = sig.wiring(src).owner;

@@ -297,8 +297,10 @@ void Scheduler::BuildSlotNodes() {
     // Rewires are in node order, so a node's rewires are adjacent.
     if (r == 0 || rewires[r].node != rewires[r - 1].node) ++n_clones;
   }
-  clone_storage_.assign(n_clones * n_copies, Tensor());
-  std::vector<Tensor*> clone_of(signature_.num_nodes() * n_copies, nullptr);
+  // Resized, not reassigned: every field a clone uses is set below.
+  clone_storage_.resize(n_clones * n_copies);
+  std::vector<Tensor*>& clone_of = clone_scratch_;
+  clone_of.assign(signature_.num_nodes() * n_copies, nullptr);
   size_t next_clone = 0;
   for (int c = 0; c < n_copies; ++c) {
     for (const Rewire& rw : rewires) {

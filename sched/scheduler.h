@@ -279,6 +279,7 @@ class Scheduler {
   std::vector<std::vector<Tensor*>> slot_nodes_;
   std::vector<std::pair<int, int>> split_node_ranges_;
   std::vector<Tensor> clone_storage_;
+  std::vector<Tensor*> clone_scratch_;  // BuildSlotNodes' own.
   // Host buffers registered with a device, kept while the plan uses them.
   std::vector<std::pair<const Buffer*, std::unique_ptr<Buffer>>> registered_;
   bool reregister_ = false;  // Reset dropped them; the plan still holds.
