@@ -5,6 +5,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "ferry/graph/op.h"
 
@@ -360,6 +361,52 @@ absl::Status CutSplits(const GraphSignature& sig,
     current->inputs_end = static_cast<int>(out.split_inputs.size());
   }
   return absl::OkStatus();
+}
+
+std::string DescribeAssignment(const GraphSignature& sig,
+                               const Partition& partition,
+                               const std::vector<std::string>& names) {
+  std::string out;
+  const size_t n_nodes = sig.num_nodes();
+  for (size_t i = 0; i < sig.size(); ++i) {
+    const Tensor* t = sig.tensor(i);
+    const int b = partition.backend[i];
+    absl::StrAppendFormat(&out, "%s %4d %-10s %-24s -> %-8s (%s)\n",
+                          i < n_nodes ? "node" : "leaf",
+                          static_cast<int>(i < n_nodes ? i : i - n_nodes),
+                          std::string(OpName(t->op)),
+                          t->name.empty() ? "(unnamed)" : t->name,
+                          b >= 0 ? names[b] : std::string("-"),
+                          AssignReasonName(partition.reason[i]));
+  }
+  return out;
+}
+
+std::string DescribeSplits(const GraphSignature& sig,
+                           const Partition& partition,
+                           const std::vector<std::string>& names) {
+  std::string out;
+  for (size_t s = 0; s < partition.splits.size(); ++s) {
+    const Split& split = partition.splits[s];
+    absl::StrAppendFormat(&out, "split %zu on %s (lane %d): nodes [%d, %d)", s,
+                          names[split.backend],
+                          partition.lanes[split.lane].index, split.first_node,
+                          split.end_node);
+    if (split.inputs_end > split.inputs_begin) out += ", inputs:";
+    for (int i = split.inputs_begin; i < split.inputs_end; ++i) {
+      const InputCopy& input = partition.copies[partition.split_inputs[i]];
+      const Tensor* source = sig.tensor(input.source);
+      absl::StrAppendFormat(
+          &out, " '%s' from %s (%d bytes)%s",
+          source->name.empty()
+              ? absl::StrCat(OpName(source->op), " #", input.source)
+              : source->name,
+          names[input.src_backend], static_cast<int>(source->NumBytes()),
+          input.user_input ? " [user input]" : "");
+    }
+    out += "\n";
+  }
+  return out;
 }
 
 }  // namespace ferry

@@ -36,6 +36,7 @@
 #define FERRY_SCHED_PARTITION_H_
 
 #include <cstdint>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -144,6 +145,15 @@ absl::Status AssignBackends(const GraphSignature& signature,
 // ResourceExhausted when one node alone needs more than max_split_inputs.
 absl::Status CutSplits(const GraphSignature& signature,
                        const PartitionOptions& options, Partition& out);
+
+// One line per tensor: node/leaf, index, op, name, backend, reason.
+std::string DescribeAssignment(const GraphSignature& signature,
+                               const Partition& partition,
+                               const std::vector<std::string>& backend_names);
+// One line per split: backend, node range, inputs with their sources.
+std::string DescribeSplits(const GraphSignature& signature,
+                           const Partition& partition,
+                           const std::vector<std::string>& backend_names);
 
 }  // namespace ferry
 
