@@ -52,15 +52,29 @@ Task<void> FinishBatch(
 
 }  // namespace
 
-// Passes the enqueue turn of a ticket on when it goes out of scope, once the
-// turn was had.
+// A batch's ticket (taken when made) and its enqueue turn, passed on when
+// it goes out of scope once the turn was had.
 class Scheduler::TurnGuard {
  public:
-  TurnGuard(CopySlots& slots, int64_t ticket)
-      : slots_(slots), ticket_(ticket) {}
+  explicit TurnGuard(CopySlots& slots)
+      : slots_(slots), ticket_(slots.TakeTicket()) {}
   ~TurnGuard() { Pass(); }
   TurnGuard(const TurnGuard&) = delete;
   TurnGuard& operator=(const TurnGuard&) = delete;
+  int64_t ticket() const { return ticket_; }
+  int slot() const { return slots_.SlotOf(ticket_); }
+  // Blocks until the turn comes, then holds it.
+  absl::Status WaitBlocking() {
+    FERRY_RETURN_IF_ERROR(
+        slots_.turns().WaitBlocking(static_cast<uint64_t>(ticket_)));
+    held_ = true;
+    return absl::OkStatus();
+  }
+  // `co_await Wait(options)`, then Hold() once it returned OK.
+  TimelineSemaphore::WaitAwaiter Wait(WaitOptions options) {
+    return slots_.turns().Wait(static_cast<uint64_t>(ticket_),
+                               std::move(options));
+  }
   void Hold() { held_ = true; }
   void Pass() {
     if (held_) slots_.PassTurn(ticket_);
@@ -600,18 +614,19 @@ absl::StatusOr<Event> Scheduler::EnqueueBatch(CapturedBatch& batch, int slot) {
   return done;
 }
 
+absl::StatusOr<std::unique_ptr<CapturedBatch>> Scheduler::Capture(
+    const Graph& graph, const BatchIo& io) {
+  // Against a plan placing the graph's tensors meanwhile.
+  std::lock_guard<std::mutex> lock(mu_);
+  return CaptureBatch(graph, io);
+}
+
 absl::StatusOr<Event> Scheduler::Submit(const Graph& graph, const BatchIo& io) {
-  std::unique_ptr<CapturedBatch> batch;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    FERRY_ASSIGN_OR_RETURN(batch, CaptureBatch(graph, io));
-  }
-  const int64_t ticket = slots_.TakeTicket();
-  TurnGuard turn(slots_, ticket);
-  FERRY_RETURN_IF_ERROR(
-      slots_.turns().WaitBlocking(static_cast<uint64_t>(ticket)));
-  turn.Hold();
-  const int slot = slots_.SlotOf(ticket);
+  FERRY_ASSIGN_OR_RETURN(std::unique_ptr<CapturedBatch> batch,
+                         Capture(graph, io));
+  TurnGuard turn(slots_);
+  FERRY_RETURN_IF_ERROR(turn.WaitBlocking());
+  const int slot = turn.slot();
   // A failed batch already reported its error; the slot is free either way.
   (void)slots_.slot_free(slot).WaitBlocking();
   std::lock_guard<std::mutex> lock(mu_);
@@ -633,11 +648,7 @@ absl::StatusOr<Event> Scheduler::EnqueueBatchOrSettle(CapturedBatch& batch,
 }
 
 Task<absl::Status> Scheduler::ComputeAsync(const Graph& graph, BatchIo io) {
-  absl::StatusOr<std::unique_ptr<CapturedBatch>> batch;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    batch = CaptureBatch(graph, io);
-  }
+  absl::StatusOr<std::unique_ptr<CapturedBatch>> batch = Capture(graph, io);
   if (!batch.ok()) {
     return [](absl::Status status) -> Task<absl::Status> {
       co_return status;
@@ -653,10 +664,8 @@ Task<absl::Status> Scheduler::RunBatch(const Graph* graph,
       options_.executor != nullptr ? options_.executor : &CallerExecutor();
   // The ticket is taken when the task starts, so batches enqueue in the
   // order their tasks start, one at a time.
-  const int64_t ticket = slots_.TakeTicket();
-  TurnGuard turn(slots_, ticket);
-  FERRY_CO_RETURN_IF_ERROR(
-      co_await slots_.turns().Wait(static_cast<uint64_t>(ticket), resume));
+  TurnGuard turn(slots_);
+  FERRY_CO_RETURN_IF_ERROR(co_await turn.Wait(resume));
   turn.Hold();
   if (!IsCurrent(*graph)) {
     absl::StatusOr<bool> holds;
@@ -677,7 +686,7 @@ Task<absl::Status> Scheduler::RunBatch(const Graph* graph,
     if (planned.ok()) planned = Allocate(*graph);
     FERRY_CO_RETURN_IF_ERROR(planned);
   }
-  const int slot = slots_.SlotOf(ticket);
+  const int slot = turn.slot();
   (void)co_await slots_.slot_free(slot).Wait(resume);
   absl::StatusOr<Event> done;
   {
@@ -697,20 +706,14 @@ absl::Status Scheduler::Compute(const Graph& graph, const BatchIo& io) {
 
 absl::Status Scheduler::ComputeWithCallback(const Graph& graph,
                                             const BatchIo& io) {
-  std::unique_ptr<CapturedBatch> batch;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    FERRY_ASSIGN_OR_RETURN(batch, CaptureBatch(graph, io));
-  }
-  const int64_t ticket = slots_.TakeTicket();
-  TurnGuard turn(slots_, ticket);
-  FERRY_RETURN_IF_ERROR(
-      slots_.turns().WaitBlocking(static_cast<uint64_t>(ticket)));
-  turn.Hold();
+  FERRY_ASSIGN_OR_RETURN(std::unique_ptr<CapturedBatch> batch,
+                         Capture(graph, io));
+  TurnGuard turn(slots_);
+  FERRY_RETURN_IF_ERROR(turn.WaitBlocking());
   std::lock_guard<std::mutex> lock(mu_);
   if (!IsCurrent(graph)) FERRY_RETURN_IF_ERROR(AllocGraph(graph));
   FERRY_RETURN_IF_ERROR(Synchronize());
-  const int slot = slots_.SlotOf(ticket);
+  const int slot = turn.slot();
   for (int s = 0; s < num_splits(); ++s) {
     const Split& split = partition_.splits[s];
     Backend& dst = lanes_.compute(split.lane);

@@ -201,6 +201,8 @@ class Scheduler {
   bool Supports(int backend, int i);
 
   // Batches.
+  absl::StatusOr<std::unique_ptr<CapturedBatch>> Capture(const Graph& graph,
+                                                         const BatchIo& io);
   absl::StatusOr<Event> EnqueueBatch(CapturedBatch& batch, int slot);
   // EnqueueBatch, synchronizing after a failure so the slot is free again.
   absl::StatusOr<Event> EnqueueBatchOrSettle(CapturedBatch& batch, int slot);
