@@ -253,8 +253,8 @@ absl::Status WriteRandomWeights(const std::string& path,
     int64_t n = 1;
     for (int64_t d : w.ne) n *= d;
     values.resize(static_cast<size_t>(n));
-    RandomWeightValues(w.name, w.ne.size() > 1 ? w.ne[1] : 1, seed,
-                       absl::MakeSpan(values));
+    llama::RandomWeightValues(w.name, w.ne.size() > 1 ? w.ne[1] : 1, seed,
+                              absl::MakeSpan(values));
     ok = ok &&
          std::fwrite(values.data(), 4, values.size(), f.get()) == values.size();
   }

@@ -7,7 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "ferry/backends/cpu/cpu_backend.h"
-#include "ferry/examples/llama_model.h"
+#include "ferry/models/llama/llama_model.h"
 #include "ferry/runtime/io_reactor.h"
 #include "ferry/runtime/status_matchers.h"
 #include "ferry/runtime/thread_pool.h"

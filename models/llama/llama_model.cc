@@ -1,4 +1,4 @@
-#include "ferry/examples/llama_model.h"
+#include "ferry/models/llama/llama_model.h"
 
 #include <algorithm>
 #include <cmath>
@@ -12,7 +12,7 @@
 #include "ferry/graph/ops.h"
 #include "ferry/runtime/status_macros.h"
 
-namespace ferry::examples {
+namespace ferry::llama {
 namespace {
 
 uint64_t SplitMix64(uint64_t& state) {
@@ -40,45 +40,6 @@ std::string MiB(size_t bytes) {
 }
 
 }  // namespace
-
-absl::Status LlamaConfig::Validate() const {
-  auto bad = [](absl::string_view what) {
-    return absl::InvalidArgumentError(absl::StrCat("llama config: ", what));
-  };
-  if (n_layer < 1) return bad("layers must be >= 1");
-  if (n_embd < 2 || n_head < 1 || n_embd % n_head != 0) {
-    return bad(absl::StrCat("embd (", n_embd, ") must be a multiple of heads (",
-                            n_head, ")"));
-  }
-  if (head_dim() % 2 != 0) {
-    return bad(absl::StrCat("head size embd/heads = ", head_dim(),
-                            " must be even (rope)"));
-  }
-  if (n_head_kv < 1 || n_head % n_head_kv != 0) {
-    return bad(absl::StrCat("heads (", n_head,
-                            ") must be a multiple of kv heads (", n_head_kv,
-                            ")"));
-  }
-  if (n_ff < 1) return bad("ff must be >= 1");
-  if (n_vocab < 2) return bad("vocab must be >= 2");
-  if (n_ctx < 1) return bad("ctx must be >= 1");
-  if (!(eps >= 0) || !std::isfinite(eps)) return bad("eps must be >= 0");
-  return absl::OkStatus();
-}
-
-int64_t LlamaConfig::NumParams() const {
-  const int64_t per_layer = 2 * n_embd + 2 * n_embd * n_embd +
-                            2 * n_embd * kv_dim() + 3 * n_embd * n_ff;
-  return n_layer * per_layer + 2 * n_embd * n_vocab + n_embd;
-}
-
-std::string LlamaConfig::ToString() const {
-  return absl::StrFormat(
-      "layers=%d embd=%d heads=%d kv_heads=%d ff=%d vocab=%d ctx=%d "
-      "(%.2fM params)",
-      n_layer, n_embd, n_head, n_head_kv, n_ff, n_vocab, n_ctx,
-      static_cast<double>(NumParams()) / 1e6);
-}
 
 void RandomWeightValues(const std::string& name, int64_t ne1, uint64_t seed,
                         absl::Span<float> out) {
@@ -123,13 +84,16 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Create(
   if (total <= 0) {
     return absl::InvalidArgumentError("llama: split proportions sum to 0");
   }
+  if (!std::isfinite(total)) {
+    return absl::InvalidArgumentError(
+        "llama: split proportions overflow when summed; use smaller numbers");
+  }
 
   auto model = absl::WrapUnique(new LlamaModel());
   model->config_ = config;
   model->backends_ = backends;
   for (int b = 0; b < nb; ++b) {
     model->weight_ctx_.push_back(std::make_unique<Context>());
-    model->cache_ctx_.push_back(std::make_unique<Context>());
   }
   // Layer il goes to the first backend whose cumulative share passes it,
   // unless the caller chose each layer's backend.
@@ -173,15 +137,67 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Create(
   model->embedding_backend_ = embedding;
   model->output_backend_ = output;
 
+  FERRY_RETURN_IF_ERROR(model->MakeTensors(layer_backend, embedding, output));
+  // One weights buffer per backend that has any.
+  const int cpu = nb - 1;
+  model->weight_bytes_.assign(nb, 0);
+  for (int i = 0; i < nb; ++i) {
+    BufferType* type = backends[i]->device().default_buffer_type();
+    if (i == cpu && options.cpu_weights_type != nullptr) {
+      type = options.cpu_weights_type;
+    }
+    Context& ctx = *model->weight_ctx_[i];
+    if (ctx.num_tensors() == 0) continue;
+    auto buffers = AllocateWeights(ctx, *type);
+    if (!buffers.ok()) {
+      return absl::Status(
+          buffers.status().code(),
+          absl::StrCat("llama: allocating weights on ", backends[i]->name(),
+                       ": ", buffers.status().message()));
+    }
+    for (auto& buffer : *buffers) {
+      model->weight_bytes_[i] += buffer->size();
+      model->buffers_.push_back(std::move(buffer));
+    }
+  }
+  return model;
+}
+
+absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::CreateUnplaced(
+    const LlamaConfig& config) {
+  FERRY_RETURN_IF_ERROR(config.Validate());
+  auto model = absl::WrapUnique(new LlamaModel());
+  model->config_ = config;
+  model->weight_ctx_.push_back(std::make_unique<Context>());
+  model->weight_bytes_.assign(1, 0);
+  FERRY_RETURN_IF_ERROR(model->MakeTensors(
+      std::vector<int>(static_cast<size_t>(config.n_layer), 0), 0, 0));
+  return model;
+}
+
+absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::CreateInBufferType(
+    const LlamaConfig& config, BufferType& type) {
+  FERRY_ASSIGN_OR_RETURN(std::unique_ptr<LlamaModel> model,
+                         CreateUnplaced(config));
+  FERRY_ASSIGN_OR_RETURN(auto buffers,
+                         AllocateWeights(*model->weight_ctx_[0], type));
+  for (auto& buffer : buffers) {
+    model->weight_bytes_[0] += buffer->size();
+    model->buffers_.push_back(std::move(buffer));
+  }
+  return model;
+}
+
+absl::Status LlamaModel::MakeTensors(const std::vector<int>& layer_backend,
+                                     int embedding, int output) {
+  const LlamaConfig& config = config_;
   const int64_t e = config.n_embd;
   const int64_t kv = config.kv_dim();
-  const int cpu = nb - 1;
-  FERRY_ASSIGN_OR_RETURN(model->tok_embd_,
-                         NewWeight(*model->weight_ctx_[embedding],
-                                   {e, config.n_vocab}, "tok_embd"));
+  FERRY_ASSIGN_OR_RETURN(tok_embd_, NewWeight(*weight_ctx_[embedding],
+                                              {e, config.n_vocab}, "tok_embd"));
   for (int il = 0; il < config.n_layer; ++il) {
     const int b = layer_backend[il];
-    Context& ctx = *model->weight_ctx_[b];
+    Context& ctx = *weight_ctx_[b];
     const std::string p = absl::StrCat("blk.", il, ".");
     LlamaLayer l;
     l.backend = b;
@@ -197,53 +213,17 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Create(
                            NewWeight(ctx, {e, config.n_ff}, p + "ffn_up"));
     FERRY_ASSIGN_OR_RETURN(l.w_down,
                            NewWeight(ctx, {config.n_ff, e}, p + "ffn_down"));
-    if (options.kv_cache) {
-      Context& cctx = *model->cache_ctx_[b];
-      FERRY_ASSIGN_OR_RETURN(
-          l.k_cache,
-          cctx.NewTensor(DType::kF32, {kv, config.n_ctx}, p + "k_cache"));
-      FERRY_ASSIGN_OR_RETURN(
-          l.v_cache,
-          cctx.NewTensor(DType::kF32, {kv, config.n_ctx}, p + "v_cache"));
-    }
-    model->layers_.push_back(l);
+    layers_.push_back(l);
   }
-  FERRY_ASSIGN_OR_RETURN(
-      model->output_norm_,
-      NewWeight(*model->weight_ctx_[output], {e}, "output_norm"));
-  FERRY_ASSIGN_OR_RETURN(
-      model->output_,
-      NewWeight(*model->weight_ctx_[output], {e, config.n_vocab}, "output"));
-
-  // One weights buffer (and one cache buffer) per backend that has any.
-  model->weight_bytes_.assign(nb, 0);
-  model->cache_bytes_.assign(nb, 0);
-  for (int i = 0; i < nb; ++i) {
-    BufferType* type = backends[i]->device().default_buffer_type();
-    if (i == cpu && options.cpu_weights_type != nullptr) {
-      type = options.cpu_weights_type;
-    }
-    for (int which = 0; which < 2; ++which) {
-      Context& ctx =
-          which == 0 ? *model->weight_ctx_[i] : *model->cache_ctx_[i];
-      if (ctx.num_tensors() == 0) continue;
-      auto buffers = AllocateWeights(ctx, *type);
-      if (!buffers.ok()) {
-        return absl::Status(buffers.status().code(),
-                            absl::StrCat("llama: allocating ",
-                                         which == 0 ? "weights" : "KV cache",
-                                         " on ", backends[i]->name(), ": ",
-                                         buffers.status().message()));
-      }
-      for (auto& buffer : *buffers) {
-        (which == 0 ? model->weight_bytes_ : model->cache_bytes_)[i] +=
-            buffer->size();
-        model->buffers_.push_back(std::move(buffer));
-      }
-    }
+  FERRY_ASSIGN_OR_RETURN(output_norm_,
+                         NewWeight(*weight_ctx_[output], {e}, "output_norm"));
+  if (config.tie_embeddings) {
+    output_ = tok_embd_;
+  } else {
+    FERRY_ASSIGN_OR_RETURN(output_, NewWeight(*weight_ctx_[output],
+                                              {e, config.n_vocab}, "output"));
   }
-  FERRY_RETURN_IF_ERROR(model->ClearKvCache());
-  return model;
+  return absl::OkStatus();
 }
 
 std::vector<Tensor*> LlamaModel::Weights() const {
@@ -253,8 +233,15 @@ std::vector<Tensor*> LlamaModel::Weights() const {
                            l.w_gate, l.w_up, l.w_down});
   }
   out.push_back(output_norm_);
-  out.push_back(output_);
+  if (output_ != tok_embd_) out.push_back(output_);
   return out;
+}
+
+Tensor* LlamaModel::FindWeight(absl::string_view name) const {
+  for (Tensor* t : Weights()) {
+    if (t->name == name) return t;
+  }
+  return nullptr;
 }
 
 std::string LlamaModel::DescribePlacement() const {
@@ -275,8 +262,7 @@ std::string LlamaModel::DescribePlacement() const {
     }
     if (b == embedding_backend_) absl::StrAppend(&out, " + token embedding");
     if (b == output_backend_) absl::StrAppend(&out, " + output");
-    absl::StrAppend(&out, " (weights ", MiB(weight_bytes_[b]), ", KV cache ",
-                    MiB(cache_bytes_[b]), ")\n");
+    absl::StrAppend(&out, " (weights ", MiB(weight_bytes_[b]), ")\n");
   }
   return out;
 }
@@ -288,175 +274,7 @@ absl::Status LlamaModel::FillRandom(uint64_t seed) {
     RandomWeightValues(t->name, t->ne[1], seed, absl::MakeSpan(values));
     FERRY_RETURN_IF_ERROR(SetTensorData(*t, values.data()));
   }
-  return ClearKvCache();
-}
-
-absl::Status LlamaModel::ClearKvCache() {
-  for (const LlamaLayer& l : layers_) {
-    for (Tensor* t : {l.k_cache, l.v_cache}) {
-      if (t == nullptr) continue;
-      FERRY_RETURN_IF_ERROR(t->buffer->MemsetTensor(
-          *t, 0, 0, static_cast<size_t>(t->NumBytes())));
-    }
-  }
   return absl::OkStatus();
 }
 
-absl::StatusOr<LlamaGraph> BuildLlamaGraph(const LlamaModel& model,
-                                           const LlamaGraphOptions& options) {
-  const LlamaConfig& c = model.config();
-  const int64_t nt = options.n_tokens;
-  const int64_t n_past = options.use_kv_cache ? options.n_past : 0;
-  const int64_t n_kv = n_past + nt;
-  const int64_t hd = c.head_dim();
-  const int64_t kv = c.kv_dim();
-  if (nt < 1) return absl::InvalidArgumentError("llama: n_tokens must be >= 1");
-  if (options.use_kv_cache) {
-    if (!model.has_kv_cache()) {
-      return absl::FailedPreconditionError("llama: model has no KV cache");
-    }
-    if (n_past < 0 || n_kv > c.n_ctx) {
-      return absl::OutOfRangeError(absl::StrCat("llama: ", n_past, " + ", nt,
-                                                " tokens exceed the context (",
-                                                c.n_ctx, ")"));
-    }
-  }
-  LlamaGraph g;
-  g.n_tokens = nt;
-  g.n_past = n_past;
-  g.ctx = std::make_unique<Context>();
-  Context& ctx = *g.ctx;
-  FERRY_ASSIGN_OR_RETURN(g.tokens, ctx.NewTensor(DType::kI32, {nt}, "tokens"));
-  FERRY_ASSIGN_OR_RETURN(g.pos, ctx.NewTensor(DType::kI32, {nt}, "pos"));
-  FERRY_ASSIGN_OR_RETURN(g.mask,
-                         ctx.NewTensor(DType::kF32, {n_kv, nt}, "mask"));
-  SetInput(*g.tokens);
-  SetInput(*g.pos);
-  SetInput(*g.mask);
-  const float kq_scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  std::vector<Tensor*> roots;
-
-  FERRY_ASSIGN_OR_RETURN(Tensor * inp,
-                         GetRows(ctx, model.tok_embd(), g.tokens));
-  for (const LlamaLayer& l : model.layers()) {
-    FERRY_ASSIGN_OR_RETURN(Tensor * cur, RmsNorm(ctx, inp, c.eps));
-    FERRY_ASSIGN_OR_RETURN(cur, Mul(ctx, cur, l.attn_norm));
-    FERRY_ASSIGN_OR_RETURN(Tensor * q, MulMat(ctx, l.wq, cur));
-    FERRY_ASSIGN_OR_RETURN(Tensor * k, MulMat(ctx, l.wk, cur));
-    FERRY_ASSIGN_OR_RETURN(Tensor * v, MulMat(ctx, l.wv, cur));
-    FERRY_ASSIGN_OR_RETURN(q, Reshape(ctx, q, {hd, c.n_head, nt}));
-    FERRY_ASSIGN_OR_RETURN(k, Reshape(ctx, k, {hd, c.n_head_kv, nt}));
-    FERRY_ASSIGN_OR_RETURN(v, Reshape(ctx, v, {hd, c.n_head_kv, nt}));
-    FERRY_ASSIGN_OR_RETURN(
-        q, Rope(ctx, q, g.pos, static_cast<int>(hd), RopeMode::kNormal));
-    FERRY_ASSIGN_OR_RETURN(
-        k, Rope(ctx, k, g.pos, static_cast<int>(hd), RopeMode::kNormal));
-    if (options.use_kv_cache) {
-      // Store this step's K and V rows at n_past.
-      const int64_t row = l.k_cache->nb[1];
-      FERRY_ASSIGN_OR_RETURN(Tensor * k_dst,
-                             View2D(ctx, l.k_cache, kv, nt, row, n_past * row));
-      FERRY_ASSIGN_OR_RETURN(Tensor * v_dst,
-                             View2D(ctx, l.v_cache, kv, nt, row, n_past * row));
-      FERRY_ASSIGN_OR_RETURN(Tensor * k_store, Cpy(ctx, k, k_dst));
-      FERRY_ASSIGN_OR_RETURN(Tensor * v_store, Cpy(ctx, v, v_dst));
-      roots.push_back(k_store);
-      roots.push_back(v_store);
-      if (n_past > 0) {
-        // Attend over the cached rows followed by the current ones.
-        FERRY_ASSIGN_OR_RETURN(
-            Tensor * k_past,
-            View3D(ctx, l.k_cache, hd, c.n_head_kv, n_past, hd * 4, row, 0));
-        FERRY_ASSIGN_OR_RETURN(
-            Tensor * v_past,
-            View3D(ctx, l.v_cache, hd, c.n_head_kv, n_past, hd * 4, row, 0));
-        FERRY_ASSIGN_OR_RETURN(k, Concat(ctx, k_past, k, 2));
-        FERRY_ASSIGN_OR_RETURN(v, Concat(ctx, v_past, v, 2));
-      }
-    }
-    FERRY_ASSIGN_OR_RETURN(q, Permute(ctx, q, 0, 2, 1, 3));  // [hd, nt, nh]
-    FERRY_ASSIGN_OR_RETURN(k, Permute(ctx, k, 0, 2, 1, 3));  // [hd, kv, nkv]
-    FERRY_ASSIGN_OR_RETURN(Tensor * kq, MulMat(ctx, k, q));  // [n_kv, nt, nh]
-    FERRY_ASSIGN_OR_RETURN(kq, SoftMax(ctx, kq, g.mask, kq_scale));
-    FERRY_ASSIGN_OR_RETURN(v, Permute(ctx, v, 1, 2, 0, 3));  // [n_kv, hd, nkv]
-    FERRY_ASSIGN_OR_RETURN(v, Cont(ctx, v));
-    FERRY_ASSIGN_OR_RETURN(Tensor * kqv, MulMat(ctx, v, kq));  // [hd, nt, nh]
-    FERRY_ASSIGN_OR_RETURN(kqv, Permute(ctx, kqv, 0, 2, 1, 3));
-    FERRY_ASSIGN_OR_RETURN(cur, Cont(ctx, kqv));
-    FERRY_ASSIGN_OR_RETURN(cur, Reshape(ctx, cur, {c.n_embd, nt}));
-    FERRY_ASSIGN_OR_RETURN(cur, MulMat(ctx, l.wo, cur));
-    FERRY_ASSIGN_OR_RETURN(Tensor * ffn_inp, Add(ctx, cur, inp));
-    FERRY_ASSIGN_OR_RETURN(cur, RmsNorm(ctx, ffn_inp, c.eps));
-    FERRY_ASSIGN_OR_RETURN(cur, Mul(ctx, cur, l.ffn_norm));
-    FERRY_ASSIGN_OR_RETURN(Tensor * gate, MulMat(ctx, l.w_gate, cur));
-    FERRY_ASSIGN_OR_RETURN(Tensor * up, MulMat(ctx, l.w_up, cur));
-    FERRY_ASSIGN_OR_RETURN(gate, Silu(ctx, gate));
-    FERRY_ASSIGN_OR_RETURN(cur, Mul(ctx, gate, up));
-    FERRY_ASSIGN_OR_RETURN(cur, MulMat(ctx, l.w_down, cur));
-    FERRY_ASSIGN_OR_RETURN(inp, Add(ctx, cur, ffn_inp));
-  }
-  FERRY_ASSIGN_OR_RETURN(Tensor * cur, RmsNorm(ctx, inp, c.eps));
-  FERRY_ASSIGN_OR_RETURN(cur, Mul(ctx, cur, model.output_norm()));
-  if (options.last_token_only) {
-    FERRY_ASSIGN_OR_RETURN(
-        cur, View2D(ctx, cur, c.n_embd, 1, cur->nb[1], (nt - 1) * cur->nb[1]));
-  }
-  FERRY_ASSIGN_OR_RETURN(g.logits, MulMat(ctx, model.output(), cur));
-  g.logits->name = "logits";
-  SetOutput(*g.logits);
-  roots.push_back(g.logits);
-  FERRY_ASSIGN_OR_RETURN(g.graph, Graph::Build(roots));
-  return g;
-}
-
-absl::StatusOr<LlamaInputs> MakeLlamaInputs(const LlamaGraph& graph,
-                                            int64_t n_vocab,
-                                            absl::Span<const int32_t> tokens) {
-  const int64_t nt = graph.n_tokens;
-  if (static_cast<int64_t>(tokens.size()) != nt) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("llama: ", tokens.size(), " tokens for a graph of ", nt));
-  }
-  for (int32_t id : tokens) {
-    if (id < 0 || id >= n_vocab) {
-      return absl::OutOfRangeError(
-          absl::StrCat("llama: token ", id, " outside [0, ", n_vocab, ")"));
-    }
-  }
-  LlamaInputs in;
-  in.tokens.assign(tokens.begin(), tokens.end());
-  const int64_t n_kv = graph.n_past + nt;
-  in.pos.resize(static_cast<size_t>(nt));
-  std::iota(in.pos.begin(), in.pos.end(), static_cast<int32_t>(graph.n_past));
-  in.mask.resize(static_cast<size_t>(n_kv * nt));
-  for (int64_t q = 0; q < nt; ++q) {
-    for (int64_t k = 0; k < n_kv; ++k) {
-      in.mask[static_cast<size_t>(q * n_kv + k)] =
-          k <= graph.n_past + q ? 0.0f
-                                : -std::numeric_limits<float>::infinity();
-    }
-  }
-  return in;
-}
-
-absl::Status SetLlamaInputs(const LlamaGraph& graph, int64_t n_vocab,
-                            absl::Span<const int32_t> tokens) {
-  FERRY_ASSIGN_OR_RETURN(LlamaInputs in,
-                         MakeLlamaInputs(graph, n_vocab, tokens));
-  FERRY_RETURN_IF_ERROR(SetTensorData(*graph.tokens, in.tokens.data()));
-  FERRY_RETURN_IF_ERROR(SetTensorData(*graph.pos, in.pos.data()));
-  FERRY_RETURN_IF_ERROR(SetTensorData(*graph.mask, in.mask.data()));
-  return absl::OkStatus();
-}
-
-std::vector<int32_t> Argmax(absl::Span<const float> logits, int64_t n_vocab) {
-  std::vector<int32_t> out;
-  for (size_t r = 0; r + n_vocab <= logits.size(); r += n_vocab) {
-    const float* row = logits.data() + r;
-    out.push_back(
-        static_cast<int32_t>(std::max_element(row, row + n_vocab) - row));
-  }
-  return out;
-}
-
-}  // namespace ferry::examples
+}  // namespace ferry::llama
