@@ -12,18 +12,6 @@
 
 namespace ferry::engine {
 
-absl::string_view FinishReasonName(FinishReason reason) {
-  switch (reason) {
-    case FinishReason::kLength:
-      return "length";
-    case FinishReason::kStop:
-      return "stop";
-    case FinishReason::kContext:
-      return "context";
-  }
-  return "?";
-}
-
 struct Engine::Sequence {
   uint64_t id = 0;
   Request request;
