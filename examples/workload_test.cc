@@ -1,5 +1,6 @@
 #include "ferry/examples/workload.h"
 
+#include "absl/strings/str_cat.h"
 #include "ferry/runtime/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -14,11 +15,12 @@ using ::testing::HasSubstr;
 TEST(WorkloadTest, ParsesJsonLines) {
   FERRY_ASSERT_OK_AND_ASSIGN(
       auto requests,
-      ParseRequests(R"({"id": "a", "tokens": [1, 2, 3], "max_new_tokens": 5,
-                       "stop": [9], "temperature": 0.5, "top_k": 4,
-                       "top_p": 0.9, "seed": 7, "logits_positions": [2]}
-
-                    {"tokens": [4]})",
+      ParseRequests(absl::StrCat(
+                        R"({"id": "a", "tokens": [1, 2, 3], )",
+                        R"("max_new_tokens": 5, "stop": [9], )",
+                        R"("temperature": 0.5, "top_k": 4, "top_p": 0.9, )",
+                        R"("seed": 7, "logits_positions": [2]})",
+                        "\n\n  {\"tokens\": [4]}\n"),
                     "p.jsonl", 10, 16));
   ASSERT_EQ(requests.size(), 2u);
   EXPECT_EQ(requests[0].id, "a");
