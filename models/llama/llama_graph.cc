@@ -25,6 +25,7 @@ absl::StatusOr<Tensor*> BuildLlamaBody(const LlamaModel& model, Context& ctx,
   const int n_rot = static_cast<int>(hd);
 
   FERRY_ASSIGN_OR_RETURN(Tensor * inp, GetRows(ctx, model.tok_embd(), tokens));
+  inp->name = "inp_embd";  // Names the tensors that cross stages.
   for (int il = 0; il < c.n_layer; ++il) {
     const LlamaLayer& l = model.layers()[il];
     FERRY_ASSIGN_OR_RETURN(Tensor * cur, RmsNorm(ctx, inp, c.eps));
@@ -60,6 +61,7 @@ absl::StatusOr<Tensor*> BuildLlamaBody(const LlamaModel& model, Context& ctx,
     FERRY_ASSIGN_OR_RETURN(cur, Mul(ctx, gate, up));
     FERRY_ASSIGN_OR_RETURN(cur, MulMat(ctx, l.w_down, cur));
     FERRY_ASSIGN_OR_RETURN(inp, Add(ctx, cur, ffn_inp));
+    inp->name = absl::StrCat("blk.", il, ".out");
   }
   FERRY_ASSIGN_OR_RETURN(Tensor * cur, RmsNorm(ctx, inp, c.eps));
   return Mul(ctx, cur, model.output_norm());
