@@ -2,45 +2,18 @@
 
 #include <algorithm>
 #include <cstring>
-#include <map>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "ferry/graph/op.h"
 #include "ferry/runtime/default_executor.h"
+#include "ferry/runtime/executor.h"
 #include "ferry/runtime/promise.h"
 #include "ferry/runtime/status_macros.h"
 #include "ferry/runtime/trace.h"
 
 namespace ferry {
-
-// One submission. Inputs are captured when it is made; outputs staged on a
-// device are copied to the caller's memory when it completes.
-struct Scheduler::Batch {
-  struct Captured {
-    const Tensor* tensor;  // The input leaf.
-    size_t offset;         // Into bytes.
-    size_t size;
-  };
-  std::vector<char> bytes;
-  std::vector<Captured> inputs;
-  std::vector<BatchIo::Output> outputs;
-  // Filled by EnqueueBatch: staged outputs, (from, to, size).
-  struct Staged {
-    const char* from;
-    void* to;
-    size_t size;
-  };
-  std::vector<Staged> staged;
-
-  const Captured* Find(const Tensor* leaf) const {
-    for (const Captured& c : inputs) {
-      if (c.tensor == leaf) return &c;
-    }
-    return nullptr;
-  }
-};
 
 namespace {
 
@@ -48,17 +21,22 @@ namespace {
 // memory, then signals `value` on `timeline` after value - 1 (batches
 // complete in order), or fails it.
 Task<void> FinishBatch(
-    std::vector<Event> events,
+    std::vector<std::pair<std::string, Event>> events,
     std::vector<std::pair<const char*, std::pair<void*, size_t>>> staged,
     std::shared_ptr<TimelineSemaphore> timeline, uint64_t value) {
   // Scheduler bookkeeping: never on a caller's executor, which may be
   // blocked waiting for this batch.
   WaitOptions options;
   options.resume_on = &DefaultExecutor();
+  // In graph order: the first failure is the split where it happened
+  // (those after it fail because they wait for it).
   absl::Status status;
-  for (const Event& event : events) {
+  for (const auto& [where, event] : events) {
     status = co_await event.Wait(options);
-    if (!status.ok()) break;
+    if (!status.ok()) {
+      status = AnnotateStatus(std::move(status), where);
+      break;
+    }
   }
   if (status.ok()) {
     for (const auto& [from, to] : staged)
@@ -261,8 +239,8 @@ absl::Status Scheduler::PlanPartition() {
   leaf_types_.resize(signature_.num_leafs());
   for (size_t i = 0; i < signature_.size(); ++i) {
     const int lane = i < n_nodes ? partition_.node_lane[i] : -1;
-    const int type =
-        lane >= 0 ? lanes_[lane].type : backend_type_[partition_.backend[i]];
+    const int type = lane >= 0 ? lanes_.type(lane)
+                               : lanes_.backend_type(partition_.backend[i]);
     if (i < n_nodes) {
       node_types_[i] = type;
     } else {
@@ -279,60 +257,6 @@ absl::Status Scheduler::PlanPartition() {
   stats_.num_splits = static_cast<int>(partition_.splits.size());
   stats_.num_split_inputs = static_cast<int>(partition_.copies.size());
   return absl::OkStatus();
-}
-
-void Scheduler::BuildSlotNodes() {
-  // Per-slot node lists: a node reading a copy is replaced by a clone that
-  // reads that slot's copy; the clone shares the node's memory.
-  const int n_copies = slots_.n_copies();
-  size_t n_clones = 0;
-  const std::vector<Rewire>& rewires = partition_.rewires;
-  for (size_t r = 0; r < rewires.size(); ++r) {
-    // Rewires are in node order, so a node's rewires are adjacent.
-    if (r == 0 || rewires[r].node != rewires[r - 1].node) ++n_clones;
-  }
-  clone_storage_.assign(n_clones * n_copies, Tensor());
-  std::vector<Tensor*> clone_of(signature_.num_nodes() * n_copies, nullptr);
-  size_t next_clone = 0;
-  for (int c = 0; c < n_copies; ++c) {
-    for (const Rewire& rw : rewires) {
-      Tensor*& clone = clone_of[static_cast<size_t>(rw.node) * n_copies + c];
-      if (clone == nullptr) {
-        clone = &clone_storage_[next_clone++];
-        const Tensor& node = *signature_.tensor(rw.node);
-        clone->dtype = node.dtype;
-        clone->ne = node.ne;
-        clone->nb = node.nb;
-        clone->op = node.op;
-        clone->op_params = node.op_params;
-        clone->src = node.src;
-        clone->view_src = node.view_src;
-        clone->view_offset = node.view_offset;
-        clone->flags = node.flags;
-        clone->buffer = node.buffer;
-        clone->data = node.data;
-        clone->name = node.name;
-        clone->scratch_index = rw.node;
-      }
-      clone->src[rw.src] = slots_.copy(rw.copy, c);
-    }
-  }
-  slot_nodes_.resize(n_copies);
-  for (auto& nodes : slot_nodes_) nodes.clear();
-  split_node_ranges_.clear();
-  for (const Split& split : partition_.splits) {
-    const int begin = static_cast<int>(slot_nodes_[0].size());
-    for (int c = 0; c < n_copies; ++c) {
-      for (int k = split.first_node; k < split.end_node; ++k) {
-        if (!signature_.Has(k, GraphSignature::kKindComputes)) continue;
-        Tensor* clone = clone_of[static_cast<size_t>(k) * n_copies + c];
-        slot_nodes_[c].push_back(clone != nullptr ? clone
-                                                  : signature_.tensor(k));
-      }
-    }
-    split_node_ranges_.emplace_back(begin,
-                                    static_cast<int>(slot_nodes_[0].size()));
-  }
 }
 
 absl::Status Scheduler::PlaceCopies() {
@@ -362,106 +286,19 @@ absl::Status Scheduler::PlaceCopies() {
 }
 
 absl::Status Scheduler::MakeLanes() {
-  // A lane's compute stream: the backend for its first lane, a new stream
-  // of its device for the others. Copies into a lane run on a stream of
-  // their own, so that batch k + 1's copies wait only for their producers,
-  // not for the lane's compute of batch k, and producers wait only for the
-  // copies (stream order would couple every stage to the next one's).
-  // Streams are kept across plans by (backend, lane index).
-  // Copy streams only move bytes: on the CPU, one thread is enough.
-  auto stream_for =
-      [&](std::map<std::pair<int, int>, std::unique_ptr<Backend>>& pool, int b,
-          int index) -> Backend* {
-    std::unique_ptr<Backend>& stream = pool[{b, index}];
-    if (stream == nullptr) {
-      const bool copies = &pool == &copy_streams_;
-      absl::StatusOr<std::unique_ptr<Backend>> made =
-          backends_[b]->device().CreateBackend(
-              b == cpu_ && copies ? absl::string_view("threads=1")
-                                  : absl::string_view());
-      if (made.ok()) stream = *std::move(made);
-    }
-    return stream.get();
-  };
-  std::vector<bool> copies_into(partition_.lanes.size(), false);
-  for (const InputCopy& copy : partition_.copies) {
-    const bool host_write =
-        copy.user_input && buffer_types_[copy.dst_backend]->is_host();
-    if (!host_write) copies_into[copy.dst_lane] = true;
-  }
-  lanes_.assign(partition_.lanes.size(), LaneStreams());
-  std::vector<BufferType*> types;
-  backend_type_.assign(backends_.size(), -1);
-  for (int b = 0; b < num_backends(); ++b) {
-    auto it = std::find(types.begin(), types.end(), buffer_types_[b]);
-    backend_type_[b] = static_cast<int>(it - types.begin());
-    if (it == types.end()) types.push_back(buffer_types_[b]);
-  }
-  for (size_t l = 0; l < partition_.lanes.size(); ++l) {
-    const Lane& lane = partition_.lanes[l];
-    LaneStreams& streams = lanes_[l];
-    streams.compute = backends_[lane.backend];
-    streams.type = backend_type_[lane.backend];
-    if (lane.index > 0) {
-      Backend* extra = stream_for(lane_streams_, lane.backend, lane.index);
-      if (extra == nullptr) {
-        return absl::UnavailableError(absl::StrCat(
-            "scheduler: ", backends_[lane.backend]->name(),
-            " cannot make a second stream for a later stage on it"));
-      }
-      streams.compute = extra;
-      streams.type = static_cast<int>(types.size());
-      types.push_back(buffer_types_[lane.backend]);
-    }
-    streams.copy = copies_into[l]
-                       ? stream_for(copy_streams_, lane.backend, lane.index)
-                       : nullptr;
-    // Without one, copies queue on the compute stream (still correct).
-  }
-  if (allocator_ == nullptr || allocator_types_ != types) {
+  FERRY_RETURN_IF_ERROR(
+      lanes_.Make(partition_, backends_, buffer_types_, cpu_));
+  if (allocator_ == nullptr || allocator_types_ != lanes_.types()) {
     // Batches in flight use the old buffers (Replan synchronized).
-    allocator_ = std::make_unique<GraphAllocator>(types);
-    allocator_types_ = types;
+    allocator_ = std::make_unique<GraphAllocator>(lanes_.types());
+    allocator_types_ = lanes_.types();
   }
   return absl::OkStatus();
 }
 
 absl::Status Scheduler::RegisterHostMemory() {
-  // Pageable host memory a device copies from (weights offloaded to it)
-  // would make every such copy synchronous: register it with the device,
-  // once per buffer (registration is process-wide).
-  std::vector<std::pair<const Buffer*, std::unique_ptr<Buffer>>> kept;
-  auto is_pinned = [&](const BufferType* type) {
-    if (type == pinned_type_) return true;
-    for (Backend* backend : backends_) {
-      if (backend->device().host_buffer_type() == type) return true;
-    }
-    return false;
-  };
-  for (const InputCopy& copy : partition_.copies) {
-    if (copy.user_input) continue;
-    const int owner = signature_.wiring(copy.source).owner;
-    const Buffer* buffer = signature_.key(owner).buffer;
-    Device& device = backends_[copy.dst_backend]->device();
-    if (buffer == nullptr || !buffer->is_host() || is_pinned(buffer->type()) ||
-        !device.props().caps.buffer_from_host_ptr ||
-        device.type() == DeviceType::kCpu) {
-      continue;
-    }
-    auto in = [buffer](const auto& entry) { return entry.first == buffer; };
-    if (std::any_of(kept.begin(), kept.end(), in)) continue;
-    auto old = std::find_if(registered_.begin(), registered_.end(), in);
-    if (old != registered_.end()) {
-      kept.push_back(std::move(*old));
-      continue;
-    }
-    absl::StatusOr<std::unique_ptr<Buffer>> registration =
-        device.BufferFromHostPointer(buffer->base(), buffer->size());
-    // Without registration the copies still work, only synchronously.
-    if (registration.ok()) kept.emplace_back(buffer, *std::move(registration));
-  }
-  registered_ = std::move(kept);
-  stats_.registered_host_buffers = static_cast<int>(registered_.size());
+  registrations_.Update(signature_, partition_, backends_, pinned_type_);
+  stats_.registered_host_buffers = registrations_.size();
   reregister_ = false;
   return absl::OkStatus();
 }
@@ -492,7 +329,7 @@ absl::Status Scheduler::Replan(const Graph& graph) {
   FERRY_RETURN_IF_ERROR(PlanPartition());
   FERRY_RETURN_IF_ERROR(PlaceCopies());
   FERRY_RETURN_IF_ERROR(RegisterHostMemory());
-  BuildSlotNodes();
+  slot_nodes_.Build(signature_, partition_, slots_);
   graph_ = &graph;
   plan_valid_ = true;
   return absl::OkStatus();
@@ -502,7 +339,8 @@ absl::Status Scheduler::Adopt(const Graph& graph, bool holds) {
   if (!holds) return Replan(graph);
   // Same plan; only pointers to the graph's tensors may need updating.
   // Batches in flight read none of them (backends snapshot their nodes).
-  if (!signature_.same_tensors()) BuildSlotNodes();
+  if (!signature_.same_tensors())
+    slot_nodes_.Build(signature_, partition_, slots_);
   if (reregister_) FERRY_RETURN_IF_ERROR(RegisterHostMemory());
   graph_ = &graph;
   ++stats_.plans_reused;
@@ -528,18 +366,7 @@ absl::Status Scheduler::Allocate(const Graph& graph) {
     status = allocator_->Allocate(graph, assignment, signature_);
   }
   FERRY_RETURN_IF_ERROR(status, "scheduler: compute buffers");
-  // Clones share their node's memory.
-  if (!clone_storage_.empty()) {
-    for (int c = 0; c < slots_.n_copies(); ++c) {
-      for (Tensor* node : slot_nodes_[c]) {
-        const Tensor& original = *signature_.tensor(node->scratch_index);
-        if (node != &original) {
-          node->buffer = original.buffer;
-          node->data = original.data;
-        }
-      }
-    }
-  }
+  slot_nodes_.RefreshMemory(signature_);
   NoteComputeBytes();
   allocated_ = true;
   return absl::OkStatus();
@@ -547,13 +374,10 @@ absl::Status Scheduler::Allocate(const Graph& graph) {
 
 void Scheduler::NoteComputeBytes() {
   for (int b = 0; b < num_backends(); ++b) {
-    size_t bytes = allocator_->buffer_size(backend_type_[b]);
-    for (const LaneStreams& lane : lanes_) {
-      if (lane.type != backend_type_[b] &&
-          allocator_types_[lane.type] == buffer_types_[b] &&
-          lane.compute != nullptr &&
-          &lane.compute->device() == &backends_[b]->device()) {
-        bytes += allocator_->buffer_size(lane.type);
+    size_t bytes = allocator_->buffer_size(lanes_.backend_type(b));
+    for (int l = 0; l < lanes_.size(); ++l) {
+      if (lanes_.backend(l) == b && lanes_.type(l) != lanes_.backend_type(b)) {
+        bytes += allocator_->buffer_size(lanes_.type(l));
       }
     }
     stats_.compute_bytes[b] = bytes;
@@ -579,95 +403,14 @@ absl::Status Scheduler::AllocGraph(const Graph& graph) {
 
 // --- Batches ---
 
-absl::StatusOr<std::unique_ptr<Scheduler::Batch>> Scheduler::Capture(
-    const Graph& graph, const BatchIo& io) {
-  auto batch = std::make_unique<Batch>();
-  auto is_leaf = [&](const Tensor* t) {
-    return std::find(graph.leafs().begin(), graph.leafs().end(), t) !=
-           graph.leafs().end();
-  };
-  size_t total = 0;
-  for (const BatchIo::Input& in : io.inputs) {
-    if (in.tensor == nullptr || in.data == nullptr) {
-      return absl::InvalidArgumentError(
-          "a batch input has a null tensor or data");
-    }
-    if (!in.tensor->HasFlag(kTensorFlagInput) || in.tensor->op != Op::kNone ||
-        !is_leaf(in.tensor)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "batch input '", in.tensor->name,
-          "' is not a leaf of the graph flagged input (SetInput)"));
-    }
-    if (in.size != static_cast<size_t>(in.tensor->NumBytes())) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "batch input '", in.tensor->name, "' ", in.tensor->ShapeString(),
-          " has ", in.tensor->NumBytes(), " bytes, not ", in.size));
-    }
-    if (batch->Find(in.tensor) != nullptr) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("batch input '", in.tensor->name, "' is given twice"));
-    }
-    batch->inputs.push_back({in.tensor, total, in.size});
-    total += in.size;
-  }
-  // Inputs the caller did not list are read from their own memory, now.
-  for (const Tensor* leaf : graph.leafs()) {
-    if (!leaf->HasFlag(kTensorFlagInput) || batch->Find(leaf) != nullptr) {
-      continue;
-    }
-    if (leaf->data == nullptr) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "graph input '", leaf->name,
-          "' has no data: pass it in BatchIo, or AllocGraph and set it first"));
-    }
-    const size_t size = static_cast<size_t>(leaf->NumBytes());
-    batch->inputs.push_back({leaf, total, size});
-    total += size;
-  }
-  batch->bytes.resize(total);
-  for (const Batch::Captured& c : batch->inputs) {
-    auto given =
-        std::find_if(io.inputs.begin(), io.inputs.end(),
-                     [&](const auto& in) { return in.tensor == c.tensor; });
-    if (given != io.inputs.end()) {
-      std::memcpy(batch->bytes.data() + c.offset, given->data, c.size);
-    } else {
-      FERRY_RETURN_IF_ERROR(
-          GetTensorData(*c.tensor, batch->bytes.data() + c.offset, 0, c.size),
-          "reading graph input '", c.tensor->name, "'");
-    }
-  }
-  for (const BatchIo::Output& out : io.outputs) {
-    if (out.tensor == nullptr || out.data == nullptr) {
-      return absl::InvalidArgumentError(
-          "a batch output has a null tensor or data");
-    }
-    const bool in_graph = is_leaf(out.tensor) ||
-                          std::find(graph.nodes().begin(), graph.nodes().end(),
-                                    out.tensor) != graph.nodes().end();
-    if (!in_graph || !out.tensor->HasFlag(kTensorFlagOutput)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "batch output '", out.tensor->name,
-          "' is not a tensor of the graph flagged output (SetOutput): other "
-          "memory may be reused while the graph runs"));
-    }
-    if (out.size != static_cast<size_t>(out.tensor->NumBytes())) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "batch output '", out.tensor->name, "' ", out.tensor->ShapeString(),
-          " has ", out.tensor->NumBytes(), " bytes, not ", out.size));
-    }
-    batch->outputs.push_back(out);
-  }
-  return batch;
-}
-
-absl::Status Scheduler::EnqueueSplitInputs(Batch& batch, int s, int slot) {
+absl::Status Scheduler::EnqueueSplitInputs(CapturedBatch& batch, int s,
+                                           int slot) {
   TraceRecorder& trace = TraceRecorder::Global();
   const bool tracing = trace.enabled();
   const Split& split = partition_.splits[s];
-  Backend& dst = *lanes_[split.lane].compute;
+  Backend& dst = lanes_.compute(split.lane);
   Backend& via =
-      lanes_[split.lane].copy != nullptr ? *lanes_[split.lane].copy : dst;
+      lanes_.copy(split.lane) != nullptr ? *lanes_.copy(split.lane) : dst;
   std::vector<Backend*> sources;  // Producers' streams.
   bool queued = false;
   for (int k = split.inputs_begin; k < split.inputs_end; ++k) {
@@ -680,7 +423,7 @@ absl::Status Scheduler::EnqueueSplitInputs(Batch& batch, int s, int slot) {
       // From the bytes captured at submission (a view reads its part).
       const Tensor& leaf =
           *signature_.tensor(signature_.wiring(input.source).owner);
-      const Batch::Captured* captured = batch.Find(&leaf);
+      const CapturedBatch::Input* captured = batch.Find(&leaf);
       if (captured == nullptr) {
         return absl::InternalError(
             absl::StrCat("input '", leaf.name, "' was not captured"));
@@ -705,7 +448,7 @@ absl::Status Scheduler::EnqueueSplitInputs(Batch& batch, int s, int slot) {
       // backend.
       const bool host_source =
           source.buffer == nullptr || source.buffer->is_host();
-      Backend& src = input.src_lane >= 0 ? *lanes_[input.src_lane].compute
+      Backend& src = input.src_lane >= 0 ? lanes_.compute(input.src_lane)
                      : host_source       ? via
                                          : *backends_[input.src_backend];
       absl::Status status = via.EnqueueCopyTensor(src, source, copy);
@@ -746,7 +489,7 @@ absl::Status Scheduler::EnqueueSplitInputs(Batch& batch, int s, int slot) {
   return absl::OkStatus();
 }
 
-absl::Status Scheduler::EnqueueOutputs(Batch& batch, int slot) {
+absl::Status Scheduler::EnqueueOutputs(CapturedBatch& batch, int slot) {
   // Device-resident outputs go through pinned staging (asynchronous);
   // host-resident ones straight into the caller's memory on the stream of
   // the backend that computed them.
@@ -788,12 +531,17 @@ Backend& Scheduler::OutputStream(const Tensor& output) {
   const int32_t owner = signature_.wiring(signature_.IndexOf(&output)).owner;
   if (static_cast<size_t>(owner) < partition_.node_lane.size() &&
       partition_.node_lane[owner] >= 0) {
-    return *lanes_[partition_.node_lane[owner]].compute;
+    return lanes_.compute(partition_.node_lane[owner]);
   }
   return *backends_[partition_.backend[owner]];
 }
 
-absl::StatusOr<Event> Scheduler::EnqueueBatch(Batch& batch, int slot) {
+absl::StatusOr<Event> Scheduler::EnqueueBatch(CapturedBatch& batch, int slot) {
+  if (IsDeviceThread()) {
+    // Never: continuations are resumed on executors, never device threads.
+    return absl::InternalError(
+        "scheduler: a batch enqueued on a device thread");
+  }
   // Host-side spans (track "sched/enqueue"): the time each split-input copy
   // and each split's compute take to enqueue.
   TraceRecorder& trace = TraceRecorder::Global();
@@ -805,35 +553,42 @@ absl::StatusOr<Event> Scheduler::EnqueueBatch(Batch& batch, int slot) {
       used.push_back(stream);
     }
   };
+  std::vector<std::pair<std::string, Event>> events;
   for (int s = 0; s < num_splits(); ++s) {
     const Split& split = partition_.splits[s];
-    Backend& dst = *lanes_[split.lane].compute;
+    Backend& dst = lanes_.compute(split.lane);
     use(&dst);
     FERRY_RETURN_IF_ERROR(EnqueueSplitInputs(batch, s, slot), "batch ", number,
                           ": split ", s, " on ", dst.name());
     const int64_t begin_ns = tracing ? TraceRecorder::NowNanos() : 0;
-    FERRY_RETURN_IF_ERROR(dst.EnqueueCompute(SplitNodes(s, slot)), "batch ",
-                          number, ": split ", s, " on ", dst.name());
+    FERRY_RETURN_IF_ERROR(dst.EnqueueCompute(slot_nodes_.nodes(s, slot)),
+                          "batch ", number, ": split ", s, " on ", dst.name());
+    events.emplace_back(absl::StrCat("split ", s, " on ", dst.name()),
+                        dst.Record());
     if (tracing) {
-      trace.Record(trace_track_, absl::StrCat("split ", s, " ", dst.name()),
-                   begin_ns, TraceRecorder::NowNanos(),
-                   {{"nodes", split_node_ranges_[s].second -
-                                  split_node_ranges_[s].first},
-                    {"split", static_cast<int64_t>(s)},
-                    {"slot", slot}});
+      trace.Record(
+          trace_track_, absl::StrCat("split ", s, " ", dst.name()), begin_ns,
+          TraceRecorder::NowNanos(),
+          {{"nodes", static_cast<int64_t>(slot_nodes_.nodes(s, slot).size())},
+           {"split", static_cast<int64_t>(s)},
+           {"slot", slot}});
     }
   }
   FERRY_RETURN_IF_ERROR(EnqueueOutputs(batch, slot), "batch ", number);
-  for (const BatchIo::Output& out : batch.outputs)
+  // Every stream's last work (outputs included); copy streams' work is
+  // awaited by the lanes that use it.
+  for (const BatchIo::Output& out : batch.outputs) {
     use(&OutputStream(*out.tensor));
-  // Copy streams' work is awaited by the lanes that use it.
-  std::vector<Event> events;
-  for (Backend* stream : used) events.push_back(stream->Record());
+  }
+  for (Backend* stream : used) {
+    events.emplace_back(absl::StrCat("outputs on ", stream->name()),
+                        stream->Record());
+  }
   in_flight_ = true;
   const uint64_t value = static_cast<uint64_t>(++next_batch_);
   ++stats_.batches;
   std::vector<std::pair<const char*, std::pair<void*, size_t>>> staged;
-  for (const Batch::Staged& s : batch.staged) {
+  for (const CapturedBatch::Staged& s : batch.staged) {
     staged.push_back({s.from, {s.to, s.size}});
   }
   Event done(batch_timeline_, value);
@@ -846,10 +601,10 @@ absl::StatusOr<Event> Scheduler::EnqueueBatch(Batch& batch, int slot) {
 }
 
 absl::StatusOr<Event> Scheduler::Submit(const Graph& graph, const BatchIo& io) {
-  std::unique_ptr<Batch> batch;
+  std::unique_ptr<CapturedBatch> batch;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    FERRY_ASSIGN_OR_RETURN(batch, Capture(graph, io));
+    FERRY_ASSIGN_OR_RETURN(batch, CaptureBatch(graph, io));
   }
   const int64_t ticket = slots_.TakeTicket();
   TurnGuard turn(slots_, ticket);
@@ -866,7 +621,8 @@ absl::StatusOr<Event> Scheduler::Submit(const Graph& graph, const BatchIo& io) {
   return EnqueueBatchOrSettle(*batch, slot);
 }
 
-absl::StatusOr<Event> Scheduler::EnqueueBatchOrSettle(Batch& batch, int slot) {
+absl::StatusOr<Event> Scheduler::EnqueueBatchOrSettle(CapturedBatch& batch,
+                                                      int slot) {
   absl::StatusOr<Event> done = EnqueueBatch(batch, slot);
   if (!done.ok()) {
     // Part of the batch may be queued and still read the slot: let it run
@@ -877,10 +633,10 @@ absl::StatusOr<Event> Scheduler::EnqueueBatchOrSettle(Batch& batch, int slot) {
 }
 
 Task<absl::Status> Scheduler::ComputeAsync(const Graph& graph, BatchIo io) {
-  absl::StatusOr<std::unique_ptr<Batch>> batch;
+  absl::StatusOr<std::unique_ptr<CapturedBatch>> batch;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    batch = Capture(graph, io);
+    batch = CaptureBatch(graph, io);
   }
   if (!batch.ok()) {
     return [](absl::Status status) -> Task<absl::Status> {
@@ -891,7 +647,7 @@ Task<absl::Status> Scheduler::ComputeAsync(const Graph& graph, BatchIo io) {
 }
 
 Task<absl::Status> Scheduler::RunBatch(const Graph* graph,
-                                       std::unique_ptr<Batch> batch) {
+                                       std::unique_ptr<CapturedBatch> batch) {
   WaitOptions resume;
   resume.resume_on =
       options_.executor != nullptr ? options_.executor : &CallerExecutor();
@@ -941,10 +697,10 @@ absl::Status Scheduler::Compute(const Graph& graph, const BatchIo& io) {
 
 absl::Status Scheduler::ComputeWithCallback(const Graph& graph,
                                             const BatchIo& io) {
-  std::unique_ptr<Batch> batch;
+  std::unique_ptr<CapturedBatch> batch;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    FERRY_ASSIGN_OR_RETURN(batch, Capture(graph, io));
+    FERRY_ASSIGN_OR_RETURN(batch, CaptureBatch(graph, io));
   }
   const int64_t ticket = slots_.TakeTicket();
   TurnGuard turn(slots_, ticket);
@@ -957,13 +713,13 @@ absl::Status Scheduler::ComputeWithCallback(const Graph& graph,
   const int slot = slots_.SlotOf(ticket);
   for (int s = 0; s < num_splits(); ++s) {
     const Split& split = partition_.splits[s];
-    Backend& dst = *lanes_[split.lane].compute;
+    Backend& dst = lanes_.compute(split.lane);
     // Inputs: everything before this split is done, so copies are direct.
     FERRY_RETURN_IF_ERROR(EnqueueSplitInputs(*batch, s, slot), "split ", s,
                           " on ", dst.name());
     FERRY_RETURN_IF_ERROR(dst.Synchronize(), "split ", s, " on ", dst.name());
     // Nodes between observed ones run as one batch.
-    const NodeSpan nodes = SplitNodes(s, slot);
+    const NodeSpan nodes = slot_nodes_.nodes(s, slot);
     size_t begin = 0;
     for (size_t k = 0; k < nodes.size(); ++k) {
       Tensor& original = *signature_.tensor(nodes[k]->scratch_index);
@@ -992,14 +748,7 @@ absl::Status Scheduler::ComputeWithCallback(const Graph& graph,
 }
 
 absl::Status Scheduler::Synchronize() {
-  absl::Status first;
-  for (auto* pool : {&copy_streams_, &lane_streams_}) {
-    for (const auto& [key, stream] : *pool) {
-      if (stream == nullptr) continue;
-      absl::Status status = stream->Synchronize();
-      if (first.ok()) first = status;
-    }
-  }
+  absl::Status first = lanes_.Synchronize();
   for (Backend* backend : backends_) {
     absl::Status status = backend->Synchronize();
     if (first.ok()) first = status;
@@ -1020,52 +769,24 @@ void Scheduler::Reset() {
   pins_.clear();
   graph_ = nullptr;
   allocated_ = false;
-  registered_.clear();
+  registrations_.Clear();
   stats_.registered_host_buffers = 0;
   reregister_ = true;  // The plan stays; its registrations are redone.
 }
 
 std::string Scheduler::DescribeAssignment() const {
-  std::string out;
   if (graph_ == nullptr) return "no graph planned\n";
-  const size_t n_nodes = signature_.num_nodes();
-  for (size_t i = 0; i < signature_.size(); ++i) {
-    const Tensor* t = signature_.tensor(i);
-    const int b = partition_.backend[i];
-    absl::StrAppendFormat(
-        &out, "%s %4d %-10s %-24s -> %-8s (%s)\n",
-        i < n_nodes ? "node" : "leaf",
-        static_cast<int>(i < n_nodes ? i : i - n_nodes),
-        std::string(OpName(t->op)), t->name.empty() ? "(unnamed)" : t->name,
-        b >= 0 ? std::string(backends_[b]->name()) : std::string("-"),
-        AssignReasonName(partition_.reason[i]));
-  }
-  return out;
+  return ferry::DescribeAssignment(signature_, partition_, BackendNames());
 }
 
 std::string Scheduler::DescribeSplits() const {
-  std::string out;
-  for (size_t s = 0; s < partition_.splits.size(); ++s) {
-    const Split& split = partition_.splits[s];
-    absl::StrAppendFormat(&out, "split %zu on %s: nodes [%d, %d)", s,
-                          std::string(backends_[split.backend]->name()),
-                          split.first_node, split.end_node);
-    if (split.inputs_end > split.inputs_begin) out += ", inputs:";
-    for (int i = split.inputs_begin; i < split.inputs_end; ++i) {
-      const InputCopy& input = partition_.copies[partition_.split_inputs[i]];
-      const Tensor* source = signature_.tensor(input.source);
-      absl::StrAppendFormat(
-          &out, " '%s' from %s (%d bytes)%s",
-          source->name.empty()
-              ? absl::StrCat(OpName(source->op), " #", input.source)
-              : source->name,
-          std::string(backends_[input.src_backend]->name()),
-          static_cast<int>(source->NumBytes()),
-          input.user_input ? " [user input]" : "");
-    }
-    out += "\n";
-  }
-  return out;
+  return ferry::DescribeSplits(signature_, partition_, BackendNames());
+}
+
+std::vector<std::string> Scheduler::BackendNames() const {
+  std::vector<std::string> names;
+  for (Backend* backend : backends_) names.emplace_back(backend->name());
+  return names;
 }
 
 }  // namespace ferry

@@ -52,7 +52,8 @@ constexpr LlamaConfig kConfig = {.n_layer = 8,
                                  .n_vocab = 1024,
                                  .n_ctx = 64};
 constexpr int64_t kTokens = 32;  // Op offload starts at 32 rows.
-constexpr int kBatches = 40;
+// Under sanitizers only correctness is checked: fewer batches.
+constexpr int kBatches = kSanitized ? 8 : 40;
 // The modelled devices run at 1/scale of real time, so that their real
 // work (the CPU kernels) keeps up with the model.
 constexpr double kScale = 6.0;
