@@ -4,12 +4,14 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "ferry/alloc/testing/llama_graph.h"
 #include "ferry/backends/cpu/cpu_backend.h"
 #include "ferry/backends/cuda/cuda_probe.h"
 #include "ferry/backends/registry.h"
 #include "ferry/graph/context.h"
 #include "ferry/graph/testing/reference.h"
+#include "ferry/models/llama/llama_graph.h"
+#include "ferry/models/llama/llama_model.h"
+#include "ferry/models/llama/testing/llama_testing.h"
 #include "ferry/runtime/status_matchers.h"
 #include "ferry/runtime/sync_wait.h"
 #include "ferry/runtime/when_all.h"
@@ -19,13 +21,13 @@
 namespace ferry {
 namespace {
 
-constexpr testing::LlamaConfig kLlama = {
+constexpr llama::LlamaConfig kLlama = {
     .n_layer = 2, .n_embd = 256, .n_head = 4, .n_ff = 512, .n_vocab = 300};
 
-using PlacedModel = testing::PlacedLlamaModel;
+using PlacedModel = std::unique_ptr<llama::LlamaModel>;
 
 absl::StatusOr<PlacedModel> MakeModel(BufferType& type) {
-  return testing::MakePlacedLlamaModel(kLlama, type, 0.1f);
+  return testing::MakePlacedLlamaModel(kLlama, type);
 }
 
 absl::StatusOr<std::vector<float>> ReadLogits(const Tensor& logits) {
@@ -48,7 +50,8 @@ class CudaSchedulerTest : public ::testing::Test {
   std::vector<float> CpuOnlyLogits(int64_t n_tokens, uint64_t seed) {
     auto model = MakeModel(*cpu_->default_buffer_type());
     EXPECT_THAT(model, testing::IsOk());
-    auto graph = testing::BuildLlamaGraph(*model->model, n_tokens, false);
+    auto graph = llama::BuildLlamaGraph(
+        **model, {.n_tokens = n_tokens, .last_token_only = false});
     EXPECT_THAT(graph, testing::IsOk());
     auto sched = Scheduler::Create({cpu_.get()});
     EXPECT_THAT(sched, testing::IsOk());
@@ -69,8 +72,10 @@ TEST_F(CudaSchedulerTest, LlamaOnGpuAndCpuEqualsCpuOnly) {
   const std::vector<float> expected = CpuOnlyLogits(8, 3);
   FERRY_ASSERT_OK_AND_ASSIGN(PlacedModel model,
                              MakeModel(*cuda0_->default_buffer_type()));
-  FERRY_ASSERT_OK_AND_ASSIGN(testing::LlamaGraph graph,
-                             testing::BuildLlamaGraph(*model.model, 8, false));
+  FERRY_ASSERT_OK_AND_ASSIGN(
+      llama::LlamaGraph graph,
+      llama::BuildLlamaGraph(*model,
+                             {.n_tokens = 8, .last_token_only = false}));
   FERRY_ASSERT_OK_AND_ASSIGN(auto sched,
                              Scheduler::Create({cuda0_.get(), cpu_.get()}));
   FERRY_ASSERT_OK(testing::FillLlamaInputs(graph, kLlama.n_vocab, 3));
@@ -85,8 +90,10 @@ TEST_F(CudaSchedulerTest, HostWeightsAreOffloadedForLargeBatches) {
   const std::vector<float> expected = CpuOnlyLogits(64, 5);
   FERRY_ASSERT_OK_AND_ASSIGN(PlacedModel model,
                              MakeModel(*cpu_->default_buffer_type()));
-  FERRY_ASSERT_OK_AND_ASSIGN(testing::LlamaGraph graph,
-                             testing::BuildLlamaGraph(*model.model, 64, false));
+  FERRY_ASSERT_OK_AND_ASSIGN(
+      llama::LlamaGraph graph,
+      llama::BuildLlamaGraph(*model,
+                             {.n_tokens = 64, .last_token_only = false}));
   FERRY_ASSERT_OK_AND_ASSIGN(auto sched,
                              Scheduler::Create({cuda0_.get(), cpu_.get()}));
   FERRY_ASSERT_OK(sched->AllocGraph(graph.graph));
@@ -103,8 +110,10 @@ TEST_F(CudaSchedulerTest, HostWeightsAreOffloadedForLargeBatches) {
 TEST_F(CudaSchedulerTest, CopySlotsAreReusedOnlyAfterTheirBatch) {
   FERRY_ASSERT_OK_AND_ASSIGN(PlacedModel model,
                              MakeModel(*cuda0_->default_buffer_type()));
-  FERRY_ASSERT_OK_AND_ASSIGN(testing::LlamaGraph graph,
-                             testing::BuildLlamaGraph(*model.model, 16, false));
+  FERRY_ASSERT_OK_AND_ASSIGN(
+      llama::LlamaGraph graph,
+      llama::BuildLlamaGraph(*model,
+                             {.n_tokens = 16, .last_token_only = false}));
   FERRY_ASSERT_OK_AND_ASSIGN(
       auto sched,
       Scheduler::Create({cuda0_.get(), cpu_.get()}, {.n_copies = 2}));
@@ -135,8 +144,9 @@ TEST_F(CudaSchedulerTest, CopySlotsAreReusedOnlyAfterTheirBatch) {
 TEST_F(CudaSchedulerTest, ComputeAsyncFromSeveralCoroutines) {
   FERRY_ASSERT_OK_AND_ASSIGN(PlacedModel model,
                              MakeModel(*cuda0_->default_buffer_type()));
-  FERRY_ASSERT_OK_AND_ASSIGN(testing::LlamaGraph graph,
-                             testing::BuildLlamaGraph(*model.model, 4, true));
+  FERRY_ASSERT_OK_AND_ASSIGN(
+      llama::LlamaGraph graph,
+      llama::BuildLlamaGraph(*model, {.n_tokens = 4, .last_token_only = true}));
   FERRY_ASSERT_OK_AND_ASSIGN(auto sched,
                              Scheduler::Create({cuda0_.get(), cpu_.get()}));
   FERRY_ASSERT_OK(testing::FillLlamaInputs(graph, kLlama.n_vocab, 1));
@@ -158,8 +168,10 @@ TEST_F(CudaSchedulerTest, LayersSplitAcrossTwoGpus) {
                              Registry::Global().CreateBackend("cuda1"));
   FERRY_ASSERT_OK_AND_ASSIGN(PlacedModel model,
                              MakeModel(*cuda0_->default_buffer_type()));
-  FERRY_ASSERT_OK_AND_ASSIGN(testing::LlamaGraph graph,
-                             testing::BuildLlamaGraph(*model.model, 8, false));
+  FERRY_ASSERT_OK_AND_ASSIGN(
+      llama::LlamaGraph graph,
+      llama::BuildLlamaGraph(*model,
+                             {.n_tokens = 8, .last_token_only = false}));
   FERRY_ASSERT_OK_AND_ASSIGN(
       auto sched, Scheduler::Create({cuda0_.get(), cuda1.get(), cpu_.get()}));
   // Pin the second half of the nodes to cuda1: peer copies in between.
