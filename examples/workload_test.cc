@@ -15,13 +15,13 @@ using ::testing::HasSubstr;
 TEST(WorkloadTest, ParsesJsonLines) {
   FERRY_ASSERT_OK_AND_ASSIGN(
       auto requests,
-      ParseRequests(absl::StrCat(
-                        R"({"id": "a", "tokens": [1, 2, 3], )",
-                        R"("max_new_tokens": 5, "stop": [9], )",
-                        R"("temperature": 0.5, "top_k": 4, "top_p": 0.9, )",
-                        R"("seed": 7, "logits_positions": [2]})",
-                        "\n\n  {\"tokens\": [4]}\n"),
-                    "p.jsonl", 10, 16));
+      ParseRequests(
+          absl::StrCat(R"({"id": "a", "tokens": [1, 2, 3], )",
+                       R"("max_new_tokens": 5, "stop": [9], )",
+                       R"("temperature": 0.5, "top_k": 4, "top_p": 0.9, )",
+                       R"("seed": 7, "logits_positions": [2]})",
+                       "\n\n  {\"tokens\": [4]}\n"),
+          "p.jsonl", 10, 16));
   ASSERT_EQ(requests.size(), 2u);
   EXPECT_EQ(requests[0].id, "a");
   EXPECT_EQ(requests[0].prompt, (std::vector<int32_t>{1, 2, 3}));
