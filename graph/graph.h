@@ -29,6 +29,11 @@ using GraphView = absl::Span<Tensor* const>;
 class Graph {
  public:
   Graph() = default;
+  // Copies are the same graph (same id); a moved-from graph is empty.
+  Graph(const Graph&) = default;
+  Graph& operator=(const Graph&) = default;
+  Graph(Graph&& other) noexcept;
+  Graph& operator=(Graph&& other) noexcept;
 
   // Builds the graph that computes `outputs` (in order; duplicates and
   // outputs reachable from earlier outputs are fine). Sources src[0..3] are
@@ -48,7 +53,13 @@ class Graph {
   // 0 <= begin <= end <= num_nodes().
   absl::StatusOr<GraphView> NodeRange(int64_t begin, int64_t end) const;
 
+  // Unique per Build in this process (0 for an empty graph): callers that
+  // cache work per graph (the scheduler's plan) key it on the id, since a
+  // new graph may be built at the address of an old one.
+  uint64_t id() const { return id_; }
+
  private:
+  uint64_t id_ = 0;
   std::vector<Tensor*> nodes_;
   std::vector<Tensor*> leafs_;
 };

@@ -345,6 +345,7 @@ absl::Status Scheduler::Replan(const Graph& graph) {
   FERRY_RETURN_IF_ERROR(RegisterHostMemory());
   slot_nodes_.Build(signature_, partition_, slots_);
   graph_ = &graph;
+  graph_id_ = graph.id();
   plan_valid_ = true;
   return absl::OkStatus();
 }
@@ -357,6 +358,7 @@ absl::Status Scheduler::Adopt(const Graph& graph, bool holds) {
     slot_nodes_.Build(signature_, partition_, slots_);
   if (reregister_) FERRY_RETURN_IF_ERROR(RegisterHostMemory());
   graph_ = &graph;
+  graph_id_ = graph.id();
   ++stats_.plans_reused;
   return absl::OkStatus();
 }

@@ -213,9 +213,10 @@ class Scheduler {
   Task<absl::Status> RunBatch(const Graph* graph,
                               std::unique_ptr<CapturedBatch> batch);
   absl::Status ComputeWithCallback(const Graph& graph, const BatchIo& io);
-  // Whether `graph` is planned and allocated now.
+  // Whether `graph` is planned and allocated now. The id, not the address,
+  // names the graph: a new graph may be built where an old one lived.
   bool IsCurrent(const Graph& graph) const {
-    return graph_ == &graph && allocated_;
+    return graph_ == &graph && graph_id_ == graph.id() && allocated_;
   }
 
   std::vector<Backend*> backends_;
@@ -237,6 +238,7 @@ class Scheduler {
 
   // The plan.
   const Graph* graph_ = nullptr;
+  uint64_t graph_id_ = 0;  // graph_->id() when it was planned.
   GraphSignature signature_;
   bool plan_valid_ = false;
   bool allocated_ = false;

@@ -2,6 +2,7 @@
 // backends, in what order, and that it never blocks on a transfer.
 #include "ferry/sched/scheduler.h"
 
+#include <algorithm>
 #include <chrono>
 #include <future>
 #include <memory>
@@ -216,6 +217,39 @@ TEST_F(SchedulerFakeTest, SubmitDoesNotWaitForDevices) {
   gate.Open();
   for (const Event& event : events) FERRY_EXPECT_OK(event.WaitBlocking());
   EXPECT_EQ(out[2], Reference({0, 1, 2}, 2));
+}
+
+// A new graph built where the planned one lived is a new graph: the
+// scheduler plans it rather than running the old plan.
+TEST_F(SchedulerFakeTest, ANewGraphAtTheOldAddressIsPlannedAgain) {
+  auto m = MakeMlp({0, 1, 2});
+  FERRY_ASSERT_OK_AND_ASSIGN(auto sched,
+                             Scheduler::Create(All(), {.n_copies = 2}));
+  std::vector<float> in = Input(0), out(8 * kTokens, NAN);
+  FERRY_ASSERT_OK(
+      sched->Compute(m->graph, BatchIo()
+                                   .In(*m->x, in.data(), in.size() * 4)
+                                   .Out(*m->out, out.data(), out.size() * 4)));
+  const std::vector<float> plain = Reference({0, 1, 2}, 0);
+  EXPECT_EQ(out, plain);
+
+  Tensor* clipped = *Relu(m->ctx, m->out);
+  clipped->name = "clipped";
+  SetOutput(*clipped);
+  const Graph* address = &m->graph;
+  m->graph = *Graph::Build({clipped});
+  ASSERT_EQ(&m->graph, address);
+  std::vector<float> got(8 * kTokens, NAN);
+  FERRY_ASSERT_OK(
+      sched->Compute(m->graph, BatchIo()
+                                   .In(*m->x, in.data(), in.size() * 4)
+                                   .Out(*clipped, got.data(), got.size() * 4)));
+  std::vector<float> want = plain;
+  for (float& v : want) v = v > 0.0f ? v : 0.0f;
+  ASSERT_TRUE(std::any_of(plain.begin(), plain.end(), [](float v) {
+    return v < 0.0f;
+  })) << "the test needs negative outputs to tell the graphs apart";
+  EXPECT_EQ(got, want);
 }
 
 TEST_F(SchedulerFakeTest, AFailureNamesTheBatchTheSplitAndTheBackend) {
