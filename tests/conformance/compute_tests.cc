@@ -246,6 +246,40 @@ TEST_P(ComputeConformanceTest, BlockingComputeIsDoneOnReturn) {
   EXPECT_EQ(Read(*y), Iota(64, 3.0f));
 }
 
+// engine_stats and ClockNanos are one clock: across a compute, no engine is
+// busy longer than the device's clock advanced, and the compute engine (when
+// the device keeps counters) counts the work.
+TEST_P(ComputeConformanceTest, EngineBusyTimeFitsInTheDeviceClock) {
+  const Device& device = backend().device();
+  FERRY_ASSERT_OK_AND_ASSIGN(Tensor * w,
+                             ctx_.NewTensor(DType::kF32, {128, 128}, "w"));
+  FERRY_ASSERT_OK_AND_ASSIGN(Tensor * x,
+                             ctx_.NewTensor(DType::kF32, {128, 16}, "x"));
+  FERRY_ASSERT_OK_AND_ASSIGN(Tensor * y, MulMat(ctx_, w, x));
+  FERRY_ASSERT_OK_AND_ASSIGN(Tensor * z, MulMat(ctx_, w, y));
+  FERRY_ASSERT_OK_AND_ASSIGN(Graph graph, Graph::Build({z}));
+  Place(graph);
+  Write(*w, Iota(128 * 128, 1e-4f));
+  Write(*x, Iota(128 * 16, 1e-3f));
+  const std::vector<EngineStats> before = device.engine_stats();
+  const int64_t start = device.ClockNanos();
+  FERRY_ASSERT_OK(backend().Compute(graph));
+  const int64_t end = device.ClockNanos();
+  const std::vector<EngineStats> after = device.engine_stats();
+  ASSERT_GE(end, start);
+  ASSERT_EQ(after.size(), before.size());
+  int64_t ops = 0;
+  for (size_t i = 0; i < after.size(); ++i) {
+    ASSERT_EQ(after[i].name, before[i].name);
+    EXPECT_LE(after[i].busy_ns - before[i].busy_ns, end - start)
+        << after[i].name;
+    ops += after[i].ops - before[i].ops;
+  }
+  if (!after.empty()) {
+    EXPECT_GT(ops, 0);
+  }
+}
+
 TEST_P(ComputeConformanceTest, AnEmptySpanIsFine) {
   FERRY_ASSERT_OK(backend().EnqueueCompute({}));
   FERRY_ASSERT_OK(backend().Record().WaitBlocking());
