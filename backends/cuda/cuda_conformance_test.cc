@@ -1,6 +1,8 @@
 // The CUDA backend runs the backend conformance suite on cuda0 (and cuda1
 // where present); without a GPU every test skips, saying why.
+#include <map>
 #include <memory>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 #include "ferry/backends/cuda/cuda_device.h"
@@ -31,10 +33,21 @@ absl::StatusOr<std::unique_ptr<Backend>> MakeCuda(int ordinal) {
   return registry->CreateBackend(name);
 }
 
-FERRY_INSTANTIATE_CONFORMANCE(
-    Cuda,
-    ConformanceBackend{.name = "cuda0", .create = [] { return MakeCuda(0); }},
-    ConformanceBackend{.name = "cuda1", .create = [] { return MakeCuda(1); }});
+std::map<std::string, std::string> CudaExpectedFailures() {
+  return {{"ComputeConformanceTest.TracingRecordsOneSpanPerComputeNode",
+           "no per-node trace spans yet (they need CUDA events around each "
+           "kernel, read back off the compute stream)"}};
+}
+
+FERRY_INSTANTIATE_CONFORMANCE(Cuda,
+                              ConformanceBackend{
+                                  .name = "cuda0",
+                                  .create = [] { return MakeCuda(0); },
+                                  .expected_failures = CudaExpectedFailures()},
+                              ConformanceBackend{
+                                  .name = "cuda1",
+                                  .create = [] { return MakeCuda(1); },
+                                  .expected_failures = CudaExpectedFailures()});
 
 }  // namespace
 }  // namespace ferry::testing
