@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "ferry/backends/cuda/cuda_device.h"
 #include "ferry/backends/cuda/cuda_probe.h"
+#include "ferry/backends/cuda/testing/cuda_test_util.h"
 #include "ferry/backends/registry.h"
 #include "ferry/tests/conformance/backend_conformance.h"
 
@@ -12,13 +13,13 @@ namespace ferry::testing {
 namespace {
 
 absl::StatusOr<std::unique_ptr<Backend>> MakeCuda(int ordinal) {
-  absl::StatusOr<int> count = CudaDeviceCount();
-  if (!count.ok()) return count.status();
-  if (ordinal >= *count) {
-    return absl::UnavailableError(
-        absl::StrCat("only ", *count, " CUDA device(s)"));
+  if (absl::Status status = cuda_testing::CheckCudaDevices(ordinal + 1);
+      !status.ok()) {
+    return absl::UnavailableError(status.message());
   }
-  return Registry::Global().CreateBackend(absl::StrCat("cuda", ordinal));
+  absl::StatusOr<CudaDevice*> device = cuda_testing::GlobalCudaDevice(ordinal);
+  if (!device.ok()) return device.status();
+  return (*device)->CreateBackend();
 }
 
 INSTANTIATE_TEST_SUITE_P(
