@@ -4,6 +4,7 @@
 #include "ferry/backends/cuda/cuda_backend.h"
 
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <numeric>
@@ -274,10 +275,15 @@ TEST_F(CudaBackendTest, OutOfMemoryIsResourceExhaustedAndHarmless) {
 
 TEST_F(CudaBackendTest, BufferOverHostPointerCopiesAsync) {
   constexpr int64_t n = 1 << 14;
+  struct Free {
+    void operator()(float* p) const { std::free(p); }
+  };
+  std::unique_ptr<float, Free> aligned(
+      static_cast<float*>(std::aligned_alloc(4096, n * sizeof(float))));
   std::vector<float> memory(n, 4.0f);
-  FERRY_ASSERT_OK_AND_ASSIGN(
-      auto host, device_->BufferFromHostPointer(memory.data(),
-                                                memory.size() * sizeof(float)));
+  std::memcpy(aligned.get(), memory.data(), n * sizeof(float));
+  FERRY_ASSERT_OK_AND_ASSIGN(auto host, device_->BufferFromHostPointer(
+                                            aligned.get(), n * sizeof(float)));
   EXPECT_TRUE(host->is_host());
   FERRY_ASSERT_OK_AND_ASSIGN(Tensor * h, ctx_.NewTensor(DType::kF32, {n}, "h"));
   FERRY_ASSERT_OK(PlaceTensor(*host, *h, 0));

@@ -26,8 +26,9 @@ TEST(CudaStickyErrorTest, IllegalAddressFailsEveryLaterCall) {
   auto& cuda = *device;
   FERRY_ASSERT_OK_AND_ASSIGN(auto owned, cuda.CreateBackend());
   auto& backend = static_cast<CudaBackend&>(*owned);
-  FERRY_ASSERT_OK(cuda_testing::LaunchIllegalWriteKernel(
-      backend.stream(CudaBackend::StreamKind::kCompute)));
+  // The fault may show at the launcher's own error check already.
+  (void)cuda_testing::LaunchIllegalWriteKernel(
+      backend.stream(CudaBackend::StreamKind::kCompute));
   const Event event = backend.Record();
   EXPECT_THAT(event.WaitBlocking(), StatusIs(absl::StatusCode::kInternal,
                                              HasSubstr("context is lost")));

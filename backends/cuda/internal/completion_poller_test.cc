@@ -7,6 +7,8 @@
 #include <vector>
 
 #include "absl/synchronization/notification.h"
+#include "ferry/runtime/default_executor.h"
+#include "ferry/runtime/executor.h"
 #include "ferry/runtime/status_matchers.h"
 #include "gtest/gtest.h"
 
@@ -38,6 +40,30 @@ TEST(CompletionPollerTest, DeliversCompletion) {
   event.done = true;
   notified.WaitForNotification();
   EXPECT_EQ(poller.completed(), 1u);
+}
+
+// Item 10 of issue #15: the poller is a device thread, so no awaiting
+// coroutine ever picks it to resume on (event.h); a continuation that
+// blocked there would stall every later completion of the device.
+TEST(CompletionPollerTest, RunsAsADeviceThread) {
+  CompletionPoller poller("test");
+  const uint64_t lane = poller.NewLane();
+  FakeEvent event;
+  event.done = true;
+  absl::Notification notified;
+  bool device_thread = false;
+  Executor* current = &DefaultExecutor();
+  std::thread::id thread;
+  poller.Watch(lane, event.AsQuery(), [&](absl::Status) {
+    device_thread = IsDeviceThread();
+    current = Executor::Current();
+    thread = std::this_thread::get_id();
+    notified.Notify();
+  });
+  notified.WaitForNotification();
+  EXPECT_TRUE(device_thread);
+  EXPECT_EQ(current, nullptr);
+  EXPECT_EQ(thread, poller.thread_id());
 }
 
 TEST(CompletionPollerTest, LaneCompletesInOrderEvenIfLaterIsReadyFirst) {

@@ -122,6 +122,7 @@ struct Stats {
   int64_t api_calls = 0;  // Runtime and cuBLAS calls (not registration).
   int64_t launches = 0;   // Kernels and GEMMs enqueued.
   int64_t mallocs = 0;
+  int64_t failed_mallocs = 0;  // cudaMalloc calls that ran out of memory.
   int64_t frees = 0;
   int64_t device_synchronizes = 0;  // cudaDeviceSynchronize calls.
   int64_t legacy_stream_ops = 0;    // Work enqueued on legacy streams.

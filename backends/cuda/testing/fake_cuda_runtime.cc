@@ -285,11 +285,11 @@ cudaError_t cudaSetDevice(int device) {
   if (cudaError_t error = R().Enter(); error != cudaSuccess) return error;
   if (!R().ValidDevice(device)) return R().Fail(cudaErrorInvalidDevice);
   ThisThread().device = device;
-  // Since CUDA 12.0, cudaSetDevice initializes the device's context.
+  // Since CUDA 12.0, cudaSetDevice initializes the device's context. It
+  // does not report a ruined one (it only picks the device; the context
+  // stays "active"): modelled the strict way, so code must find a sticky
+  // error from the calls that do work.
   R().TouchContext(device);
-  if (cudaError_t sticky = R().Sticky(device); sticky != cudaSuccess) {
-    return R().Fail(sticky);
-  }
   return cudaSuccess;
 }
 
@@ -422,6 +422,7 @@ cudaError_t cudaMalloc(void** ptr, size_t size) {
   *ptr = nullptr;
   if (size == 0) return cudaSuccess;
   if (R().AllocationFails() || !R().Reserve(device, size)) {
+    R().failed_mallocs().fetch_add(1);
     return R().Fail(cudaErrorMemoryAllocation);
   }
   absl::StatusOr<void*> memory = R().memory().Allocate(device, size);

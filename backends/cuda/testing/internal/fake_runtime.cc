@@ -692,6 +692,7 @@ fake_cuda::Stats Runtime::stats() const {
   stats.api_calls = api_calls_.load();
   stats.launches = launches_.load();
   stats.mallocs = mallocs_.load();
+  stats.failed_mallocs = failed_mallocs_.load();
   stats.frees = frees_.load();
   stats.device_synchronizes = device_synchronizes_.load();
   stats.legacy_stream_ops = legacy_stream_ops_.load();

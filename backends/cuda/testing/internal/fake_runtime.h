@@ -228,6 +228,7 @@ class Runtime {
   fake_cuda::Stats stats() const;
   std::atomic<int64_t>& launches() { return launches_; }
   std::atomic<int64_t>& mallocs() { return mallocs_; }
+  std::atomic<int64_t>& failed_mallocs() { return failed_mallocs_; }
   std::atomic<int64_t>& frees() { return frees_; }
   std::atomic<int64_t>& device_synchronizes() { return device_synchronizes_; }
   std::atomic<int64_t>& peer_enables() { return peer_enables_; }
@@ -280,6 +281,7 @@ class Runtime {
   std::atomic<int64_t> api_calls_{0};
   std::atomic<int64_t> launches_{0};
   std::atomic<int64_t> mallocs_{0};
+  std::atomic<int64_t> failed_mallocs_{0};
   std::atomic<int64_t> frees_{0};
   std::atomic<int64_t> device_synchronizes_{0};
   std::atomic<int64_t> legacy_stream_ops_{0};
