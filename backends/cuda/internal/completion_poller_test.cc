@@ -1,6 +1,7 @@
 #include "ferry/backends/cuda/internal/completion_poller.h"
 
 #include <atomic>
+#include <condition_variable>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -50,17 +51,23 @@ TEST(CompletionPollerTest, RunsAsADeviceThread) {
   const uint64_t lane = poller.NewLane();
   FakeEvent event;
   event.done = true;
-  absl::Notification notified;
+  // std::mutex, not absl::Notification: TSan must see the ordering.
+  std::mutex mu;
+  std::condition_variable cv;
+  bool delivered = false;
   bool device_thread = false;
   Executor* current = &DefaultExecutor();
   std::thread::id thread;
   poller.Watch(lane, event.AsQuery(), [&](absl::Status) {
+    std::lock_guard<std::mutex> lock(mu);
     device_thread = IsDeviceThread();
     current = Executor::Current();
     thread = std::this_thread::get_id();
-    notified.Notify();
+    delivered = true;
+    cv.notify_all();
   });
-  notified.WaitForNotification();
+  std::unique_lock<std::mutex> lock(mu);
+  cv.wait(lock, [&] { return delivered; });
   EXPECT_TRUE(device_thread);
   EXPECT_EQ(current, nullptr);
   EXPECT_EQ(thread, poller.thread_id());
