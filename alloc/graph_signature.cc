@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstring>
+#include <type_traits>
 
 namespace ferry {
 namespace {
@@ -204,21 +206,14 @@ bool GraphSignature::SameContent(const GraphSignature& other) const {
       num_nodes_ != other.num_nodes_ || externals_ != other.externals_) {
     return false;
   }
-  for (size_t i = 0; i < keys_.size(); ++i) {
-    const Key& a = keys_[i];
-    const Key& b = other.keys_[i];
-    const Wiring& wa = wiring_[i];
-    const Wiring& wb = other.wiring_[i];
-    if (a.op != b.op || a.dtype != b.dtype || a.usage != b.usage ||
-        a.preset != b.preset || a.flags != b.flags || a.ne != b.ne ||
-        a.nb != b.nb || a.view_offset != b.view_offset ||
-        a.buffer != b.buffer || a.buffer_type != b.buffer_type ||
-        a.op_params != b.op_params || wa.src != wb.src ||
-        wa.view_src != wb.view_src) {
-      return false;
-    }
-  }
-  return true;
+  // Keys and wiring are written field by field into value-initialized
+  // (zero-padded) storage and copied as bytes, so bytes compare.
+  static_assert(std::is_trivially_copyable_v<Key>);
+  static_assert(std::is_trivially_copyable_v<Wiring>);
+  return std::memcmp(keys_.data(), other.keys_.data(),
+                     keys_.size() * sizeof(Key)) == 0 &&
+         std::memcmp(wiring_.data(), other.wiring_.data(),
+                     wiring_.size() * sizeof(Wiring)) == 0;
 }
 
 }  // namespace ferry

@@ -94,6 +94,8 @@ class GraphSignature {
     return i >= compared_end_ || changed_[i] != 0;
   }
 
+  // Whether a tensor reads one outside the graph (hand-built graphs).
+  bool has_externals() const { return !externals_.empty(); }
   // Equal content (keys and wiring, not tensor identity).
   bool SameContent(const GraphSignature& other) const;
 

@@ -37,9 +37,10 @@ enum class Op : uint8_t {
   kGelu,
   kRelu,
   kConcat,
+  kSetRows,
 };
 
-inline constexpr int kNumOps = static_cast<int>(Op::kConcat) + 1;
+inline constexpr int kNumOps = static_cast<int>(Op::kSetRows) + 1;
 
 // Returns the op's lower-case name ("mul_mat", "soft_max", ...), or "unknown"
 // for a value outside the enum.

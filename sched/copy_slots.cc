@@ -93,7 +93,8 @@ absl::Status CopySlots::Place(
     absl::Span<const Spec> specs,
     absl::FunctionRef<absl::Status()> before_replacing) {
   const size_t n = specs.size() * static_cast<size_t>(n_copies_);
-  copies_.assign(n, Tensor());
+  // Resized, not reassigned (Tensors have strings): placing resets each.
+  copies_.resize(n);
   staging_.assign(n, nullptr);
   bool synchronized = false;
   auto replace = [&]() -> absl::Status {
@@ -178,6 +179,8 @@ absl::Status CopySlots::Place(
       [&](size_t i, int c, Buffer& chunk, size_t offset) {
         Tensor& copy = copies_[i * n_copies_ + c];
         const Tensor& source = *specs[i].source;
+        copy.buffer = nullptr;
+        copy.data = nullptr;
         copy.dtype = source.dtype;
         copy.ne = source.ne;
         copy.nb = source.nb;

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "ferry/graph/op.h"
 
@@ -67,7 +68,7 @@ absl::Status AssignBackends(const GraphSignature& sig,
     }
     return -1;
   };
-  for (int i = 0; i < n; ++i) {
+  for (int i = 0; sig.has_externals() && i < n; ++i) {
     const GraphSignature::Wiring& w = sig.wiring(i);
     if (w.view_src == GraphSignature::kExternal ||
         std::find(w.src.begin(), w.src.end(), GraphSignature::kExternal) !=
@@ -237,6 +238,10 @@ absl::Status AssignBackends(const GraphSignature& sig,
   return absl::OkStatus();
 }
 
+namespace {
+constexpr int kLanesPerBackend = 2;
+}  // namespace
+
 absl::Status CutSplits(const GraphSignature& sig,
                        const PartitionOptions& options, Partition& out) {
   using Kind = GraphSignature::Kind;
@@ -248,9 +253,11 @@ absl::Status CutSplits(const GraphSignature& sig,
   out.rewires.clear();
   out.lanes.clear();
   out.node_lane.assign(static_cast<size_t>(n_nodes), -1);
-  // copy_of[lane][tensor]: the copy of that tensor on the lane, or -1.
-  std::vector<std::vector<int>> copy_of;
-  std::vector<int> lanes_of_backend;  // Count per backend.
+  // copy_of[lane * n + tensor]: the copy of that tensor on the lane, or -1
+  // (scratch kept in `out` so replanning allocates nothing).
+  std::vector<int>& copy_of = out.scratch;
+  copy_of.clear();
+  std::vector<std::vector<int>> lane_ids;  // Per backend, its lanes.
   // The lane whose split computed tensor `i`'s memory, or -1.
   auto lane_of = [&](int i) {
     const int owner = sig.wiring(i).owner;
@@ -263,15 +270,23 @@ absl::Status CutSplits(const GraphSignature& sig,
     const GraphSignature::Wiring& w = sig.wiring(k);
     const int b = out.backend[k];
     // The lane: the current one while the backend stays; a backend's first
-    // lane when it first appears; a new lane when it comes back.
+    // lane when it first appears; its second lane when it comes back (and
+    // for every later return: graphs that alternate between two backends
+    // many times get two lanes each, not one per split).
     int lane = current != nullptr && current->backend == b ? current->lane : -1;
     if (lane < 0) {
-      if (static_cast<int>(lanes_of_backend.size()) <= b) {
-        lanes_of_backend.resize(static_cast<size_t>(b) + 1, 0);
+      if (static_cast<int>(lane_ids.size()) <= b) {
+        lane_ids.resize(static_cast<size_t>(b) + 1);
       }
-      lane = static_cast<int>(out.lanes.size());
-      out.lanes.push_back({b, lanes_of_backend[b]++});
-      copy_of.emplace_back(n, -1);
+      std::vector<int>& ids = lane_ids[b];
+      if (ids.size() >= static_cast<size_t>(kLanesPerBackend)) {
+        lane = ids.back();
+      } else {
+        lane = static_cast<int>(out.lanes.size());
+        out.lanes.push_back({b, static_cast<int>(ids.size())});
+        ids.push_back(lane);
+        copy_of.resize(copy_of.size() + n, -1);
+      }
     }
     std::array<int, kMaxSrc> needed;  // Sources of the node needing a copy.
     int n_needed = 0;
@@ -290,7 +305,7 @@ absl::Status CutSplits(const GraphSignature& sig,
         continue;
       }
       needed[n_needed++] = j;
-      if (copy_of[lane][src] < 0) ++fresh;
+      if (copy_of[static_cast<size_t>(lane) * n + src] < 0) ++fresh;
       weight_elsewhere = weight_elsewhere || sig.Has(owner, Kind::kKindWeight);
     }
     bool new_split = current == nullptr || current->lane != lane ||
@@ -324,7 +339,7 @@ absl::Status CutSplits(const GraphSignature& sig,
     for (int m = 0; m < n_needed; ++m) {
       const int j = needed[m];
       const int src = w.src[j];
-      int& copy = copy_of[lane][src];
+      int& copy = copy_of[static_cast<size_t>(lane) * n + src];
       if (copy < 0) {
         copy = static_cast<int>(out.copies.size());
         const int owner = sig.wiring(src).owner;
@@ -346,6 +361,52 @@ absl::Status CutSplits(const GraphSignature& sig,
     current->inputs_end = static_cast<int>(out.split_inputs.size());
   }
   return absl::OkStatus();
+}
+
+std::string DescribeAssignment(const GraphSignature& sig,
+                               const Partition& partition,
+                               const std::vector<std::string>& names) {
+  std::string out;
+  const size_t n_nodes = sig.num_nodes();
+  for (size_t i = 0; i < sig.size(); ++i) {
+    const Tensor* t = sig.tensor(i);
+    const int b = partition.backend[i];
+    absl::StrAppendFormat(&out, "%s %4d %-10s %-24s -> %-8s (%s)\n",
+                          i < n_nodes ? "node" : "leaf",
+                          static_cast<int>(i < n_nodes ? i : i - n_nodes),
+                          std::string(OpName(t->op)),
+                          t->name.empty() ? "(unnamed)" : t->name,
+                          b >= 0 ? names[b] : std::string("-"),
+                          AssignReasonName(partition.reason[i]));
+  }
+  return out;
+}
+
+std::string DescribeSplits(const GraphSignature& sig,
+                           const Partition& partition,
+                           const std::vector<std::string>& names) {
+  std::string out;
+  for (size_t s = 0; s < partition.splits.size(); ++s) {
+    const Split& split = partition.splits[s];
+    absl::StrAppendFormat(&out, "split %zu on %s (lane %d): nodes [%d, %d)", s,
+                          names[split.backend],
+                          partition.lanes[split.lane].index, split.first_node,
+                          split.end_node);
+    if (split.inputs_end > split.inputs_begin) out += ", inputs:";
+    for (int i = split.inputs_begin; i < split.inputs_end; ++i) {
+      const InputCopy& input = partition.copies[partition.split_inputs[i]];
+      const Tensor* source = sig.tensor(input.source);
+      absl::StrAppendFormat(
+          &out, " '%s' from %s (%d bytes)%s",
+          source->name.empty()
+              ? absl::StrCat(OpName(source->op), " #", input.source)
+              : source->name,
+          names[input.src_backend], static_cast<int>(source->NumBytes()),
+          input.user_input ? " [user input]" : "");
+    }
+    out += "\n";
+  }
+  return out;
 }
 
 }  // namespace ferry

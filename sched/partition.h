@@ -25,9 +25,10 @@
 // copied yet, or when max_split_inputs would be exceeded.
 // Lanes: each split runs on a lane, a stream of its backend. Adjacent
 // splits of one backend share a lane; a backend that comes back later in
-// the graph (the CPU computing the embedding and the head) gets a new lane
-// for it, so that batch k + 1's first stage does not queue behind batch k's
-// last one on an in-order stream. Lanes share no activation memory.
+// the graph (the CPU computing the embedding and the head) gets a second
+// lane for everything after its first run, so that batch k + 1's first
+// stage does not queue behind batch k's last one on an in-order stream.
+// Lanes share no activation memory.
 // Every source computed on another lane (and every user input, so callers
 // may overwrite theirs at once) is copied once per destination lane and
 // reused by later splits there.
@@ -35,6 +36,7 @@
 #define FERRY_SCHED_PARTITION_H_
 
 #include <cstdint>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -127,6 +129,7 @@ struct Partition {
   std::vector<Rewire> rewires;    // In node order.
   std::vector<Lane> lanes;
   std::vector<int> node_lane;  // Per node number; -1 for nodes not computed.
+  std::vector<int> scratch;    // CutSplits' own, kept for its capacity.
 };
 
 // Pass 1-4 above. `pins` are (tensor number, backend). Fails with
@@ -142,6 +145,15 @@ absl::Status AssignBackends(const GraphSignature& signature,
 // ResourceExhausted when one node alone needs more than max_split_inputs.
 absl::Status CutSplits(const GraphSignature& signature,
                        const PartitionOptions& options, Partition& out);
+
+// One line per tensor: node/leaf, index, op, name, backend, reason.
+std::string DescribeAssignment(const GraphSignature& signature,
+                               const Partition& partition,
+                               const std::vector<std::string>& backend_names);
+// One line per split: backend, node range, inputs with their sources.
+std::string DescribeSplits(const GraphSignature& signature,
+                           const Partition& partition,
+                           const std::vector<std::string>& backend_names);
 
 }  // namespace ferry
 

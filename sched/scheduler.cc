@@ -1,46 +1,19 @@
+// The scheduler's running half: capture, turns and slots, enqueueing a
+// batch's splits and copies on the plan (scheduler_plan.cc makes it).
 #include "ferry/sched/scheduler.h"
 
 #include <algorithm>
 #include <cstring>
-#include <map>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
-#include "ferry/graph/op.h"
 #include "ferry/runtime/default_executor.h"
+#include "ferry/runtime/executor.h"
 #include "ferry/runtime/promise.h"
 #include "ferry/runtime/status_macros.h"
 #include "ferry/runtime/trace.h"
 
 namespace ferry {
-
-// One submission. Inputs are captured when it is made; outputs staged on a
-// device are copied to the caller's memory when it completes.
-struct Scheduler::Batch {
-  struct Captured {
-    const Tensor* tensor;  // The input leaf.
-    size_t offset;         // Into bytes.
-    size_t size;
-  };
-  std::vector<char> bytes;
-  std::vector<Captured> inputs;
-  std::vector<BatchIo::Output> outputs;
-  // Filled by EnqueueBatch: staged outputs, (from, to, size).
-  struct Staged {
-    const char* from;
-    void* to;
-    size_t size;
-  };
-  std::vector<Staged> staged;
-
-  const Captured* Find(const Tensor* leaf) const {
-    for (const Captured& c : inputs) {
-      if (c.tensor == leaf) return &c;
-    }
-    return nullptr;
-  }
-};
 
 namespace {
 
@@ -48,17 +21,22 @@ namespace {
 // memory, then signals `value` on `timeline` after value - 1 (batches
 // complete in order), or fails it.
 Task<void> FinishBatch(
-    std::vector<Event> events,
+    std::vector<std::pair<std::string, Event>> events,
     std::vector<std::pair<const char*, std::pair<void*, size_t>>> staged,
     std::shared_ptr<TimelineSemaphore> timeline, uint64_t value) {
   // Scheduler bookkeeping: never on a caller's executor, which may be
   // blocked waiting for this batch.
   WaitOptions options;
   options.resume_on = &DefaultExecutor();
+  // In graph order: the first failure is the split where it happened
+  // (those after it fail because they wait for it).
   absl::Status status;
-  for (const Event& event : events) {
+  for (const auto& [where, event] : events) {
     status = co_await event.Wait(options);
-    if (!status.ok()) break;
+    if (!status.ok()) {
+      status = AnnotateStatus(std::move(status), where);
+      break;
+    }
   }
   if (status.ok()) {
     for (const auto& [from, to] : staged)
@@ -74,15 +52,29 @@ Task<void> FinishBatch(
 
 }  // namespace
 
-// Passes the enqueue turn of a ticket on when it goes out of scope, once the
-// turn was had.
+// A batch's ticket (taken when made) and its enqueue turn, passed on when
+// it goes out of scope once the turn was had.
 class Scheduler::TurnGuard {
  public:
-  TurnGuard(CopySlots& slots, int64_t ticket)
-      : slots_(slots), ticket_(ticket) {}
+  explicit TurnGuard(CopySlots& slots)
+      : slots_(slots), ticket_(slots.TakeTicket()) {}
   ~TurnGuard() { Pass(); }
   TurnGuard(const TurnGuard&) = delete;
   TurnGuard& operator=(const TurnGuard&) = delete;
+  int64_t ticket() const { return ticket_; }
+  int slot() const { return slots_.SlotOf(ticket_); }
+  // Blocks until the turn comes, then holds it.
+  absl::Status WaitBlocking() {
+    FERRY_RETURN_IF_ERROR(
+        slots_.turns().WaitBlocking(static_cast<uint64_t>(ticket_)));
+    held_ = true;
+    return absl::OkStatus();
+  }
+  // `co_await Wait(options)`, then Hold() once it returned OK.
+  TimelineSemaphore::WaitAwaiter Wait(WaitOptions options) {
+    return slots_.turns().Wait(static_cast<uint64_t>(ticket_),
+                               std::move(options));
+  }
   void Hold() { held_ = true; }
   void Pass() {
     if (held_) slots_.PassTurn(ticket_);
@@ -167,507 +159,14 @@ Scheduler::Scheduler(std::vector<Backend*> backends, SchedulerOptions options,
 
 Scheduler::~Scheduler() { (void)Synchronize(); }
 
-absl::Status Scheduler::SetTensorBackend(const Tensor& node, Backend& backend) {
-  auto it = std::find(backends_.begin(), backends_.end(), &backend);
-  if (it == backends_.end()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "backend '", backend.name(), "' is not one of the scheduler's"));
-  }
-  const int index = static_cast<int>(it - backends_.begin());
-  if (IsComputeOp(node.op) && !backend.SupportsOp(node)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("cannot pin '", node.name, "' (", OpName(node.op),
-                     ") to '", backend.name(), "', which does not support it"));
-  }
-  allocated_ = false;
-  for (auto& pin : pins_) {
-    if (pin.first == &node) {
-      pin.second = index;
-      return absl::OkStatus();
-    }
-  }
-  pins_.emplace_back(&node, index);
-  return absl::OkStatus();
-}
-
-Backend* Scheduler::GetTensorBackend(const Tensor& tensor) const {
-  if (graph_ == nullptr) return nullptr;
-  const int32_t i = signature_.IndexOf(&tensor);
-  if (i < 0 || static_cast<size_t>(i) >= partition_.backend.size()) {
-    return nullptr;
-  }
-  const int b = partition_.backend[static_cast<size_t>(i)];
-  return b < 0 ? nullptr : backends_[b];
-}
-
-// --- Planning ---
-
-bool Scheduler::Supports(int backend, int i) {
-  int8_t& cached =
-      supports_[static_cast<size_t>(i) * backends_.size() + backend];
-  if (cached < 0) {
-    cached = backends_[backend]->SupportsOp(*signature_.tensor(i)) ? 1 : 0;
-  }
-  return cached == 1;
-}
-
-void Scheduler::ForgetChangedSupports() {
-  const size_t nb = backends_.size();
-  const size_t n = signature_.size();
-  if (supports_.size() != n * nb) {
-    supports_.assign(n * nb, -1);
-    return;
-  }
-  // SupportsOp reads a node and its sources: an answer holds while neither
-  // changed (a graph whose KV length grows keeps most of them).
-  for (size_t i = 0; i < n; ++i) {
-    const GraphSignature::Wiring& w = signature_.wiring(i);
-    bool changed = signature_.changed(i) ||
-                   (w.view_src >= 0 && signature_.changed(w.view_src));
-    for (const int32_t src : w.src) {
-      changed = changed || (src >= 0 && signature_.changed(src));
-    }
-    if (changed) std::fill_n(supports_.begin() + i * nb, nb, int8_t{-1});
-  }
-}
-
-absl::Status Scheduler::PlanPartition() {
-  // Named: PartitionFacts holds references to them.
-  auto supports = [this](int b, int i) { return Supports(b, i); };
-  auto offload = [this](int b, int i) {
-    return backends_[b]->device().OffloadOp(*signature_.tensor(i));
-  };
-  auto uses_buffer_type = [this](int b, const BufferType* type) {
-    return backends_[b]->device().SupportsBufferType(type);
-  };
-  auto name = [this](int b) { return std::string(backends_[b]->name()); };
-  const PartitionFacts facts{.num_backends = num_backends(),
-                             .supports = supports,
-                             .offload = offload,
-                             .uses_buffer_type = uses_buffer_type,
-                             .name = name};
-  const PartitionOptions options{.op_offload = options_.op_offload,
-                                 .max_split_inputs = options_.max_split_inputs};
-  FERRY_RETURN_IF_ERROR(
-      AssignBackends(signature_, facts, options, pin_numbers_, partition_));
-  FERRY_RETURN_IF_ERROR(CutSplits(signature_, options, partition_));
-
-  FERRY_RETURN_IF_ERROR(MakeLanes());
-  // Each lane's activations in buffers of its own (a backend's first lane
-  // shares them with backends of the same type, as in ggml); tensors that
-  // no lane computes live with their backend's first lane.
-  const size_t n_nodes = signature_.num_nodes();
-  node_types_.resize(n_nodes);
-  leaf_types_.resize(signature_.num_leafs());
-  for (size_t i = 0; i < signature_.size(); ++i) {
-    const int lane = i < n_nodes ? partition_.node_lane[i] : -1;
-    const int type =
-        lane >= 0 ? lanes_[lane].type : backend_type_[partition_.backend[i]];
-    if (i < n_nodes) {
-      node_types_[i] = type;
-    } else {
-      leaf_types_[i - n_nodes] = type;
-    }
-  }
-  for (auto& row : stats_.copies) std::fill(row.begin(), row.end(), 0);
-  for (auto& row : stats_.copy_bytes) std::fill(row.begin(), row.end(), 0);
-  for (const InputCopy& copy : partition_.copies) {
-    stats_.copies[copy.src_backend][copy.dst_backend] += 1;
-    stats_.copy_bytes[copy.src_backend][copy.dst_backend] +=
-        signature_.tensor(copy.source)->NumBytes();
-  }
-  stats_.num_splits = static_cast<int>(partition_.splits.size());
-  stats_.num_split_inputs = static_cast<int>(partition_.copies.size());
-  return absl::OkStatus();
-}
-
-void Scheduler::BuildSlotNodes() {
-  // Per-slot node lists: a node reading a copy is replaced by a clone that
-  // reads that slot's copy; the clone shares the node's memory.
-  const int n_copies = slots_.n_copies();
-  size_t n_clones = 0;
-  const std::vector<Rewire>& rewires = partition_.rewires;
-  for (size_t r = 0; r < rewires.size(); ++r) {
-    // Rewires are in node order, so a node's rewires are adjacent.
-    if (r == 0 || rewires[r].node != rewires[r - 1].node) ++n_clones;
-  }
-  clone_storage_.assign(n_clones * n_copies, Tensor());
-  std::vector<Tensor*> clone_of(signature_.num_nodes() * n_copies, nullptr);
-  size_t next_clone = 0;
-  for (int c = 0; c < n_copies; ++c) {
-    for (const Rewire& rw : rewires) {
-      Tensor*& clone = clone_of[static_cast<size_t>(rw.node) * n_copies + c];
-      if (clone == nullptr) {
-        clone = &clone_storage_[next_clone++];
-        const Tensor& node = *signature_.tensor(rw.node);
-        clone->dtype = node.dtype;
-        clone->ne = node.ne;
-        clone->nb = node.nb;
-        clone->op = node.op;
-        clone->op_params = node.op_params;
-        clone->src = node.src;
-        clone->view_src = node.view_src;
-        clone->view_offset = node.view_offset;
-        clone->flags = node.flags;
-        clone->buffer = node.buffer;
-        clone->data = node.data;
-        clone->name = node.name;
-        clone->scratch_index = rw.node;
-      }
-      clone->src[rw.src] = slots_.copy(rw.copy, c);
-    }
-  }
-  slot_nodes_.resize(n_copies);
-  for (auto& nodes : slot_nodes_) nodes.clear();
-  split_node_ranges_.clear();
-  for (const Split& split : partition_.splits) {
-    const int begin = static_cast<int>(slot_nodes_[0].size());
-    for (int c = 0; c < n_copies; ++c) {
-      for (int k = split.first_node; k < split.end_node; ++k) {
-        if (!signature_.Has(k, GraphSignature::kKindComputes)) continue;
-        Tensor* clone = clone_of[static_cast<size_t>(k) * n_copies + c];
-        slot_nodes_[c].push_back(clone != nullptr ? clone
-                                                  : signature_.tensor(k));
-      }
-    }
-    split_node_ranges_.emplace_back(begin,
-                                    static_cast<int>(slot_nodes_[0].size()));
-  }
-}
-
-absl::Status Scheduler::PlaceCopies() {
-  std::vector<CopySlots::Spec> specs;
-  specs.reserve(partition_.copies.size());
-  for (const InputCopy& copy : partition_.copies) {
-    CopySlots::Spec spec;
-    spec.source = signature_.tensor(copy.source);
-    spec.type = buffer_types_[copy.dst_backend];
-    if (copy.user_input && !spec.type->is_host()) {
-      // Staged in pinned memory so the upload is asynchronous.
-      BufferType* staging =
-          backends_[copy.dst_backend]->device().host_buffer_type();
-      spec.staging_type = staging != nullptr ? staging
-                          : pinned_type_ != nullptr
-                              ? pinned_type_
-                              : backends_[cpu_]->default_buffer_type();
-    }
-    spec.backend = std::string(backends_[copy.dst_backend]->name());
-    specs.push_back(std::move(spec));
-  }
-  FERRY_RETURN_IF_ERROR(slots_.Place(specs, [this] { return Synchronize(); }));
-  for (int b = 0; b < num_backends(); ++b) {
-    stats_.copy_buffer_bytes[b] = slots_.copy_bytes(buffer_types_[b]);
-  }
-  return absl::OkStatus();
-}
-
-absl::Status Scheduler::MakeLanes() {
-  // A lane's compute stream: the backend for its first lane, a new stream
-  // of its device for the others. Copies into a lane run on a stream of
-  // their own, so that batch k + 1's copies wait only for their producers,
-  // not for the lane's compute of batch k, and producers wait only for the
-  // copies (stream order would couple every stage to the next one's).
-  // Streams are kept across plans by (backend, lane index).
-  // Copy streams only move bytes: on the CPU, one thread is enough.
-  auto stream_for =
-      [&](std::map<std::pair<int, int>, std::unique_ptr<Backend>>& pool, int b,
-          int index) -> Backend* {
-    std::unique_ptr<Backend>& stream = pool[{b, index}];
-    if (stream == nullptr) {
-      const bool copies = &pool == &copy_streams_;
-      absl::StatusOr<std::unique_ptr<Backend>> made =
-          backends_[b]->device().CreateBackend(
-              b == cpu_ && copies ? absl::string_view("threads=1")
-                                  : absl::string_view());
-      if (made.ok()) stream = *std::move(made);
-    }
-    return stream.get();
-  };
-  std::vector<bool> copies_into(partition_.lanes.size(), false);
-  for (const InputCopy& copy : partition_.copies) {
-    const bool host_write =
-        copy.user_input && buffer_types_[copy.dst_backend]->is_host();
-    if (!host_write) copies_into[copy.dst_lane] = true;
-  }
-  lanes_.assign(partition_.lanes.size(), LaneStreams());
-  std::vector<BufferType*> types;
-  backend_type_.assign(backends_.size(), -1);
-  for (int b = 0; b < num_backends(); ++b) {
-    auto it = std::find(types.begin(), types.end(), buffer_types_[b]);
-    backend_type_[b] = static_cast<int>(it - types.begin());
-    if (it == types.end()) types.push_back(buffer_types_[b]);
-  }
-  for (size_t l = 0; l < partition_.lanes.size(); ++l) {
-    const Lane& lane = partition_.lanes[l];
-    LaneStreams& streams = lanes_[l];
-    streams.compute = backends_[lane.backend];
-    streams.type = backend_type_[lane.backend];
-    if (lane.index > 0) {
-      Backend* extra = stream_for(lane_streams_, lane.backend, lane.index);
-      if (extra == nullptr) {
-        return absl::UnavailableError(absl::StrCat(
-            "scheduler: ", backends_[lane.backend]->name(),
-            " cannot make a second stream for a later stage on it"));
-      }
-      streams.compute = extra;
-      streams.type = static_cast<int>(types.size());
-      types.push_back(buffer_types_[lane.backend]);
-    }
-    streams.copy = copies_into[l]
-                       ? stream_for(copy_streams_, lane.backend, lane.index)
-                       : nullptr;
-    // Without one, copies queue on the compute stream (still correct).
-  }
-  if (allocator_ == nullptr || allocator_types_ != types) {
-    // Batches in flight use the old buffers (Replan synchronized).
-    allocator_ = std::make_unique<GraphAllocator>(types);
-    allocator_types_ = types;
-  }
-  return absl::OkStatus();
-}
-
-absl::Status Scheduler::RegisterHostMemory() {
-  // Pageable host memory a device copies from (weights offloaded to it)
-  // would make every such copy synchronous: register it with the device,
-  // once per buffer (registration is process-wide).
-  std::vector<std::pair<const Buffer*, std::unique_ptr<Buffer>>> kept;
-  auto is_pinned = [&](const BufferType* type) {
-    if (type == pinned_type_) return true;
-    for (Backend* backend : backends_) {
-      if (backend->device().host_buffer_type() == type) return true;
-    }
-    return false;
-  };
-  for (const InputCopy& copy : partition_.copies) {
-    if (copy.user_input) continue;
-    const int owner = signature_.wiring(copy.source).owner;
-    const Buffer* buffer = signature_.key(owner).buffer;
-    Device& device = backends_[copy.dst_backend]->device();
-    if (buffer == nullptr || !buffer->is_host() || is_pinned(buffer->type()) ||
-        !device.props().caps.buffer_from_host_ptr ||
-        device.type() == DeviceType::kCpu) {
-      continue;
-    }
-    auto in = [buffer](const auto& entry) { return entry.first == buffer; };
-    if (std::any_of(kept.begin(), kept.end(), in)) continue;
-    auto old = std::find_if(registered_.begin(), registered_.end(), in);
-    if (old != registered_.end()) {
-      kept.push_back(std::move(*old));
-      continue;
-    }
-    absl::StatusOr<std::unique_ptr<Buffer>> registration =
-        device.BufferFromHostPointer(buffer->base(), buffer->size());
-    // Without registration the copies still work, only synchronously.
-    if (registration.ok()) kept.emplace_back(buffer, *std::move(registration));
-  }
-  registered_ = std::move(kept);
-  stats_.registered_host_buffers = static_cast<int>(registered_.size());
-  reregister_ = false;
-  return absl::OkStatus();
-}
-
-absl::StatusOr<bool> Scheduler::Describe(const Graph& graph) {
-  graph_ = nullptr;
-  allocated_ = false;
-  FERRY_RETURN_IF_ERROR(signature_.Update(graph));
-  pin_scratch_.clear();
-  for (const auto& [tensor, b] : pins_) {
-    const int32_t i = signature_.IndexOf(tensor);
-    if (i >= 0) pin_scratch_.emplace_back(i, b);
-  }
-  ++stats_.graphs_planned;
-  const bool holds =
-      plan_valid_ && signature_.unchanged() && pin_scratch_ == pin_numbers_;
-  // The signature now describes `graph`: until a new plan is made, nothing
-  // may match it.
-  if (!holds) plan_valid_ = false;
-  return holds;
-}
-
-absl::Status Scheduler::Replan(const Graph& graph) {
-  // A new plan rewrites the copies batches in flight use.
-  if (in_flight_) FERRY_RETURN_IF_ERROR(Synchronize());
-  pin_numbers_ = pin_scratch_;
-  ForgetChangedSupports();
-  FERRY_RETURN_IF_ERROR(PlanPartition());
-  FERRY_RETURN_IF_ERROR(PlaceCopies());
-  FERRY_RETURN_IF_ERROR(RegisterHostMemory());
-  BuildSlotNodes();
-  graph_ = &graph;
-  plan_valid_ = true;
-  return absl::OkStatus();
-}
-
-absl::Status Scheduler::Adopt(const Graph& graph, bool holds) {
-  if (!holds) return Replan(graph);
-  // Same plan; only pointers to the graph's tensors may need updating.
-  // Batches in flight read none of them (backends snapshot their nodes).
-  if (!signature_.same_tensors()) BuildSlotNodes();
-  if (reregister_) FERRY_RETURN_IF_ERROR(RegisterHostMemory());
-  graph_ = &graph;
-  ++stats_.plans_reused;
-  return absl::OkStatus();
-}
-
-absl::Status Scheduler::Plan(const Graph& graph) {
-  FERRY_ASSIGN_OR_RETURN(const bool holds, Describe(graph));
-  return Adopt(graph, holds);
-}
-
-absl::Status Scheduler::Allocate(const Graph& graph) {
-  BufferAssignment assignment{leaf_types_, node_types_};
-  absl::Status status = allocator_->Allocate(graph, assignment, signature_);
-  if (absl::IsResourceExhausted(status)) {
-    // Does not fit: wait for batches in flight (they use the buffers), grow
-    // the buffers and place again. Counted, never silent.
-    FERRY_RETURN_IF_ERROR(Synchronize());
-    if (reserved_) ++stats_.re_reserves;
-    FERRY_RETURN_IF_ERROR(allocator_->Reserve(graph, assignment, signature_),
-                          "scheduler: compute buffers");
-    reserved_ = true;
-    status = allocator_->Allocate(graph, assignment, signature_);
-  }
-  FERRY_RETURN_IF_ERROR(status, "scheduler: compute buffers");
-  // Clones share their node's memory.
-  if (!clone_storage_.empty()) {
-    for (int c = 0; c < slots_.n_copies(); ++c) {
-      for (Tensor* node : slot_nodes_[c]) {
-        const Tensor& original = *signature_.tensor(node->scratch_index);
-        if (node != &original) {
-          node->buffer = original.buffer;
-          node->data = original.data;
-        }
-      }
-    }
-  }
-  NoteComputeBytes();
-  allocated_ = true;
-  return absl::OkStatus();
-}
-
-void Scheduler::NoteComputeBytes() {
-  for (int b = 0; b < num_backends(); ++b) {
-    size_t bytes = allocator_->buffer_size(backend_type_[b]);
-    for (const LaneStreams& lane : lanes_) {
-      if (lane.type != backend_type_[b] &&
-          allocator_types_[lane.type] == buffer_types_[b] &&
-          lane.compute != nullptr &&
-          &lane.compute->device() == &backends_[b]->device()) {
-        bytes += allocator_->buffer_size(lane.type);
-      }
-    }
-    stats_.compute_bytes[b] = bytes;
-  }
-}
-
-absl::Status Scheduler::Reserve(const Graph& graph) {
-  FERRY_RETURN_IF_ERROR(Synchronize());
-  FERRY_RETURN_IF_ERROR(Plan(graph));
-  BufferAssignment assignment{leaf_types_, node_types_};
-  FERRY_RETURN_IF_ERROR(allocator_->Reserve(graph, assignment, signature_),
-                        "scheduler: compute buffers");
-  reserved_ = true;
-  NoteComputeBytes();
-  graph_ = nullptr;  // Reserve plans only; AllocGraph places.
-  return absl::OkStatus();
-}
-
-absl::Status Scheduler::AllocGraph(const Graph& graph) {
-  FERRY_RETURN_IF_ERROR(Plan(graph));
-  return Allocate(graph);
-}
-
-// --- Batches ---
-
-absl::StatusOr<std::unique_ptr<Scheduler::Batch>> Scheduler::Capture(
-    const Graph& graph, const BatchIo& io) {
-  auto batch = std::make_unique<Batch>();
-  auto is_leaf = [&](const Tensor* t) {
-    return std::find(graph.leafs().begin(), graph.leafs().end(), t) !=
-           graph.leafs().end();
-  };
-  size_t total = 0;
-  for (const BatchIo::Input& in : io.inputs) {
-    if (in.tensor == nullptr || in.data == nullptr) {
-      return absl::InvalidArgumentError(
-          "a batch input has a null tensor or data");
-    }
-    if (!in.tensor->HasFlag(kTensorFlagInput) || in.tensor->op != Op::kNone ||
-        !is_leaf(in.tensor)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "batch input '", in.tensor->name,
-          "' is not a leaf of the graph flagged input (SetInput)"));
-    }
-    if (in.size != static_cast<size_t>(in.tensor->NumBytes())) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "batch input '", in.tensor->name, "' ", in.tensor->ShapeString(),
-          " has ", in.tensor->NumBytes(), " bytes, not ", in.size));
-    }
-    if (batch->Find(in.tensor) != nullptr) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("batch input '", in.tensor->name, "' is given twice"));
-    }
-    batch->inputs.push_back({in.tensor, total, in.size});
-    total += in.size;
-  }
-  // Inputs the caller did not list are read from their own memory, now.
-  for (const Tensor* leaf : graph.leafs()) {
-    if (!leaf->HasFlag(kTensorFlagInput) || batch->Find(leaf) != nullptr) {
-      continue;
-    }
-    if (leaf->data == nullptr) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "graph input '", leaf->name,
-          "' has no data: pass it in BatchIo, or AllocGraph and set it first"));
-    }
-    const size_t size = static_cast<size_t>(leaf->NumBytes());
-    batch->inputs.push_back({leaf, total, size});
-    total += size;
-  }
-  batch->bytes.resize(total);
-  for (const Batch::Captured& c : batch->inputs) {
-    auto given =
-        std::find_if(io.inputs.begin(), io.inputs.end(),
-                     [&](const auto& in) { return in.tensor == c.tensor; });
-    if (given != io.inputs.end()) {
-      std::memcpy(batch->bytes.data() + c.offset, given->data, c.size);
-    } else {
-      FERRY_RETURN_IF_ERROR(
-          GetTensorData(*c.tensor, batch->bytes.data() + c.offset, 0, c.size),
-          "reading graph input '", c.tensor->name, "'");
-    }
-  }
-  for (const BatchIo::Output& out : io.outputs) {
-    if (out.tensor == nullptr || out.data == nullptr) {
-      return absl::InvalidArgumentError(
-          "a batch output has a null tensor or data");
-    }
-    const bool in_graph = is_leaf(out.tensor) ||
-                          std::find(graph.nodes().begin(), graph.nodes().end(),
-                                    out.tensor) != graph.nodes().end();
-    if (!in_graph || !out.tensor->HasFlag(kTensorFlagOutput)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "batch output '", out.tensor->name,
-          "' is not a tensor of the graph flagged output (SetOutput): other "
-          "memory may be reused while the graph runs"));
-    }
-    if (out.size != static_cast<size_t>(out.tensor->NumBytes())) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "batch output '", out.tensor->name, "' ", out.tensor->ShapeString(),
-          " has ", out.tensor->NumBytes(), " bytes, not ", out.size));
-    }
-    batch->outputs.push_back(out);
-  }
-  return batch;
-}
-
-absl::Status Scheduler::EnqueueSplitInputs(Batch& batch, int s, int slot) {
+absl::Status Scheduler::EnqueueSplitInputs(CapturedBatch& batch, int s,
+                                           int slot) {
   TraceRecorder& trace = TraceRecorder::Global();
   const bool tracing = trace.enabled();
   const Split& split = partition_.splits[s];
-  Backend& dst = *lanes_[split.lane].compute;
+  Backend& dst = lanes_.compute(split.lane);
   Backend& via =
-      lanes_[split.lane].copy != nullptr ? *lanes_[split.lane].copy : dst;
+      lanes_.copy(split.lane) != nullptr ? *lanes_.copy(split.lane) : dst;
   std::vector<Backend*> sources;  // Producers' streams.
   bool queued = false;
   for (int k = split.inputs_begin; k < split.inputs_end; ++k) {
@@ -680,7 +179,7 @@ absl::Status Scheduler::EnqueueSplitInputs(Batch& batch, int s, int slot) {
       // From the bytes captured at submission (a view reads its part).
       const Tensor& leaf =
           *signature_.tensor(signature_.wiring(input.source).owner);
-      const Batch::Captured* captured = batch.Find(&leaf);
+      const CapturedBatch::Input* captured = batch.Find(&leaf);
       if (captured == nullptr) {
         return absl::InternalError(
             absl::StrCat("input '", leaf.name, "' was not captured"));
@@ -705,7 +204,7 @@ absl::Status Scheduler::EnqueueSplitInputs(Batch& batch, int s, int slot) {
       // backend.
       const bool host_source =
           source.buffer == nullptr || source.buffer->is_host();
-      Backend& src = input.src_lane >= 0 ? *lanes_[input.src_lane].compute
+      Backend& src = input.src_lane >= 0 ? lanes_.compute(input.src_lane)
                      : host_source       ? via
                                          : *backends_[input.src_backend];
       absl::Status status = via.EnqueueCopyTensor(src, source, copy);
@@ -746,7 +245,7 @@ absl::Status Scheduler::EnqueueSplitInputs(Batch& batch, int s, int slot) {
   return absl::OkStatus();
 }
 
-absl::Status Scheduler::EnqueueOutputs(Batch& batch, int slot) {
+absl::Status Scheduler::EnqueueOutputs(CapturedBatch& batch, int slot) {
   // Device-resident outputs go through pinned staging (asynchronous);
   // host-resident ones straight into the caller's memory on the stream of
   // the backend that computed them.
@@ -788,12 +287,17 @@ Backend& Scheduler::OutputStream(const Tensor& output) {
   const int32_t owner = signature_.wiring(signature_.IndexOf(&output)).owner;
   if (static_cast<size_t>(owner) < partition_.node_lane.size() &&
       partition_.node_lane[owner] >= 0) {
-    return *lanes_[partition_.node_lane[owner]].compute;
+    return lanes_.compute(partition_.node_lane[owner]);
   }
   return *backends_[partition_.backend[owner]];
 }
 
-absl::StatusOr<Event> Scheduler::EnqueueBatch(Batch& batch, int slot) {
+absl::StatusOr<Event> Scheduler::EnqueueBatch(CapturedBatch& batch, int slot) {
+  if (IsDeviceThread()) {
+    // Never: continuations are resumed on executors, never device threads.
+    return absl::InternalError(
+        "scheduler: a batch enqueued on a device thread");
+  }
   // Host-side spans (track "sched/enqueue"): the time each split-input copy
   // and each split's compute take to enqueue.
   TraceRecorder& trace = TraceRecorder::Global();
@@ -805,35 +309,42 @@ absl::StatusOr<Event> Scheduler::EnqueueBatch(Batch& batch, int slot) {
       used.push_back(stream);
     }
   };
+  std::vector<std::pair<std::string, Event>> events;
   for (int s = 0; s < num_splits(); ++s) {
     const Split& split = partition_.splits[s];
-    Backend& dst = *lanes_[split.lane].compute;
+    Backend& dst = lanes_.compute(split.lane);
     use(&dst);
     FERRY_RETURN_IF_ERROR(EnqueueSplitInputs(batch, s, slot), "batch ", number,
                           ": split ", s, " on ", dst.name());
     const int64_t begin_ns = tracing ? TraceRecorder::NowNanos() : 0;
-    FERRY_RETURN_IF_ERROR(dst.EnqueueCompute(SplitNodes(s, slot)), "batch ",
-                          number, ": split ", s, " on ", dst.name());
+    FERRY_RETURN_IF_ERROR(dst.EnqueueCompute(slot_nodes_.nodes(s, slot)),
+                          "batch ", number, ": split ", s, " on ", dst.name());
+    events.emplace_back(absl::StrCat("split ", s, " on ", dst.name()),
+                        dst.Record());
     if (tracing) {
-      trace.Record(trace_track_, absl::StrCat("split ", s, " ", dst.name()),
-                   begin_ns, TraceRecorder::NowNanos(),
-                   {{"nodes", split_node_ranges_[s].second -
-                                  split_node_ranges_[s].first},
-                    {"split", static_cast<int64_t>(s)},
-                    {"slot", slot}});
+      trace.Record(
+          trace_track_, absl::StrCat("split ", s, " ", dst.name()), begin_ns,
+          TraceRecorder::NowNanos(),
+          {{"nodes", static_cast<int64_t>(slot_nodes_.nodes(s, slot).size())},
+           {"split", static_cast<int64_t>(s)},
+           {"slot", slot}});
     }
   }
   FERRY_RETURN_IF_ERROR(EnqueueOutputs(batch, slot), "batch ", number);
-  for (const BatchIo::Output& out : batch.outputs)
+  // Every stream's last work (outputs included); copy streams' work is
+  // awaited by the lanes that use it.
+  for (const BatchIo::Output& out : batch.outputs) {
     use(&OutputStream(*out.tensor));
-  // Copy streams' work is awaited by the lanes that use it.
-  std::vector<Event> events;
-  for (Backend* stream : used) events.push_back(stream->Record());
+  }
+  for (Backend* stream : used) {
+    events.emplace_back(absl::StrCat("outputs on ", stream->name()),
+                        stream->Record());
+  }
   in_flight_ = true;
   const uint64_t value = static_cast<uint64_t>(++next_batch_);
   ++stats_.batches;
   std::vector<std::pair<const char*, std::pair<void*, size_t>>> staged;
-  for (const Batch::Staged& s : batch.staged) {
+  for (const CapturedBatch::Staged& s : batch.staged) {
     staged.push_back({s.from, {s.to, s.size}});
   }
   Event done(batch_timeline_, value);
@@ -845,18 +356,19 @@ absl::StatusOr<Event> Scheduler::EnqueueBatch(Batch& batch, int slot) {
   return done;
 }
 
+absl::StatusOr<std::unique_ptr<CapturedBatch>> Scheduler::Capture(
+    const Graph& graph, const BatchIo& io) {
+  // Against a plan placing the graph's tensors meanwhile.
+  std::lock_guard<std::mutex> lock(mu_);
+  return CaptureBatch(graph, io);
+}
+
 absl::StatusOr<Event> Scheduler::Submit(const Graph& graph, const BatchIo& io) {
-  std::unique_ptr<Batch> batch;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    FERRY_ASSIGN_OR_RETURN(batch, Capture(graph, io));
-  }
-  const int64_t ticket = slots_.TakeTicket();
-  TurnGuard turn(slots_, ticket);
-  FERRY_RETURN_IF_ERROR(
-      slots_.turns().WaitBlocking(static_cast<uint64_t>(ticket)));
-  turn.Hold();
-  const int slot = slots_.SlotOf(ticket);
+  FERRY_ASSIGN_OR_RETURN(std::unique_ptr<CapturedBatch> batch,
+                         Capture(graph, io));
+  TurnGuard turn(slots_);
+  FERRY_RETURN_IF_ERROR(turn.WaitBlocking());
+  const int slot = turn.slot();
   // A failed batch already reported its error; the slot is free either way.
   (void)slots_.slot_free(slot).WaitBlocking();
   std::lock_guard<std::mutex> lock(mu_);
@@ -866,7 +378,8 @@ absl::StatusOr<Event> Scheduler::Submit(const Graph& graph, const BatchIo& io) {
   return EnqueueBatchOrSettle(*batch, slot);
 }
 
-absl::StatusOr<Event> Scheduler::EnqueueBatchOrSettle(Batch& batch, int slot) {
+absl::StatusOr<Event> Scheduler::EnqueueBatchOrSettle(CapturedBatch& batch,
+                                                      int slot) {
   absl::StatusOr<Event> done = EnqueueBatch(batch, slot);
   if (!done.ok()) {
     // Part of the batch may be queued and still read the slot: let it run
@@ -877,11 +390,7 @@ absl::StatusOr<Event> Scheduler::EnqueueBatchOrSettle(Batch& batch, int slot) {
 }
 
 Task<absl::Status> Scheduler::ComputeAsync(const Graph& graph, BatchIo io) {
-  absl::StatusOr<std::unique_ptr<Batch>> batch;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    batch = Capture(graph, io);
-  }
+  absl::StatusOr<std::unique_ptr<CapturedBatch>> batch = Capture(graph, io);
   if (!batch.ok()) {
     return [](absl::Status status) -> Task<absl::Status> {
       co_return status;
@@ -891,16 +400,14 @@ Task<absl::Status> Scheduler::ComputeAsync(const Graph& graph, BatchIo io) {
 }
 
 Task<absl::Status> Scheduler::RunBatch(const Graph* graph,
-                                       std::unique_ptr<Batch> batch) {
+                                       std::unique_ptr<CapturedBatch> batch) {
   WaitOptions resume;
   resume.resume_on =
       options_.executor != nullptr ? options_.executor : &CallerExecutor();
   // The ticket is taken when the task starts, so batches enqueue in the
   // order their tasks start, one at a time.
-  const int64_t ticket = slots_.TakeTicket();
-  TurnGuard turn(slots_, ticket);
-  FERRY_CO_RETURN_IF_ERROR(
-      co_await slots_.turns().Wait(static_cast<uint64_t>(ticket), resume));
+  TurnGuard turn(slots_);
+  FERRY_CO_RETURN_IF_ERROR(co_await turn.Wait(resume));
   turn.Hold();
   if (!IsCurrent(*graph)) {
     absl::StatusOr<bool> holds;
@@ -921,7 +428,7 @@ Task<absl::Status> Scheduler::RunBatch(const Graph* graph,
     if (planned.ok()) planned = Allocate(*graph);
     FERRY_CO_RETURN_IF_ERROR(planned);
   }
-  const int slot = slots_.SlotOf(ticket);
+  const int slot = turn.slot();
   (void)co_await slots_.slot_free(slot).Wait(resume);
   absl::StatusOr<Event> done;
   {
@@ -941,29 +448,23 @@ absl::Status Scheduler::Compute(const Graph& graph, const BatchIo& io) {
 
 absl::Status Scheduler::ComputeWithCallback(const Graph& graph,
                                             const BatchIo& io) {
-  std::unique_ptr<Batch> batch;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    FERRY_ASSIGN_OR_RETURN(batch, Capture(graph, io));
-  }
-  const int64_t ticket = slots_.TakeTicket();
-  TurnGuard turn(slots_, ticket);
-  FERRY_RETURN_IF_ERROR(
-      slots_.turns().WaitBlocking(static_cast<uint64_t>(ticket)));
-  turn.Hold();
+  FERRY_ASSIGN_OR_RETURN(std::unique_ptr<CapturedBatch> batch,
+                         Capture(graph, io));
+  TurnGuard turn(slots_);
+  FERRY_RETURN_IF_ERROR(turn.WaitBlocking());
   std::lock_guard<std::mutex> lock(mu_);
   if (!IsCurrent(graph)) FERRY_RETURN_IF_ERROR(AllocGraph(graph));
   FERRY_RETURN_IF_ERROR(Synchronize());
-  const int slot = slots_.SlotOf(ticket);
+  const int slot = turn.slot();
   for (int s = 0; s < num_splits(); ++s) {
     const Split& split = partition_.splits[s];
-    Backend& dst = *lanes_[split.lane].compute;
+    Backend& dst = lanes_.compute(split.lane);
     // Inputs: everything before this split is done, so copies are direct.
     FERRY_RETURN_IF_ERROR(EnqueueSplitInputs(*batch, s, slot), "split ", s,
                           " on ", dst.name());
     FERRY_RETURN_IF_ERROR(dst.Synchronize(), "split ", s, " on ", dst.name());
     // Nodes between observed ones run as one batch.
-    const NodeSpan nodes = SplitNodes(s, slot);
+    const NodeSpan nodes = slot_nodes_.nodes(s, slot);
     size_t begin = 0;
     for (size_t k = 0; k < nodes.size(); ++k) {
       Tensor& original = *signature_.tensor(nodes[k]->scratch_index);
@@ -992,14 +493,7 @@ absl::Status Scheduler::ComputeWithCallback(const Graph& graph,
 }
 
 absl::Status Scheduler::Synchronize() {
-  absl::Status first;
-  for (auto* pool : {&copy_streams_, &lane_streams_}) {
-    for (const auto& [key, stream] : *pool) {
-      if (stream == nullptr) continue;
-      absl::Status status = stream->Synchronize();
-      if (first.ok()) first = status;
-    }
-  }
+  absl::Status first = lanes_.Synchronize();
   for (Backend* backend : backends_) {
     absl::Status status = backend->Synchronize();
     if (first.ok()) first = status;
@@ -1020,52 +514,9 @@ void Scheduler::Reset() {
   pins_.clear();
   graph_ = nullptr;
   allocated_ = false;
-  registered_.clear();
+  registrations_.Clear();
   stats_.registered_host_buffers = 0;
   reregister_ = true;  // The plan stays; its registrations are redone.
-}
-
-std::string Scheduler::DescribeAssignment() const {
-  std::string out;
-  if (graph_ == nullptr) return "no graph planned\n";
-  const size_t n_nodes = signature_.num_nodes();
-  for (size_t i = 0; i < signature_.size(); ++i) {
-    const Tensor* t = signature_.tensor(i);
-    const int b = partition_.backend[i];
-    absl::StrAppendFormat(
-        &out, "%s %4d %-10s %-24s -> %-8s (%s)\n",
-        i < n_nodes ? "node" : "leaf",
-        static_cast<int>(i < n_nodes ? i : i - n_nodes),
-        std::string(OpName(t->op)), t->name.empty() ? "(unnamed)" : t->name,
-        b >= 0 ? std::string(backends_[b]->name()) : std::string("-"),
-        AssignReasonName(partition_.reason[i]));
-  }
-  return out;
-}
-
-std::string Scheduler::DescribeSplits() const {
-  std::string out;
-  for (size_t s = 0; s < partition_.splits.size(); ++s) {
-    const Split& split = partition_.splits[s];
-    absl::StrAppendFormat(&out, "split %zu on %s: nodes [%d, %d)", s,
-                          std::string(backends_[split.backend]->name()),
-                          split.first_node, split.end_node);
-    if (split.inputs_end > split.inputs_begin) out += ", inputs:";
-    for (int i = split.inputs_begin; i < split.inputs_end; ++i) {
-      const InputCopy& input = partition_.copies[partition_.split_inputs[i]];
-      const Tensor* source = signature_.tensor(input.source);
-      absl::StrAppendFormat(
-          &out, " '%s' from %s (%d bytes)%s",
-          source->name.empty()
-              ? absl::StrCat(OpName(source->op), " #", input.source)
-              : source->name,
-          std::string(backends_[input.src_backend]->name()),
-          static_cast<int>(source->NumBytes()),
-          input.user_input ? " [user input]" : "");
-    }
-    out += "\n";
-  }
-  return out;
 }
 
 }  // namespace ferry

@@ -48,7 +48,6 @@
 
 #include <cstdint>
 #include <functional>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -68,8 +67,12 @@
 #include "ferry/runtime/executor.h"
 #include "ferry/runtime/task.h"
 #include "ferry/runtime/timeline_semaphore.h"
+#include "ferry/sched/batch.h"
 #include "ferry/sched/copy_slots.h"
+#include "ferry/sched/host_registrations.h"
+#include "ferry/sched/lane_streams.h"
 #include "ferry/sched/partition.h"
+#include "ferry/sched/slot_nodes.h"
 
 namespace ferry {
 
@@ -85,31 +88,6 @@ struct SchedulerOptions {
   bool op_offload = true;
   // Where ComputeAsync resumes; nullptr: the caller's executor.
   Executor* executor = nullptr;
-};
-
-// Host memory bound to one batch's inputs and outputs. Does not own it.
-struct BatchIo {
-  struct Input {
-    const Tensor* tensor = nullptr;  // A leaf of the graph flagged input.
-    const void* data = nullptr;      // tensor->NumBytes() bytes, read now.
-    size_t size = 0;
-  };
-  struct Output {
-    const Tensor* tensor = nullptr;  // A tensor of the graph flagged output.
-    void* data = nullptr;            // Written when the batch completes.
-    size_t size = 0;
-  };
-  std::vector<Input> inputs;
-  std::vector<Output> outputs;
-
-  BatchIo& In(const Tensor& tensor, const void* data, size_t size) {
-    inputs.push_back({&tensor, data, size});
-    return *this;
-  }
-  BatchIo& Out(const Tensor& tensor, void* data, size_t size) {
-    outputs.push_back({&tensor, data, size});
-    return *this;
-  }
 };
 
 // Counters for the last planned graph and since creation.
@@ -200,7 +178,7 @@ class Scheduler {
   std::string DescribeSplits() const;
 
  private:
-  struct Batch;  // One submission: its captured inputs and outputs.
+  std::vector<std::string> BackendNames() const;
   class TurnGuard;
 
   Scheduler(std::vector<Backend*> backends, SchedulerOptions options,
@@ -218,41 +196,35 @@ class Scheduler {
   absl::Status RegisterHostMemory();
   absl::Status MakeLanes();
   void NoteComputeBytes();
-  void BuildSlotNodes();
   absl::Status Allocate(const Graph& graph);
   void ForgetChangedSupports();
   bool Supports(int backend, int i);
 
   // Batches.
-  absl::StatusOr<std::unique_ptr<Batch>> Capture(const Graph& graph,
-                                                 const BatchIo& io);
-  absl::StatusOr<Event> EnqueueBatch(Batch& batch, int slot);
+  absl::StatusOr<std::unique_ptr<CapturedBatch>> Capture(const Graph& graph,
+                                                         const BatchIo& io);
+  absl::StatusOr<Event> EnqueueBatch(CapturedBatch& batch, int slot);
   // EnqueueBatch, synchronizing after a failure so the slot is free again.
-  absl::StatusOr<Event> EnqueueBatchOrSettle(Batch& batch, int slot);
-  absl::Status EnqueueSplitInputs(Batch& batch, int split, int slot);
-  absl::Status EnqueueOutputs(Batch& batch, int slot);
+  absl::StatusOr<Event> EnqueueBatchOrSettle(CapturedBatch& batch, int slot);
+  absl::Status EnqueueSplitInputs(CapturedBatch& batch, int split, int slot);
+  absl::Status EnqueueOutputs(CapturedBatch& batch, int slot);
   // The stream that downloads `output` (a tensor of the planned graph).
   Backend& OutputStream(const Tensor& output);
-  Task<absl::Status> RunBatch(const Graph* graph, std::unique_ptr<Batch> batch);
+  Task<absl::Status> RunBatch(const Graph* graph,
+                              std::unique_ptr<CapturedBatch> batch);
   absl::Status ComputeWithCallback(const Graph& graph, const BatchIo& io);
-  // Whether `graph` is planned and allocated now.
+  // Whether `graph` is planned and allocated now. The id, not the address,
+  // names the graph: a new graph may be built where an old one lived.
   bool IsCurrent(const Graph& graph) const {
-    return graph_ == &graph && allocated_;
-  }
-
-  NodeSpan SplitNodes(int split, int slot) const {
-    const auto& [begin, end] = split_node_ranges_[split];
-    return NodeSpan(slot_nodes_[slot].data() + begin, end - begin);
+    return graph_ == &graph && graph_id_ == graph.id() && allocated_;
   }
 
   std::vector<Backend*> backends_;
   SchedulerOptions options_;
   int cpu_ = 0;  // Index of the CPU backend (the last).
   // Per backend: the type of its activations and copies (the CPU's is a
-  // device's pinned host memory when one offers it), and the allocator's
-  // index for its first lane (backends sharing a type share buffers).
+  // device's pinned host memory when one offers it).
   std::vector<BufferType*> buffer_types_;
-  std::vector<int> backend_type_;
   BufferType* pinned_type_ = nullptr;  // A device's pinned host memory.
 
   // Serializes Submit/ComputeAsync's enqueue and plan steps (turns order
@@ -266,6 +238,7 @@ class Scheduler {
 
   // The plan.
   const Graph* graph_ = nullptr;
+  uint64_t graph_id_ = 0;  // graph_->id() when it was planned.
   GraphSignature signature_;
   bool plan_valid_ = false;
   bool allocated_ = false;
@@ -275,27 +248,12 @@ class Scheduler {
   Partition partition_;
   std::vector<int> leaf_types_;
   std::vector<int> node_types_;
-  // Nodes to compute for each slot (clones where a source is a copy).
-  std::vector<std::vector<Tensor*>> slot_nodes_;
-  std::vector<std::pair<int, int>> split_node_ranges_;
-  std::vector<Tensor> clone_storage_;
+  SlotNodes slot_nodes_;
   // Host buffers registered with a device, kept while the plan uses them.
-  std::vector<std::pair<const Buffer*, std::unique_ptr<Buffer>>> registered_;
+  HostRegistrations registrations_;
   bool reregister_ = false;  // Reset dropped them; the plan still holds.
 
-  // Per lane of the plan: the stream that computes it, the one that runs
-  // the copies into it (null: none needed or none could be made), and the
-  // allocator's type index of its activations.
-  struct LaneStreams {
-    Backend* compute = nullptr;
-    Backend* copy = nullptr;
-    int type = 0;
-  };
-  std::vector<LaneStreams> lanes_;
-  // Streams the scheduler made, by (backend, lane index): compute streams
-  // of later lanes, and copy streams. Kept across plans.
-  std::map<std::pair<int, int>, std::unique_ptr<Backend>> lane_streams_;
-  std::map<std::pair<int, int>, std::unique_ptr<Backend>> copy_streams_;
+  LaneStreams lanes_;
   std::vector<BufferType*> allocator_types_;
 
   // Memory.

@@ -15,6 +15,8 @@
 #include "ferry/backends/cpu/kernels/kernels.h"
 #include "ferry/backends/node_snapshot.h"
 #include "ferry/backends/registry.h"
+#include "ferry/graph/graph.h"
+#include "ferry/graph/op.h"
 #include "ferry/runtime/status_macros.h"
 #include "ferry/runtime/trace.h"
 
@@ -208,17 +210,36 @@ absl::Status CpuBackend::EnqueueCompute(NodeSpan nodes) {
     std::lock_guard<std::mutex> lock(abort_mu_);
     abort = abort_;
   }
+  // With tracing on, one span per node named as every backend names it
+  // (the snapshot keeps no names, so they are taken now).
+  std::vector<std::string> span_names;
+  if (TraceRecorder::Global().enabled()) {
+    for (const Tensor* node : nodes) {
+      if (node != nullptr && IsComputeOp(node->op))
+        span_names.push_back(NodeSpanName(*node));
+    }
+    if (span_names.size() != snapshot.size()) span_names.clear();
+  }
   cpu_kernels::KernelRunner* runner = runner_.get();
   const int track = compute_track_;
   CpuDevice* device = &device_;
   stream_.Enqueue([runner, device, snapshot = std::move(snapshot),
-                   abort = std::move(abort), track]() mutable {
-    ScopedTraceSpan span(track, "compute");
+                   abort = std::move(abort), track,
+                   span_names = std::move(span_names)]() mutable {
     const auto start = std::chrono::steady_clock::now();
+    const std::function<bool()> no_abort;
+    const std::function<bool()>& should_abort = abort ? *abort : no_abort;
     // EnqueueCompute checked every node already.
-    absl::Status status =
-        runner->Run(snapshot.nodes(), abort ? *abort : std::function<bool()>(),
-                    /*validate=*/false);
+    absl::Status status;
+    if (!span_names.empty()) {
+      for (size_t i = 0; i < span_names.size() && status.ok(); ++i) {
+        ScopedTraceSpan span(track, span_names[i]);
+        status = runner->Run(snapshot.nodes().subspan(i, 1), should_abort,
+                             /*validate=*/false);
+      }
+    } else {
+      status = runner->Run(snapshot.nodes(), should_abort, /*validate=*/false);
+    }
     device->compute_ns_.fetch_add(
         std::chrono::duration_cast<std::chrono::nanoseconds>(
             std::chrono::steady_clock::now() - start)

@@ -32,53 +32,17 @@ void Unpin(const void* data) {
   PinnedRanges().erase(reinterpret_cast<uintptr_t>(data));
 }
 
-// Host memory owned by a buffer (pinned or not) or borrowed from a caller.
-class FakeHostBuffer final : public Buffer {
+// Host memory behind every fake buffer: the device's own (not host to its
+// callers), pinned host memory, or a caller's memory registered in place.
+// `release` runs when it goes (frees, unpins, gives back the device's
+// memory account).
+class FakeBuffer final : public Buffer {
  public:
-  FakeHostBuffer(BufferType* type, void* base, size_t size, bool owned)
-      : Buffer(type, base, size), owned_(owned) {
-    Pin(base, size);
-  }
-  ~FakeHostBuffer() override {
-    Unpin(base());
-    if (owned_) std::free(base());
-  }
-  absl::Status SetTensor(Tensor& tensor, const void* data, size_t offset,
-                         size_t size) override {
-    std::memcpy(static_cast<char*>(tensor.data) + offset, data, size);
-    return absl::OkStatus();
-  }
-  absl::Status GetTensor(const Tensor& tensor, void* data, size_t offset,
-                         size_t size) override {
-    std::memcpy(data, static_cast<const char*>(tensor.data) + offset, size);
-    return absl::OkStatus();
-  }
-  absl::Status MemsetTensor(Tensor& tensor, uint8_t value, size_t offset,
-                            size_t size) override {
-    std::memset(static_cast<char*>(tensor.data) + offset, value, size);
-    return absl::OkStatus();
-  }
-  absl::Status Clear(uint8_t value) override {
-    std::memset(base(), value, size());
-    return absl::OkStatus();
-  }
+  FakeBuffer(BufferType* type, void* base, size_t size,
+             std::function<void()> release)
+      : Buffer(type, base, size), release_(std::move(release)) {}
+  ~FakeBuffer() override { release_(); }
 
- private:
-  bool owned_;
-};
-
-// Device memory: host memory reached only through the buffer's calls.
-class FakeDeviceBuffer final : public Buffer {
- public:
-  FakeDeviceBuffer(BufferType* type, FakeDevice* device, void* base,
-                   size_t size, std::function<void()> release)
-      : Buffer(type, base, size), release_(std::move(release)) {
-    (void)device;
-  }
-  ~FakeDeviceBuffer() override {
-    std::free(base());
-    release_();
-  }
   absl::Status SetTensor(Tensor& tensor, const void* data, size_t offset,
                          size_t size) override {
     std::memcpy(static_cast<char*>(tensor.data) + offset, data, size);
@@ -103,6 +67,16 @@ class FakeDeviceBuffer final : public Buffer {
   std::function<void()> release_;
 };
 
+// A pinned host buffer: registered while it lives; freed if `owned`.
+std::unique_ptr<Buffer> PinnedBuffer(BufferType* type, void* base, size_t size,
+                                     bool owned) {
+  Pin(base, size);
+  return std::make_unique<FakeBuffer>(type, base, size, [base, owned] {
+    Unpin(base);
+    if (owned) std::free(base);
+  });
+}
+
 void* AlignedAlloc(size_t size) {
   const size_t rounded = (std::max<size_t>(size, 1) + 255) / 256 * 256;
   return std::aligned_alloc(256, rounded);
@@ -119,7 +93,7 @@ absl::StatusOr<std::unique_ptr<Buffer>> FakePinnedBufferType::Allocate(
     return absl::ResourceExhaustedError(
         absl::StrCat(name_, ": cannot allocate ", size, " bytes"));
   }
-  return std::unique_ptr<Buffer>(new FakeHostBuffer(this, base, size, true));
+  return PinnedBuffer(this, base, size, /*owned=*/true);
 }
 
 absl::string_view FakeMemoryType::name() const { return device_->name(); }
@@ -134,8 +108,10 @@ absl::StatusOr<std::unique_ptr<Buffer>> FakeMemoryType::Allocate(size_t size) {
         absl::StrCat(device_->name(), ": cannot allocate ", size, " bytes"));
   }
   FakeDevice* device = device_;
-  return std::unique_ptr<Buffer>(new FakeDeviceBuffer(
-      this, device, base, size, [device, size] { device->Release(size); }));
+  return std::make_unique<FakeBuffer>(this, base, size, [device, base, size] {
+    std::free(base);
+    device->Release(size);
+  });
 }
 
 std::unique_ptr<FakeDevice> FakeDevice::Create(std::string name,
@@ -179,8 +155,7 @@ absl::StatusOr<std::unique_ptr<Buffer>> FakeDevice::BufferFromHostPointer(
     return absl::InvalidArgumentError(
         absl::StrCat(name_, ": cannot register a null pointer"));
   }
-  return std::unique_ptr<Buffer>(
-      new FakeHostBuffer(&pinned_type_, data, size, /*owned=*/false));
+  return PinnedBuffer(&pinned_type_, data, size, /*owned=*/false);
 }
 
 bool FakeDevice::SupportsOp(const Tensor& node) const {
@@ -211,6 +186,16 @@ bool FakeDevice::IsPinned(const void* data, size_t size) {
   --it;
   return begin - it->first <= it->second &&
          size <= it->second - (begin - it->first);
+}
+
+void FakeDevice::FailNextCompute(absl::Status status) {
+  std::lock_guard<std::mutex> lock(mu_);
+  next_compute_failure_ = std::move(status);
+}
+
+absl::Status FakeDevice::TakeComputeFailure() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return std::exchange(next_compute_failure_, absl::OkStatus());
 }
 
 void FakeDevice::Log(FakeOp op) {
@@ -320,10 +305,13 @@ absl::Status FakeBackend::EnqueueCompute(NodeSpan nodes) {
       }));
   device_.Log({FakeOp::Kind::kCompute, name_, "", 0, false,
                static_cast<int>(snapshot.size())});
-  stream_.Enqueue([snapshot = std::move(snapshot)]() mutable {
-    cpu_kernels::KernelRunner runner(1);
-    return runner.Run(snapshot.nodes(), nullptr, /*validate=*/false);
-  });
+  absl::Status failure = device_.TakeComputeFailure();
+  stream_.Enqueue(
+      [snapshot = std::move(snapshot), failure = std::move(failure)]() mutable {
+        if (!failure.ok()) return failure;
+        cpu_kernels::KernelRunner runner(1);
+        return runner.Run(snapshot.nodes(), nullptr, /*validate=*/false);
+      });
   return absl::OkStatus();
 }
 

@@ -123,6 +123,10 @@ class FakeDevice final : public Device {
     return EventWaitMode::kDevice;
   }
 
+  // The next compute enqueued on any of its backends fails with `status`
+  // when it runs (once).
+  void FailNextCompute(absl::Status status);
+
   // Every operation of its backends, in the order they were enqueued.
   std::vector<FakeOp> log() const;
   void ClearLog();
@@ -139,6 +143,7 @@ class FakeDevice final : public Device {
   FakeDevice(std::string name, FakeDeviceOptions options);
 
   void Log(FakeOp op);
+  absl::Status TakeComputeFailure();
   absl::Status Reserve(size_t size);
   void Release(size_t size);
 
@@ -148,6 +153,7 @@ class FakeDevice final : public Device {
   FakePinnedBufferType pinned_type_;
   mutable std::mutex mu_;
   std::vector<FakeOp> log_ ABSL_GUARDED_BY(mu_);
+  absl::Status next_compute_failure_ ABSL_GUARDED_BY(mu_);
   size_t used_ ABSL_GUARDED_BY(mu_) = 0;
 };
 

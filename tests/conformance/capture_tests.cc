@@ -15,16 +15,6 @@
 namespace ferry::testing {
 namespace {
 
-struct Gate {
-  std::shared_ptr<TimelineSemaphore> semaphore =
-      std::make_shared<TimelineSemaphore>(0);
-  Event event() const { return Event(semaphore, 1); }
-  void Open() {
-    if (semaphore->Value() < 1) FERRY_CHECK(semaphore->Signal(1).ok());
-  }
-  ~Gate() { Open(); }
-};
-
 TEST_P(CaptureConformanceTest, NodeMetadataIsReadAtEnqueue) {
   FERRY_ASSERT_OK_AND_ASSIGN(Tensor * x,
                              ctx_.NewTensor(DType::kF32, {256}, "x"));
@@ -35,7 +25,7 @@ TEST_P(CaptureConformanceTest, NodeMetadataIsReadAtEnqueue) {
   ASSERT_NE(other, nullptr);
   Write(*x, Iota(256));
   Write(*other, std::vector<float>(256, 100.0f));
-  Gate gate;
+  ManualEvent gate;
   FERRY_ASSERT_OK(backend().EnqueueWait(gate.event()));
   FERRY_ASSERT_OK(backend().EnqueueCompute(graph.nodes()));
   // Change the node before it runs: its op param and its source.
@@ -63,7 +53,7 @@ TEST_P(CaptureConformanceTest, TensorObjectsMayGoAwayAfterEnqueue) {
                              ctx_.NewTensor(DType::kF32, {128}, "result"));
   result->buffer = u->buffer;
   result->data = u->data;
-  Gate gate;
+  ManualEvent gate;
   FERRY_ASSERT_OK(backend().EnqueueWait(gate.event()));
   FERRY_ASSERT_OK(backend().EnqueueCompute(graph->nodes()));
   graph.reset();
@@ -80,7 +70,7 @@ TEST_P(CaptureConformanceTest, DataIsReadWhenTheWorkRuns) {
   FERRY_ASSERT_OK_AND_ASSIGN(Graph graph, Graph::Build({y}));
   Place(graph);
   Write(*x, std::vector<float>(64, 1.0f));
-  Gate gate;
+  ManualEvent gate;
   FERRY_ASSERT_OK(backend().EnqueueWait(gate.event()));
   FERRY_ASSERT_OK(backend().EnqueueCompute(graph.nodes()));
   // A synchronous write through the buffer, before the compute runs.

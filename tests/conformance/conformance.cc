@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "ferry/backends/cpu/cpu_backend.h"
 #include "ferry/backends/testing/fake_device.h"
 #include "ferry/runtime/status_matchers.h"
@@ -36,6 +37,26 @@ FakeDevice& ForeignDevice() {
 }
 
 }  // namespace
+
+ManualEvent::~ManualEvent() {
+  if (opener_.joinable()) opener_.join();
+  if (semaphore_->status().ok()) Open();
+}
+
+void ManualEvent::Open() {
+  if (semaphore_->Value() < 1) (void)semaphore_->Signal(1);
+}
+
+void ManualEvent::Fail(absl::Status status) {
+  semaphore_->Fail(std::move(status));
+}
+
+void ManualEvent::OpenLater(absl::Duration delay) {
+  opener_ = std::thread([this, delay] {
+    absl::SleepFor(delay);
+    Open();
+  });
+}
 
 std::vector<float> Iota(int64_t n, float scale, float offset) {
   std::vector<float> v(static_cast<size_t>(n));

@@ -33,13 +33,16 @@
 #include <memory>
 #include <ostream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "ferry/backends/backend.h"
 #include "ferry/backends/buffer.h"
 #include "ferry/graph/context.h"
 #include "ferry/graph/graph.h"
+#include "ferry/runtime/timeline_semaphore.h"
 #include "gtest/gtest-spi.h"
 #include "gtest/gtest.h"
 
@@ -111,6 +114,28 @@ class FailureConformanceTest : public ConformanceTest {};
 class ComputeConformanceTest : public ConformanceTest {};
 class CaptureConformanceTest : public ConformanceTest {};
 class MultiBackendConformanceTest : public ConformanceTest {};
+
+// An event a test completes or fails by hand, e.g. to hold a backend's
+// later work (EnqueueWait(gate.event())) until Open(). Opens when it goes
+// unless it failed. Thread-safe.
+class ManualEvent {
+ public:
+  ManualEvent() = default;
+  ~ManualEvent();
+  ManualEvent(const ManualEvent&) = delete;
+  ManualEvent& operator=(const ManualEvent&) = delete;
+
+  Event event() const { return Event(semaphore_, 1); }
+  void Open();
+  void Fail(absl::Status status = absl::DataLossError("planted failure"));
+  // Opens from another thread after `delay`.
+  void OpenLater(absl::Duration delay);
+
+ private:
+  std::shared_ptr<TimelineSemaphore> semaphore_ =
+      std::make_shared<TimelineSemaphore>(0);
+  std::thread opener_;
+};
 
 // f32 values i * scale + offset, for recognisable data.
 std::vector<float> Iota(int64_t n, float scale = 1.0f, float offset = 0.0f);

@@ -20,29 +20,6 @@
 namespace ferry::testing {
 namespace {
 
-// A host timeline a test completes by hand: EnqueueWait(Hold()) holds a
-// backend's later work until Release().
-class HostGate {
- public:
-  Event event() const { return Event(semaphore_, 1); }
-  void Release() { FERRY_CHECK(semaphore_->Signal(1).ok()); }
-  void ReleaseLater(std::chrono::milliseconds delay) {
-    thread_ = std::thread([this, delay] {
-      std::this_thread::sleep_for(delay);
-      Release();
-    });
-  }
-  ~HostGate() {
-    if (thread_.joinable()) thread_.join();
-    if (semaphore_->Value() < 1) (void)semaphore_->Signal(1);
-  }
-
- private:
-  std::shared_ptr<TimelineSemaphore> semaphore_ =
-      std::make_shared<TimelineSemaphore>(0);
-  std::thread thread_;
-};
-
 // Runs `body` on another thread; fails the test and aborts if it does not
 // finish within `limit` (a deadlock would otherwise hang the suite).
 void FinishesWithin(std::chrono::seconds limit, std::function<void()> body) {
@@ -79,13 +56,13 @@ TEST_P(EventConformanceTest, RecordedEventCoversEarlierWork) {
 }
 
 TEST_P(EventConformanceTest, EventsNameTheirDevice) {
-  HostGate gate;
+  ManualEvent gate;
   FERRY_ASSERT_OK(backend().EnqueueWait(gate.event()));
   Event event = backend().Record();
   EXPECT_EQ(event.device(), &device());
   EXPECT_EQ(device().WaitMode(event), EventWaitMode::kDevice)
       << "a device waits for its own events device-side";
-  gate.Release();
+  gate.Open();
   FERRY_EXPECT_OK(event.WaitBlocking());
 }
 
@@ -93,7 +70,7 @@ TEST_P(EventConformanceTest, EnqueueWaitReturnsAtOnceAndHoldsLaterWork) {
   Tensor* t = NewDeviceTensor(64, "t");
   ASSERT_NE(t, nullptr);
   Write(*t, std::vector<float>(64, 1.0f));
-  HostGate gate;
+  ManualEvent gate;
   const std::vector<float> in(64, 2.0f);
   std::vector<float> out(64, 0.0f);
   FERRY_ASSERT_OK(backend().EnqueueWait(gate.event()));
@@ -108,7 +85,7 @@ TEST_P(EventConformanceTest, EnqueueWaitReturnsAtOnceAndHoldsLaterWork) {
     Event done = backend().Record();
     absl::SleepFor(absl::Milliseconds(30));
     EXPECT_FALSE(done.IsComplete()) << "work ran before the wait completed";
-    gate.Release();
+    gate.Open();
     FERRY_ASSERT_OK(done.WaitBlocking());
     EXPECT_TRUE(std::equal(in.begin(), in.end(), pin + 64));
     return;
@@ -116,26 +93,26 @@ TEST_P(EventConformanceTest, EnqueueWaitReturnsAtOnceAndHoldsLaterWork) {
   Event done = backend().Record();
   absl::SleepFor(absl::Milliseconds(30));
   EXPECT_FALSE(done.IsComplete());
-  gate.Release();
+  gate.Open();
   FERRY_ASSERT_OK(done.WaitBlocking());
 }
 
 TEST_P(EventConformanceTest, WaitBlockingHonoursItsDeadline) {
-  HostGate gate;
+  ManualEvent gate;
   FERRY_ASSERT_OK(backend().EnqueueWait(gate.event()));
   Event held = backend().Record();
   EXPECT_THAT(held.WaitBlocking(absl::Now() + absl::Milliseconds(20)),
               StatusIs(absl::StatusCode::kDeadlineExceeded));
-  gate.Release();
+  gate.Open();
   FERRY_EXPECT_OK(held.WaitBlocking());
 }
 
 TEST_P(EventConformanceTest, AwaitingResumesOnTheCallersThreadNotADevices) {
-  HostGate gate;
+  ManualEvent gate;
   FERRY_ASSERT_OK(backend().EnqueueWait(gate.event()));
   Event held = backend().Record();
   ASSERT_FALSE(held.IsComplete());
-  gate.ReleaseLater(std::chrono::milliseconds(10));
+  gate.OpenLater(absl::Milliseconds(10));
   const std::thread::id caller = std::this_thread::get_id();
   std::thread::id resumed_on;
   bool on_device_thread = true;
@@ -152,10 +129,10 @@ TEST_P(EventConformanceTest, AwaitingResumesOnTheCallersThreadNotADevices) {
 
 TEST_P(EventConformanceTest, AwaitingFromAPoolResumesOnThePool) {
   ThreadPool pool(2);
-  HostGate gate;
+  ManualEvent gate;
   FERRY_ASSERT_OK(backend().EnqueueWait(gate.event()));
   Event held = backend().Record();
-  gate.ReleaseLater(std::chrono::milliseconds(10));
+  gate.OpenLater(absl::Milliseconds(10));
   bool on_pool = false;
   bool on_device_thread = true;
   FERRY_ASSERT_OK(SyncWait([](ThreadPool* pool, Event e, bool* on_pool,
@@ -193,14 +170,14 @@ TEST_P(EventConformanceTest, BlockingAfterCoAwaitDoesNotDeadlock) {
   Backend* b = &backend();
   bool on_device_thread = true;
   FinishesWithin(std::chrono::seconds(60), [&] {
-    HostGate gate;
+    ManualEvent gate;
     ASSERT_THAT(b->EnqueueWait(gate.event()), IsOk());
     Event held = b->Record();
     std::promise<absl::Status> result;
     std::thread([&] {
       Detach(AwaitThenBlock(b, t, in.data(), held, &result, &on_device_thread));
     }).join();
-    gate.Release();
+    gate.Open();
     EXPECT_THAT(result.get_future().get(), IsOk());
   });
   EXPECT_FALSE(on_device_thread);

@@ -15,19 +15,6 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-// An event that fails (or completes) when the test says.
-struct ManualEvent {
-  std::shared_ptr<TimelineSemaphore> semaphore =
-      std::make_shared<TimelineSemaphore>(0);
-  Event event() const { return Event(semaphore, 1); }
-  void Fail() { semaphore->Fail(absl::DataLossError("planted failure")); }
-  ~ManualEvent() {
-    if (semaphore->status().ok() && semaphore->Value() < 1) {
-      (void)semaphore->Signal(1);
-    }
-  }
-};
-
 // A round trip through the backend's queue works.
 void ExpectHealthy(Backend& backend, Tensor& t) {
   const std::vector<float> in = Iota(t.NumElements(), 4.0f);

@@ -15,16 +15,6 @@
 namespace ferry::testing {
 namespace {
 
-struct Gate {
-  std::shared_ptr<TimelineSemaphore> semaphore =
-      std::make_shared<TimelineSemaphore>(0);
-  Event event() const { return Event(semaphore, 1); }
-  void Open() {
-    if (semaphore->Value() < 1) FERRY_CHECK(semaphore->Signal(1).ok());
-  }
-  ~Gate() { Open(); }
-};
-
 // Copies with EnqueueCopyTensor, or, where a pair has no async path
 // (Unimplemented, as the contract allows), synchronizes and copies.
 void CopyAcross(Backend& dst, Backend& src, const Tensor& from, Tensor& to) {
@@ -54,7 +44,7 @@ TEST_P(MultiBackendConformanceTest, CopyFromTheCpuWaitsForItsProducer) {
   ASSERT_NE(d, nullptr);
   Write(*x, Iota(1024));
   Write(*h, std::vector<float>(1024, -1.0f));
-  Gate gate;
+  ManualEvent gate;
   if (!pinned) gate.Open();
   FERRY_ASSERT_OK(cpu->EnqueueWait(gate.event()));
   FERRY_ASSERT_OK(cpu->EnqueueCompute(graph.nodes()));
@@ -86,7 +76,7 @@ TEST_P(MultiBackendConformanceTest, CopyToTheCpuWaitsForItsProducer) {
       pinned ? *device().host_buffer_type() : *cpu->default_buffer_type(), 777,
       "host");
   ASSERT_NE(host, nullptr);
-  Gate gate;
+  ManualEvent gate;
   if (!pinned) gate.Open();
   FERRY_ASSERT_OK(backend().EnqueueWait(gate.event()));
   FERRY_ASSERT_OK(backend().EnqueueCompute(graph.nodes()));
@@ -114,7 +104,7 @@ TEST_P(MultiBackendConformanceTest, AnEventOrdersWorkOnAnotherBackend) {
   FERRY_ASSERT_OK_AND_ASSIGN(Graph second, Graph::Build({z}));
   Place(second);  // Places x, y and z.
   Write(*x, Iota(300));
-  Gate gate;
+  ManualEvent gate;
   FERRY_ASSERT_OK(backend().EnqueueWait(gate.event()));
   FERRY_ASSERT_OK(backend().EnqueueCompute(first.nodes()));
   FERRY_ASSERT_OK(other->EnqueueWait(backend().Record()));
@@ -132,7 +122,7 @@ TEST_P(MultiBackendConformanceTest, TwoBackendsOfADeviceDoNotWaitForEachOther) {
   ASSERT_NE(other, nullptr);
   Tensor* t = NewDeviceTensor(64, "t");
   ASSERT_NE(t, nullptr);
-  Gate gate;
+  ManualEvent gate;
   FERRY_ASSERT_OK(backend().EnqueueWait(gate.event()));
   Event held = backend().Record();
   // The other backend's work completes while this one is held.

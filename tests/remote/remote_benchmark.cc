@@ -28,8 +28,9 @@
 #include "ferry/backends/cpu/cpu_backend.h"
 #include "ferry/backends/remote/remote_device.h"
 #include "ferry/backends/remote/testing/worker_process.h"
-#include "ferry/examples/llama_model.h"
 #include "ferry/graph/context.h"
+#include "ferry/models/llama/llama_graph.h"
+#include "ferry/models/llama/llama_model.h"
 #include "ferry/runtime/status_macros.h"
 #include "ferry/sched/scheduler.h"
 
@@ -191,13 +192,13 @@ BENCHMARK(BM_WorkerToWorker)->Arg(64 << 20)->UseRealTime();
 
 // The harness's model: 8 layers, n_embd 2048, 16 heads (no GQA), n_ff 5632,
 // vocab 32000, f32 weights; 32 tokens per micro-batch, 4 per pass.
-constexpr examples::LlamaConfig kLlama = {.n_layer = 8,
-                                          .n_embd = 2048,
-                                          .n_head = 16,
-                                          .n_head_kv = 16,
-                                          .n_ff = 5632,
-                                          .n_vocab = 32000,
-                                          .n_ctx = 32};
+constexpr llama::LlamaConfig kLlama = {.n_layer = 8,
+                                       .n_embd = 2048,
+                                       .n_head = 16,
+                                       .n_head_kv = 16,
+                                       .n_ff = 5632,
+                                       .n_vocab = 32000,
+                                       .n_ctx = 32};
 constexpr int64_t kTokens = 32;
 constexpr int kMicroBatches = 4;
 
@@ -208,7 +209,7 @@ void BM_Llama8(benchmark::State& state) {
     FERRY_CHECK(b.ok());
     owned.push_back(std::move(*b));
   };
-  examples::LlamaModelOptions options;
+  llama::LlamaModelOptions options;
   if (mode == 0) {
     add(GetCpuDevice().CreateBackend("threads=2"));
   } else {
@@ -225,11 +226,11 @@ void BM_Llama8(benchmark::State& state) {
   std::vector<Backend*> backends;
   for (auto& b : owned) backends.push_back(b.get());
   auto start = absl::Now();
-  auto model = examples::LlamaModel::Create(kLlama, backends, options);
+  auto model = llama::LlamaModel::Create(kLlama, backends, options);
   FERRY_CHECK(model.ok());
   FERRY_CHECK((*model)->FillRandom(1).ok());
   const double upload_s = absl::ToDoubleSeconds(absl::Now() - start);
-  auto g = examples::BuildLlamaGraph(**model, {.n_tokens = kTokens});
+  auto g = llama::BuildLlamaGraph(**model, {.n_tokens = kTokens});
   FERRY_CHECK(g.ok());
   auto sched = Scheduler::Create(backends, {.n_copies = 4});
   FERRY_CHECK(sched.ok());
@@ -254,7 +255,7 @@ void BM_Llama8(benchmark::State& state) {
       }
       // The slot's previous logits must have landed before it is reused.
       FERRY_CHECK(slot_done[k % 4].WaitBlocking().ok());
-      FERRY_CHECK(examples::SetLlamaInputs(*g, kLlama.n_vocab, tokens).ok());
+      FERRY_CHECK(llama::SetLlamaInputs(*g, kLlama.n_vocab, tokens).ok());
       auto done = (*sched)->Submit(g->graph);
       FERRY_CHECK(done.ok());
       FERRY_CHECK(

@@ -15,9 +15,10 @@
 #include "ferry/backends/event.h"
 #include "ferry/backends/remote/remote_device.h"
 #include "ferry/backends/remote/testing/worker_process.h"
-#include "ferry/examples/llama_model.h"
 #include "ferry/graph/context.h"
 #include "ferry/graph/testing/reference.h"
+#include "ferry/models/llama/llama_graph.h"
+#include "ferry/models/llama/llama_model.h"
 #include "ferry/runtime/status_matchers.h"
 #include "ferry/sched/scheduler.h"
 #include "gtest/gtest.h"
@@ -25,10 +26,10 @@
 namespace ferry {
 namespace {
 
-using examples::BuildLlamaGraph;
-using examples::LlamaConfig;
-using examples::LlamaModel;
-using examples::SetLlamaInputs;
+using llama::BuildLlamaGraph;
+using llama::LlamaConfig;
+using llama::LlamaModel;
+using llama::SetLlamaInputs;
 using remote::testing::WorkerProcess;
 using ::testing::HasSubstr;
 
@@ -80,7 +81,7 @@ class RemotePipelineTest : public ::testing::Test {
   absl::StatusOr<std::vector<std::vector<float>>> Prefill(
       std::vector<Backend*> backends, int n_copies,
       std::function<void()> after_warmup = nullptr) {
-    examples::LlamaModelOptions options;
+    llama::LlamaModelOptions options;
     if (backends.size() > 1) {
       options.split.assign(backends.size(), 1.0);
       options.split.back() = 0.0;
@@ -226,7 +227,7 @@ TEST_F(RemotePipelineTest, AKilledWorkerFailsTheRunWithUnavailable) {
   ASSERT_NE(w0, nullptr);
   ASSERT_NE(w1, nullptr);
   std::vector<Backend*> backends = {w0.get(), w1.get(), cpu_.get()};
-  examples::LlamaModelOptions options;
+  llama::LlamaModelOptions options;
   options.split = {1, 1, 0};
   FERRY_ASSERT_OK_AND_ASSIGN(auto model,
                              LlamaModel::Create(kConfig, backends, options));

@@ -11,7 +11,8 @@
 #include "absl/strings/str_cat.h"
 #include "ferry/backends/cpu/cpu_backend.h"
 #include "ferry/backends/sim/sim_device.h"
-#include "ferry/examples/llama_model.h"
+#include "ferry/models/llama/llama_graph.h"
+#include "ferry/models/llama/llama_model.h"
 #include "ferry/runtime/executor.h"
 #include "ferry/runtime/status_matchers.h"
 #include "ferry/runtime/sync_wait.h"
@@ -23,12 +24,12 @@
 namespace ferry {
 namespace {
 
-using examples::BuildLlamaGraph;
-using examples::LlamaConfig;
-using examples::LlamaGraph;
-using examples::LlamaInputs;
-using examples::LlamaModel;
-using examples::MakeLlamaInputs;
+using llama::BuildLlamaGraph;
+using llama::LlamaConfig;
+using llama::LlamaGraph;
+using llama::LlamaInputs;
+using llama::LlamaModel;
+using llama::MakeLlamaInputs;
 
 constexpr LlamaConfig kConfig = {.n_layer = 4,
                                  .n_embd = 64,

@@ -22,7 +22,8 @@
 #include "absl/strings/str_format.h"
 #include "ferry/backends/cpu/cpu_backend.h"
 #include "ferry/backends/sim/sim_device.h"
-#include "ferry/examples/llama_model.h"
+#include "ferry/models/llama/llama_graph.h"
+#include "ferry/models/llama/llama_model.h"
 #include "ferry/runtime/status_matchers.h"
 #include "ferry/sched/scheduler.h"
 #include "gtest/gtest.h"
@@ -30,12 +31,12 @@
 namespace ferry {
 namespace {
 
-using examples::BuildLlamaGraph;
-using examples::LlamaConfig;
-using examples::LlamaInputs;
-using examples::LlamaModel;
-using examples::LlamaModelOptions;
-using examples::MakeLlamaInputs;
+using llama::BuildLlamaGraph;
+using llama::LlamaConfig;
+using llama::LlamaInputs;
+using llama::LlamaModel;
+using llama::LlamaModelOptions;
+using llama::MakeLlamaInputs;
 
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 constexpr bool kSanitized = true;
@@ -51,7 +52,8 @@ constexpr LlamaConfig kConfig = {.n_layer = 8,
                                  .n_vocab = 1024,
                                  .n_ctx = 64};
 constexpr int64_t kTokens = 32;  // Op offload starts at 32 rows.
-constexpr int kBatches = 40;
+// Under sanitizers only correctness is checked: fewer batches.
+constexpr int kBatches = kSanitized ? 8 : 40;
 // The modelled devices run at 1/scale of real time, so that their real
 // work (the CPU kernels) keeps up with the model.
 constexpr double kScale = 6.0;
@@ -100,7 +102,6 @@ class PlacementMatrixTest : public ::testing::Test {
     std::vector<Backend*> backends = {sims_[0].get(), sims_[1].get(),
                                       cpu_.get()};
     LlamaModelOptions options = c.model;
-    options.kv_cache = false;
     if (c.pinned_cpu_weights) {
       options.cpu_weights_type = devices_[0]->host_buffer_type();
     }
