@@ -17,7 +17,7 @@ TLS=${3:-tcp}
 HARNESS=${4:-}
 RPC=${5:-}
 root="$(cd "$(dirname "$0")/../.." && pwd)"
-bench="$root/bazel-bin/tests/remote/remote_benchmark"
+bench="${FERRY_BENCH:-$root/bazel-bin/tests/remote/remote_benchmark}"
 mkdir -p "$OUT"
 [[ "$TLS" == sm ]] && export UCX_TLS=sm,self,tcp || export UCX_TLS=tcp
 log() { echo "$(date +%T) round $1 load $(cut -d' ' -f1-3 /proc/loadavg) $2" | tee -a "$OUT/log.txt"; }
