@@ -2,7 +2,8 @@
 //   dst[i3][i2][n][m] = sum_k a[i3/r3][i2/r2][m][k] * b[i3][i2][n][k]
 // (ggml's mul_mat, see graph/ops.h) over Tensor strides, with `a` in
 // f32/f16/bf16 and b, dst in f32, computed slice by slice with the optimized
-// GEMM of backends/cpu/internal/mat_mul.h.
+// GEMM of backends/cpu/internal/mat_mul.h. An `a` stored packed in a
+// CpuPackedBuffer (cpu_packed_buffer.h) is read in its panels as it is.
 //
 // This is the single entry point the op kernels use for mul_mat, so that the
 // GEMM stays out of the other kernels.

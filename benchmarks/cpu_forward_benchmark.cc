@@ -1,0 +1,153 @@
+// The CPU backend on a whole forward pass: the 2-layer llama of
+// alloc/testing/llama_graph.h (n_embd 2048, 16 heads, n_ff 5632, vocabulary
+// 32000, f32 weights, attention over the batch) on 2 threads through the
+// scheduler, as /work/shared/bench/ggml_harness.cpp runs ggml's
+// (`compute 2 <tokens> cpu <iters> 2`), so the two can run side by side.
+//
+//   ./bazelw run --config=opt //benchmarks:cpu_forward_benchmark
+//
+// BM_CpuForward/<tokens>/<packed>: one forward pass; packed = 1 places the
+//   weights in the CPU's weights buffer type (panels, packed once at load),
+//   0 in plain host memory (mul_mat packs on every call). Counters: GFLOP/s
+//   (the harness's count: weight products plus attention), tokens/s.
+// BM_CpuForwardOps/<tokens>: the same graph node by node through the
+//   scheduler's eval callback (each node computed, then synchronized),
+//   reported as microseconds per forward for each op. ggml's figures come
+//   from the same method (see the report of issue #18 for the program).
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "benchmark/benchmark.h"
+#include "ferry/alloc/testing/llama_graph.h"
+#include "ferry/backends/backend.h"
+#include "ferry/backends/cpu/cpu_backend.h"
+#include "ferry/graph/op.h"
+#include "ferry/runtime/status_macros.h"
+#include "ferry/sched/scheduler.h"
+
+namespace ferry {
+namespace {
+
+constexpr int kThreads = 2;
+
+template <typename T>
+T Check(absl::StatusOr<T> value) {
+  if (!value.ok()) {
+    std::fprintf(stderr, "%s\n", value.status().ToString().c_str());
+  }
+  FERRY_CHECK(value.ok());
+  return *std::move(value);
+}
+
+testing::LlamaConfig Config() {
+  testing::LlamaConfig config;
+  config.n_layer = 2;
+  return config;
+}
+
+// The model, made once per placement (filling 1.3 GB takes seconds).
+// One at a time: each holds 1.3 GB.
+testing::PlacedLlamaModel& Model(bool packed) {
+  static auto* model = new std::unique_ptr<testing::PlacedLlamaModel>;
+  static bool model_packed = false;
+  if (*model == nullptr || model_packed != packed) {
+    model->reset();
+    CpuDevice& device = GetCpuDevice();
+    BufferType* type =
+        packed ? device.weights_buffer_type() : device.default_buffer_type();
+    *model = std::make_unique<testing::PlacedLlamaModel>(
+        Check(testing::MakePlacedLlamaModel(Config(), *type, 0.02f)));
+    model_packed = packed;
+  }
+  return **model;
+}
+
+double ForwardFlops(int64_t tokens) {
+  const testing::LlamaConfig c = Config();
+  const double t = static_cast<double>(tokens);
+  const double e = static_cast<double>(c.n_embd);
+  const double f = static_cast<double>(c.n_ff);
+  const double v = static_cast<double>(c.n_vocab);
+  return c.n_layer * (2 * t * (4 * e * e + 3 * e * f) + 2 * 2 * t * t * e) +
+         2 * t * e * v;
+}
+
+struct Forward {
+  std::unique_ptr<Backend> cpu;
+  std::unique_ptr<Scheduler> sched;
+  testing::LlamaGraph graph;
+
+  Forward(int64_t tokens, bool packed) {
+    testing::PlacedLlamaModel& model = Model(packed);
+    cpu = Check(GetCpuDevice().CreateBackend("threads=2"));
+    sched = Check(Scheduler::Create({cpu.get()}));
+    graph = Check(testing::BuildLlamaGraph(*model.model, tokens, false));
+    FERRY_CHECK(sched->AllocGraph(graph.graph).ok());
+    FERRY_CHECK(
+        testing::FillLlamaInputs(graph, model.model->config.n_vocab, 1).ok());
+    for (int i = 0; i < 2; ++i) FERRY_CHECK(sched->Compute(graph.graph).ok());
+  }
+};
+
+void BM_CpuForward(benchmark::State& state) {
+  const int64_t tokens = state.range(0);
+  Forward forward(tokens, state.range(1) != 0);
+  for (auto _ : state) {
+    FERRY_CHECK(forward.sched->Compute(forward.graph.graph).ok());
+  }
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(ForwardFlops(tokens) / 1e9,
+                         benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["tokens/s"] =
+      benchmark::Counter(static_cast<double>(tokens),
+                         benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel(state.range(1) != 0 ? "packed weights" : "plain weights");
+}
+BENCHMARK(BM_CpuForward)
+    ->ArgNames({"tokens", "packed"})
+    ->ArgsProduct({{1, 8, 32, 512}, {1, 0}})
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond)
+    ->MinTime(2.0);
+
+void BM_CpuForwardOps(benchmark::State& state) {
+  const int64_t tokens = state.range(0);
+  Forward forward(tokens, /*packed=*/true);
+  // Asks for every node: the scheduler then computes nodes one at a time,
+  // synchronizing after each, and the time between two callbacks is the
+  // node's (ggml_ops.cpp times ggml's the same way).
+  std::map<std::string, double> seconds;
+  absl::Time last;
+  forward.sched->SetEvalCallback([&](Tensor& node, bool ask) {
+    if (ask) return true;
+    const absl::Time now = absl::Now();
+    seconds[std::string(OpName(node.op))] += absl::ToDoubleSeconds(now - last);
+    last = now;
+    return true;
+  });
+  for (auto _ : state) {
+    last = absl::Now();
+    FERRY_CHECK(forward.sched->Compute(forward.graph.graph).ok());
+  }
+  for (const auto& [op, s] : seconds) {
+    state.counters[op + "_us"] =
+        s * 1e6 / static_cast<double>(state.iterations());
+  }
+}
+BENCHMARK(BM_CpuForwardOps)
+    ->ArgNames({"tokens"})
+    ->Arg(1)
+    ->Arg(32)
+    ->Arg(512)
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond)
+    ->MinTime(2.0);
+
+}  // namespace
+}  // namespace ferry
