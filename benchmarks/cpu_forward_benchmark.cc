@@ -7,9 +7,11 @@
 //   ./bazelw run --config=opt //benchmarks:cpu_forward_benchmark
 //
 // BM_CpuForward/<tokens>/<packed>: one forward pass; packed = 1 places the
-//   weights in the CPU's weights buffer type (panels, packed once at load),
-//   0 in plain host memory (mul_mat packs on every call). Counters: GFLOP/s
-//   (the harness's count: weight products plus attention), tokens/s.
+//   matrices in the CPU's weights buffer type (panels, packed once at load)
+//   and the token table, which only get_rows reads, in plain memory, as
+//   llama.cpp places them; packed = 0 places everything in plain host memory
+//   (mul_mat then packs on every call). Counters: GFLOP/s (the harness's
+//   count: weight products plus attention), tokens/s.
 // BM_CpuForwardOps/<tokens>: the same graph node by node through the
 //   scheduler's eval callback (each node computed, then synchronized),
 //   reported as microseconds per forward for each op. ggml's figures come
@@ -25,9 +27,13 @@
 #include "absl/time/time.h"
 #include "benchmark/benchmark.h"
 #include "ferry/alloc/testing/llama_graph.h"
+#include "ferry/alloc/weights.h"
 #include "ferry/backends/backend.h"
+#include "ferry/backends/buffer.h"
 #include "ferry/backends/cpu/cpu_backend.h"
+#include "ferry/graph/context.h"
 #include "ferry/graph/op.h"
+#include "ferry/graph/testing/reference.h"
 #include "ferry/runtime/status_macros.h"
 #include "ferry/sched/scheduler.h"
 

@@ -2,12 +2,18 @@
 // shared by the SIMD kernel files like mat_mul_gemm.h (and, like it, all
 // templates, so each file compiles it with its own target flags).
 //
-// With `a` packed, only B is packed per call: for each block of kPackedNc
-// rows of B and kPackedKc of K, B is packed into kMr-row micro-panels, then
-// every panel of the thread's columns is multiplied with every micro-panel.
-// A panel's kPackedKc x kPanelWidth block is read from memory once per block
-// of B (then from cache by the next micro-panels), straight from where the
-// weight lives: nothing of A is copied or transposed.
+// With `a` packed, only B is packed per call, into kMr-row micro-panels, and
+// A is read straight from where the weight lives: nothing of it is copied or
+// transposed. Two loop orders:
+//   - few rows of B (n * K <= kMaxWholeKB: decode and small batches, where
+//     the weight's memory traffic is what counts): B is packed whole, then
+//     each panel is streamed once, start to end, in kPackedKc blocks that
+//     every micro-panel uses while the block is in L2; meanwhile the
+//     micro-panels prefetch the next block into L2, so the first of them
+//     does not wait for memory;
+//   - otherwise (GotoBLAS order): for each block of kPackedNc rows of B and
+//     kPackedKc of K, B is packed, then every panel's K block is multiplied
+//     with every micro-panel, read from memory once per block of B.
 //
 // A Kernel policy provides, besides what mat_mul_gemm.h lists:
 //   kPackedKc, kPackedNc   the K and B-row blocks of this driver.
@@ -35,8 +41,12 @@ namespace cpu_internal {
 inline constexpr int64_t kMaxWholeKB = int64_t{1} << 17;
 
 // Computes dst for `block`, whose column range starts at a panel boundary.
+// `b_packed` says whether this thread's scratch already holds B rows
+// block.n packed whole by an earlier call for the same args (several claimed
+// column ranges of one MatMul); set when this call leaves them there.
 template <typename Kernel, typename T>
-void PackedGemmBlock(const MatMulArgs& args, const OutputBlock& block) {
+void PackedGemmBlock(const MatMulArgs& args, const OutputBlock& block,
+                     bool* b_packed) {
   constexpr int64_t kMr = Kernel::kMr;
   thread_local ScratchBuffer b_scratch;
   const int64_t k = args.k;
@@ -92,10 +102,13 @@ void PackedGemmBlock(const MatMulArgs& args, const OutputBlock& block) {
     // Few rows of B: pack them for all of K, then stream each panel once
     // from start to end (the memory-bound case: GEMV and small batches).
     float* pb = b_scratch.Get(n_padded * k);
-    for (int64_t k0 = 0; k0 < k; k0 += Kernel::kPackedKc) {
-      const int64_t kc = std::min<int64_t>(Kernel::kPackedKc, k - k0);
-      Kernel::PackB(args.b, args.ldb, block.n.begin, block.n.size(), k0, kc,
-                    pb + k0 * n_padded);
+    if (!*b_packed) {
+      for (int64_t k0 = 0; k0 < k; k0 += Kernel::kPackedKc) {
+        const int64_t kc = std::min<int64_t>(Kernel::kPackedKc, k - k0);
+        Kernel::PackB(args.b, args.ldb, block.n.begin, block.n.size(), k0, kc,
+                      pb + k0 * n_padded);
+      }
+      *b_packed = true;
     }
     panels(block.n.begin, block.n.size(), pb, n_padded, 0, k,
            /*prefetch_next=*/true);
@@ -103,6 +116,7 @@ void PackedGemmBlock(const MatMulArgs& args, const OutputBlock& block) {
   }
   // Blocks of B rows and of K: each panel's K block is read once per B
   // block and reused from cache by all its micro-panels.
+  *b_packed = false;
   const int64_t nc_max = std::min<int64_t>(Kernel::kPackedNc, n_padded);
   const int64_t kc_max = std::min<int64_t>(Kernel::kPackedKc, k);
   float* pb = b_scratch.Get(nc_max * kc_max);
@@ -119,19 +133,22 @@ void PackedGemmBlock(const MatMulArgs& args, const OutputBlock& block) {
 
 template <typename Kernel, typename T>
 void PackedGemmThreadTyped(const MatMulArgs& args, int ith, int nth) {
+  bool b_packed = false;
   if (args.next_column != nullptr) {
-    // Claimed column ranges (whole panels) span all of n.
+    // Claimed column ranges (whole panels) span all of n, so B packed whole
+    // for the first serves them all.
     while (true) {
       const Range m = ClaimColumns(*args.next_column, args.m, kPanelWidth,
                                    /*min_units=*/1, nth);
       if (m.size() == 0) return;
-      PackedGemmBlock<Kernel, T>(args, OutputBlock{m, Range{0, args.n}});
+      PackedGemmBlock<Kernel, T>(args, OutputBlock{m, Range{0, args.n}},
+                                 &b_packed);
     }
   }
   const OutputBlock block =
       PartitionOutput(args.m, args.n, kPanelWidth, Kernel::kMr, ith, nth);
   if (block.m.size() > 0 && block.n.size() > 0) {
-    PackedGemmBlock<Kernel, T>(args, block);
+    PackedGemmBlock<Kernel, T>(args, block, &b_packed);
   }
 }
 

@@ -74,6 +74,7 @@ absl::Status KernelRunner::Run(absl::Span<Tensor* const> nodes,
     if (ComputesSomething(*node)) compute_nodes_.push_back(node);
   }
   should_abort_ = std::move(should_abort);
+  counters_[0].value.store(0, std::memory_order_relaxed);
   uint64_t generation;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -119,8 +120,13 @@ void KernelRunner::Compute(int ith, uint64_t generation) {
   // The count is read once: after the last barrier a thread touches neither
   // the list (which the next Run rewrites) nor the nodes.
   const size_t count = compute_nodes_.size();
+  KernelContext ctx = ctx_;
   for (size_t i = 0; i < count; ++i) {
-    ComputeNode(*compute_nodes_[i], ith, nth_, ctx_);
+    ctx.work_counter = &counters_[i % 2].value;
+    ComputeNode(*compute_nodes_[i], ith, nth_, ctx);
+    if (ith == 0) {
+      counters_[(i + 1) % 2].value.store(0, std::memory_order_relaxed);
+    }
     // Thread 0 decides before the barrier and names the exact (run, node)
     // it stops after: a slow thread leaving an earlier barrier late must
     // not mistake a later decision for its own.

@@ -75,6 +75,13 @@ class KernelRunner {
   // (generation << 32 | node step) of the last abort.
   std::atomic<uint64_t> abort_key_{0};
   KernelContext ctx_;
+  // Work counters of consecutive nodes, alternating: while the threads use
+  // node i's, thread 0 zeroes node i + 1's (all left node i - 1 behind the
+  // last barrier), and the barrier after node i publishes the zero.
+  struct alignas(64) Counter {
+    std::atomic<int64_t> value{0};
+  };
+  Counter counters_[2];
   std::unique_ptr<std::byte, FreeDeleter> scratch_;
   size_t scratch_bytes_ = 0;
   std::vector<std::thread> workers_;

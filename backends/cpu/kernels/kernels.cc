@@ -785,7 +785,7 @@ void ComputeNode(const Tensor& node, int ith, int nth,
                  const KernelContext& ctx) {
   switch (node.op) {
     case Op::kMulMat:
-      return MatMulNode(node, ith, nth);
+      return MatMulNode(node, ith, nth, ctx);
     case Op::kAdd:
       return BinaryKernel(node, BinaryOp::kAdd, ith, nth);
     case Op::kSub:

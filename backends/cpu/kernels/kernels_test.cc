@@ -42,6 +42,12 @@ using ::ferry::testing::WriteTensor;
 
 constexpr int kThreadCounts[] = {1, 2, 3, 7};
 
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+constexpr bool kSanitized = true;
+#else
+constexpr bool kSanitized = false;
+#endif
+
 // Tolerances (NMSE).
 constexpr double kTolF32 = 1e-10;  // Element-wise and row-wise f32.
 constexpr double kTolMatMulF32 = 1e-6;
@@ -292,14 +298,22 @@ struct PackedCase {
   int64_t r2 = 1;
 };
 
-TEST_P(KernelsTest, MulMatPackedWeights) {
+TEST_P(KernelsTest, MulMatModelShapesPackedAndRows) {
   // The forward's weight shapes (n_embd 2048, n_ff 5632) at 1, 8 and 32
   // tokens, a 512-token batch on a smaller weight, odd sizes (an unaligned
   // M of 520 >= kMinUnalignedPackedRows, K not a multiple of anything) and
   // slices broadcast over b.
+  // Under a sanitizer (10x slower, and what it checks does not depend on
+  // size) the model-sized weights shrink by 8 in each dimension.
+  constexpr int64_t kDiv = kSanitized ? 8 : 1;
   const PackedCase cases[] = {
-      {2048, 5632, 1}, {2048, 5632, 8}, {2048, 5632, 32},  {256, 640, 512},
-      {33, 520, 7},    {70, 128, 13},   {19, 64, 3, 2, 2},
+      {2048 / kDiv, 5632 / kDiv, 1},
+      {2048 / kDiv, 5632 / kDiv, 8},
+      {2048 / kDiv, 5632 / kDiv, 32},
+      {256, 640, 512 / kDiv},
+      {33, 520, 7},
+      {70, 128, 13},
+      {19, 64, 3, 2, 2},
   };
   int seed = 0;
   for (const PackedCase& c : cases) {
@@ -321,11 +335,15 @@ TEST_P(KernelsTest, MulMatPackedWeights) {
       Tensor* packed = PackedCopy(ctx, *a, buffers);
       ASSERT_EQ(GetPackedState(*packed), PackedState::kPacked);
       FERRY_ASSERT_OK_AND_ASSIGN(Tensor * got, MulMat(ctx, packed, b));
+      // The same product from the rows (the unpacked path) for comparison.
+      FERRY_ASSERT_OK_AND_ASSIGN(Tensor * got_rows, MulMat(ctx, a, b));
       FERRY_ASSERT_OK(ctx.AllocateHostData());
-      ExpectPackedMatchesReference(
-          want, got, dtype == DType::kF32 ? kTolMatMulF32 : kTolMatMulHalf,
-          absl::StrCat("packed mul_mat ", DTypeName(dtype), " k=", c.k,
-                       " m=", c.m, " n=", c.n));
+      const std::string label = absl::StrCat(
+          "mul_mat ", DTypeName(dtype), " k=", c.k, " m=", c.m, " n=", c.n);
+      const double tolerance =
+          dtype == DType::kF32 ? kTolMatMulF32 : kTolMatMulHalf;
+      ExpectPackedMatchesReference(want, got, tolerance, label);
+      ExpectPackedMatchesReference(want, got_rows, tolerance, label);
     }
   }
 }

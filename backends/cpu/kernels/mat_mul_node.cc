@@ -100,7 +100,8 @@ void SliceMatMul(const MatMulArgs& args, int ith, int nth) {
 
 }  // namespace
 
-void MatMulNode(const Tensor& node, int ith, int nth) {
+void MatMulNode(const Tensor& node, int ith, int nth,
+                const KernelContext& ctx) {
   const Tensor& a = *node.src[0];
   const Tensor& b = *node.src[1];
   const int64_t m = a.ne[1];
@@ -131,6 +132,15 @@ void MatMulNode(const Tensor& node, int ith, int nth) {
     for (int64_t s = ith * per_thread; s < (ith + 1) * per_thread; ++s) {
       SliceMatMul(slice(s), 0, 1);
     }
+  }
+  if (a_packed && slices - whole == 1 && nth > 1 &&
+      ctx.work_counter != nullptr) {
+    // One weight product shared by all threads (the common case): claim
+    // panels. A packed a never takes SliceMatMul's row-by-row detours.
+    MatMulArgs args = slice(whole);
+    args.next_column = ctx.work_counter;
+    MatMul(args, ith, nth);
+    return;
   }
   for (int64_t s = whole; s < slices; ++s) SliceMatMul(slice(s), ith, nth);
 }

@@ -10,6 +10,7 @@
 #ifndef FERRY_BACKENDS_CPU_KERNELS_MAT_MUL_NODE_H_
 #define FERRY_BACKENDS_CPU_KERNELS_MAT_MUL_NODE_H_
 
+#include "ferry/backends/cpu/kernels/kernel_context.h"
 #include "ferry/graph/tensor.h"
 
 namespace ferry {
@@ -18,9 +19,11 @@ namespace cpu_kernels {
 // Computes thread ith's share (0 <= ith < nth) of mul_mat `node`, whose
 // shapes, dtypes and layout must pass CheckSupported (kernels.h): a and b
 // rows contiguous, dst contiguous. The nth calls write disjoint blocks of
-// dst and share nothing else (the GEMM's packing buffers are thread-local,
-// so no KernelContext scratch is needed). Does not read dst.
-void MatMulNode(const Tensor& node, int ith, int nth);
+// dst and share nothing else but ctx.work_counter (the GEMM's packing
+// buffers are thread-local, so no scratch is needed): with a packed weight,
+// threads claim its panels from the counter instead of taking fixed halves,
+// so one the OS runs less does less. Does not read dst.
+void MatMulNode(const Tensor& node, int ith, int nth, const KernelContext& ctx);
 
 }  // namespace cpu_kernels
 }  // namespace ferry
