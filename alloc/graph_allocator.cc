@@ -15,30 +15,22 @@ using alloc_internal::kExternalRef;
 using alloc_internal::Liveness;
 using alloc_internal::RecordKind;
 
-// A plan with the signature of the graph it was made for.
+// A plan with the signature and buffer types of the graph it was made for.
 struct GraphAllocator::CachedPlan {
   struct Entry {
-    // Signature.
-    Op op;
-    DType dtype;
     RecordKind kind;
-    uint32_t flags;
-    std::array<int64_t, kMaxDims> ne;
-    std::array<int64_t, kMaxDims> nb;
-    int64_t view_offset;
-    int32_t view_ref;  // Record of view_src, or kExternalRef.
     int type;
     // Placement (kPlanned).
     int32_t chunk;
     int64_t offset;
   };
+  GraphSignature signature;
+  uint64_t generation = 0;  // signature's content at planning.
+  std::vector<int> leaf_types;
+  std::vector<int> node_types;
   int32_t num_leafs = 0;
-  int32_t num_nodes = 0;
-  std::vector<Entry> entries;                // Per record.
-  std::vector<int32_t> src_refs;             // Per record, kMaxSrc each.
-  std::vector<const Tensor*> external_refs;  // Parallel to src_refs, and one
-                                             // per record for view_src.
-  std::vector<int32_t> views;                // View records, in order.
+  std::vector<Entry> entries;  // Per record (leafs, then nodes).
+  std::vector<int32_t> views;  // View records, in order.
   PlanSummary summary;
 };
 
@@ -47,10 +39,6 @@ namespace {
 Tensor* RecordTensor(const Graph& graph, int32_t num_leafs, int32_t r) {
   return r < num_leafs ? graph.leafs()[static_cast<size_t>(r)]
                        : graph.nodes()[static_cast<size_t>(r - num_leafs)];
-}
-
-int TypeOf(absl::Span<const int> types, size_t i) {
-  return types.empty() ? 0 : types[i];
 }
 
 }  // namespace
@@ -136,10 +124,6 @@ GraphAllocator::MakePlan(const Graph& graph, BufferAssignment assignment,
 
   auto plan = std::make_unique<CachedPlan>();
   plan->num_leafs = live.num_leafs;
-  plan->num_nodes = live.num_steps;
-  plan->src_refs = std::move(live.src_refs);
-  plan->external_refs.assign(plan->src_refs.size() + live.records.size(),
-                             nullptr);
   plan->entries.resize(live.records.size());
   PlanSummary& s = plan->summary;
   s.chunk_sizes = memory->chunk_sizes;
@@ -149,24 +133,13 @@ GraphAllocator::MakePlan(const Graph& graph, BufferAssignment assignment,
   }
   for (size_t r = 0; r < live.records.size(); ++r) {
     const alloc_internal::TensorRecord& rec = live.records[r];
-    const Tensor& t = *rec.tensor;
     CachedPlan::Entry& e = plan->entries[r];
-    e.op = t.op;
-    e.dtype = t.dtype;
     e.kind = rec.kind;
-    e.flags = DescriptiveFlags(t);
-    e.ne = t.ne;
-    e.nb = t.nb;
-    e.view_offset = t.view_offset;
-    e.view_ref = rec.kind == RecordKind::kView ? rec.root : -1;
     e.type = rec.type;
     e.chunk = 0;
     e.offset = 0;
     if (rec.kind == RecordKind::kView) {
       plan->views.push_back(static_cast<int32_t>(r));
-      if (rec.root == kExternalRef) {
-        plan->external_refs[plan->src_refs.size() + r] = t.view_src;
-      }
     }
     if (rec.kind == RecordKind::kPlanned) {
       const DynamicAddress& a =
@@ -176,73 +149,36 @@ GraphAllocator::MakePlan(const Graph& graph, BufferAssignment assignment,
       ++s.num_planned;
       if (rec.in_place) ++s.num_in_place;
     }
-    for (int j = 0; j < kMaxSrc; ++j) {
-      const size_t k = r * kMaxSrc + static_cast<size_t>(j);
-      if (plan->src_refs[k] == kExternalRef) {
-        plan->external_refs[k] = t.src[static_cast<size_t>(j)];
-      }
-    }
   }
   if (summary != nullptr) *summary = s;
   return plan;
 }
 
-const GraphAllocator::CachedPlan* GraphAllocator::FindCached(
-    const Graph& graph, BufferAssignment assignment) const {
-  const int32_t num_leafs = static_cast<int32_t>(graph.num_leafs());
-  const int32_t num_nodes = static_cast<int32_t>(graph.num_nodes());
-  if ((!assignment.leaf_types.empty() &&
-       assignment.leaf_types.size() != static_cast<size_t>(num_leafs)) ||
-      (!assignment.node_types.empty() &&
-       assignment.node_types.size() != static_cast<size_t>(num_nodes))) {
-    return nullptr;
-  }
-  for (const auto& cached : cache_) {
-    const CachedPlan& plan = *cached;
-    if (plan.num_leafs != num_leafs || plan.num_nodes != num_nodes) continue;
-    const size_t n = plan.entries.size();
-    bool match = true;
-    for (size_t r = 0; match && r < n; ++r) {
-      const int32_t ri = static_cast<int32_t>(r);
-      const Tensor& t = *RecordTensor(graph, num_leafs, ri);
-      const CachedPlan::Entry& e = plan.entries[r];
-      const int type = ri < num_leafs
-                           ? TypeOf(assignment.leaf_types, r)
-                           : TypeOf(assignment.node_types,
-                                    r - static_cast<size_t>(num_leafs));
-      RecordKind kind = RecordKind::kView;
-      if (t.view_src == nullptr) {
-        kind = HasPresetMemory(t) ? RecordKind::kPreset : RecordKind::kPlanned;
-      }
-      if (e.op != t.op || e.dtype != t.dtype || e.kind != kind ||
-          e.flags != DescriptiveFlags(t) || e.type != type || e.ne != t.ne ||
-          e.nb != t.nb || e.view_offset != t.view_offset) {
-        match = false;
-        break;
-      }
-      if (kind == RecordKind::kView) {
-        const Tensor* expected =
-            e.view_ref == kExternalRef
-                ? plan.external_refs[plan.src_refs.size() + r]
-                : RecordTensor(graph, num_leafs, e.view_ref);
-        if (expected != t.view_src) match = false;
-      }
-      const int32_t* refs = &plan.src_refs[r * kMaxSrc];
-      for (int j = 0; match && j < kMaxSrc; ++j) {
-        const Tensor* src = t.src[static_cast<size_t>(j)];
-        const int32_t ref = refs[j];
-        if (ref >= 0) {
-          match = src == RecordTensor(graph, num_leafs, ref);
-        } else if (ref == kExternalRef) {
-          match =
-              src == plan.external_refs[r * kMaxSrc + static_cast<size_t>(j)] &&
-              src->data != nullptr;
-        } else {
-          match = src == nullptr;
-        }
-      }
+GraphAllocator::CachedPlan* GraphAllocator::FindCached(
+    const GraphSignature& signature, BufferAssignment assignment) {
+  auto same_types = [](absl::Span<const int> types,
+                       const std::vector<int>& cached, size_t n) {
+    if (types.empty()) {
+      return std::all_of(cached.begin(), cached.end(),
+                         [](int t) { return t == 0; });
     }
-    if (match) return &plan;
+    return types.size() == n &&
+           std::equal(types.begin(), types.end(), cached.begin(), cached.end());
+  };
+  for (const auto& cached : cache_) {
+    CachedPlan& plan = *cached;
+    if (!same_types(assignment.leaf_types, plan.leaf_types,
+                    signature.num_leafs()) ||
+        !same_types(assignment.node_types, plan.node_types,
+                    signature.num_nodes())) {
+      continue;
+    }
+    // The same generation is the same content; otherwise compare.
+    if (plan.generation != signature.generation()) {
+      if (!plan.signature.SameContent(signature)) continue;
+      plan.generation = signature.generation();
+    }
+    return &plan;
   }
   return nullptr;
 }
@@ -294,7 +230,17 @@ absl::Status GraphAllocator::Apply(const CachedPlan& plan, const Graph& graph) {
   return status;
 }
 
-void GraphAllocator::Remember(std::unique_ptr<CachedPlan> plan) {
+void GraphAllocator::Remember(std::unique_ptr<CachedPlan> plan,
+                              const GraphSignature& signature,
+                              BufferAssignment assignment) {
+  plan->signature = signature;
+  plan->generation = signature.generation();
+  auto types = [](absl::Span<const int> given, size_t n) {
+    return given.empty() ? std::vector<int>(n, 0)
+                         : std::vector<int>(given.begin(), given.end());
+  };
+  plan->leaf_types = types(assignment.leaf_types, signature.num_leafs());
+  plan->node_types = types(assignment.node_types, signature.num_nodes());
   cache_.insert(cache_.begin(), std::move(plan));
   const size_t max =
       static_cast<size_t>(std::max(1, options_.max_cached_plans));
@@ -321,6 +267,13 @@ void UnplaceOwn(const Graph& graph, IsOwn is_own) {
 
 absl::Status GraphAllocator::Reserve(const Graph& graph,
                                      BufferAssignment assignment) {
+  FERRY_RETURN_IF_ERROR(signature_.Update(graph));
+  return Reserve(graph, assignment, signature_);
+}
+
+absl::Status GraphAllocator::Reserve(const Graph& graph,
+                                     BufferAssignment assignment,
+                                     const GraphSignature& signature) {
   PlanSummary summary;
   FERRY_ASSIGN_OR_RETURN(
       std::unique_ptr<CachedPlan> plan,
@@ -386,13 +339,21 @@ absl::Status GraphAllocator::Reserve(const Graph& graph,
   last_plan_ = summary;
   // The plan's tensors were classified with the old own-buffer set; a graph
   // placed in replaced buffers was unplaced above, so it still matches.
-  Remember(std::move(plan));
+  Remember(std::move(plan), signature, assignment);
   return absl::OkStatus();
 }
 
 absl::Status GraphAllocator::Allocate(const Graph& graph,
                                       BufferAssignment assignment) {
-  if (const CachedPlan* plan = FindCached(graph, assignment); plan != nullptr) {
+  FERRY_RETURN_IF_ERROR(signature_.Update(graph));
+  return Allocate(graph, assignment, signature_);
+}
+
+absl::Status GraphAllocator::Allocate(const Graph& graph,
+                                      BufferAssignment assignment,
+                                      const GraphSignature& signature) {
+  if (const CachedPlan* plan = FindCached(signature, assignment);
+      plan != nullptr) {
     FERRY_RETURN_IF_ERROR(Apply(*plan, graph));
     ++fast_allocations_;
     last_plan_ = plan->summary;
@@ -416,7 +377,7 @@ absl::Status GraphAllocator::Allocate(const Graph& graph,
   FERRY_RETURN_IF_ERROR(Apply(**plan, graph));
   ++planned_allocations_;
   last_plan_ = summary;
-  Remember(*std::move(plan));
+  Remember(*std::move(plan), signature, assignment);
   return absl::OkStatus();
 }
 

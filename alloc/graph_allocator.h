@@ -24,9 +24,12 @@
 //     s = galloc.Allocate(graph);
 //   }
 //
-// Allocate recognises a graph with the topology of a recent plan (same ops,
-// shapes, flags, wiring and buffer types) and only re-applies that plan's
-// offsets: microseconds for a thousand nodes.
+// Allocate recognises a graph with the signature of a recent plan
+// (alloc/graph_signature.h: same ops, shapes, flags, wiring, preset memory)
+// and buffer types, and only re-applies that plan's offsets: microseconds
+// for a thousand nodes. A caller that keeps a GraphSignature of the graph
+// already (the scheduler) passes it, and a graph whose signature has not
+// changed since it was planned is recognised without comparing anything.
 #ifndef FERRY_ALLOC_GRAPH_ALLOCATOR_H_
 #define FERRY_ALLOC_GRAPH_ALLOCATOR_H_
 
@@ -37,6 +40,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "ferry/alloc/graph_signature.h"
 #include "ferry/alloc/internal/liveness.h"
 #include "ferry/backends/buffer.h"
 #include "ferry/graph/graph.h"
@@ -108,6 +112,12 @@ class GraphAllocator {
   // caller decides whether to Reserve again. Other errors as for Reserve; on
   // any error the graph's tensors that were to be placed are left unplaced.
   absl::Status Allocate(const Graph& graph, BufferAssignment assignment = {});
+  // The same, with `signature` describing `graph` (its last Update was of
+  // this graph); Reserve takes one too.
+  absl::Status Allocate(const Graph& graph, BufferAssignment assignment,
+                        const GraphSignature& signature);
+  absl::Status Reserve(const Graph& graph, BufferAssignment assignment,
+                       const GraphSignature& signature);
 
   // Plans `graph` without buffers and returns what it would need.
   absl::StatusOr<PlanSummary> Measure(const Graph& graph,
@@ -138,16 +148,18 @@ class GraphAllocator {
   absl::StatusOr<std::unique_ptr<CachedPlan>> MakePlan(
       const Graph& graph, BufferAssignment assignment, bool use_reserved,
       PlanSummary* summary) const;
-  const CachedPlan* FindCached(const Graph& graph,
-                               BufferAssignment assignment) const;
+  CachedPlan* FindCached(const GraphSignature& signature,
+                         BufferAssignment assignment);
   absl::Status Apply(const CachedPlan& plan, const Graph& graph);
-  void Remember(std::unique_ptr<CachedPlan> plan);
+  void Remember(std::unique_ptr<CachedPlan> plan,
+                const GraphSignature& signature, BufferAssignment assignment);
 
   std::vector<BufferType*> types_;
   GraphAllocatorOptions options_;
   std::vector<std::vector<std::unique_ptr<Buffer>>> buffers_;  // Per type.
   std::vector<const Buffer*> own_buffers_;
   std::vector<std::unique_ptr<CachedPlan>> cache_;
+  GraphSignature signature_;  // Of graphs given without one.
   PlanSummary last_plan_;
   int64_t reserve_count_ = 0;
   int64_t fast_allocations_ = 0;

@@ -15,27 +15,27 @@
 #include "benchmark/benchmark.h"
 #include "ferry/alloc/graph_allocator.h"
 #include "ferry/alloc/memory_bounds.h"
-#include "ferry/alloc/testing/llama_graph.h"
 #include "ferry/backends/host_buffer.h"
 #include "ferry/graph/graph.h"
+#include "ferry/models/llama/llama_graph.h"
+#include "ferry/models/llama/llama_model.h"
+#include "ferry/models/llama/testing/llama_testing.h"
 
 namespace ferry {
 namespace {
 
 using Key = std::tuple<int, int64_t>;
 
-testing::LlamaModel& Model(int n_layer, int64_t n_embd) {
-  static auto* models =
-      new std::map<Key, std::unique_ptr<testing::LlamaModel>>();
+llama::LlamaModel& Model(int n_layer, int64_t n_embd) {
+  static auto* models = new std::map<Key, std::unique_ptr<llama::LlamaModel>>();
   auto& slot = (*models)[Key{n_layer, n_embd}];
   if (slot == nullptr) {
-    testing::LlamaConfig config{.n_layer = n_layer,
-                                .n_embd = n_embd,
-                                .n_head = n_embd / 128,
-                                .n_ff = n_embd == 2048 ? 5632 : 11008,
-                                .n_vocab = 32000};
-    slot = *testing::MakeLlamaModel(config);
-    testing::FakePlaceWeights(slot->ctx);
+    llama::LlamaConfig config{.n_layer = n_layer,
+                              .n_embd = n_embd,
+                              .n_head = n_embd / 128,
+                              .n_ff = n_embd == 2048 ? 5632 : 11008,
+                              .n_vocab = 32000};
+    slot = *testing::MakeFakePlacedLlamaModel(config);
   }
   return *slot;
 }
@@ -48,10 +48,11 @@ HostBufferType& Type() {
 constexpr double kMiB = 1024.0 * 1024.0;
 
 void BM_Plan(benchmark::State& state) {
-  testing::LlamaModel& model =
+  llama::LlamaModel& model =
       Model(static_cast<int>(state.range(0)), state.range(1));
-  absl::StatusOr<testing::LlamaGraph> g =
-      testing::BuildLlamaGraph(model, state.range(2), state.range(3) != 0);
+  absl::StatusOr<llama::LlamaGraph> g = llama::BuildLlamaGraph(
+      model,
+      {.n_tokens = state.range(2), .last_token_only = state.range(3) != 0});
   if (!g.ok()) {
     state.SkipWithError(std::string(g.status().message()).c_str());
     return;
@@ -80,10 +81,11 @@ void BM_Plan(benchmark::State& state) {
 
 // Allocate of a graph whose topology was reserved (the fast path).
 void BM_AllocateReserved(benchmark::State& state) {
-  testing::LlamaModel& model =
+  llama::LlamaModel& model =
       Model(static_cast<int>(state.range(0)), state.range(1));
-  absl::StatusOr<testing::LlamaGraph> g =
-      testing::BuildLlamaGraph(model, state.range(2), state.range(3) != 0);
+  absl::StatusOr<llama::LlamaGraph> g = llama::BuildLlamaGraph(
+      model,
+      {.n_tokens = state.range(2), .last_token_only = state.range(3) != 0});
   GraphAllocator galloc({&Type()});
   if (!g.ok() || !galloc.Reserve(g->graph).ok()) {
     state.SkipWithError("reserve failed");

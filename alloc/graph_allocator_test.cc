@@ -8,12 +8,14 @@
 #include "ferry/alloc/memory_bounds.h"
 #include "ferry/alloc/testing/alloc_checker.h"
 #include "ferry/alloc/testing/failing_buffer_type.h"
-#include "ferry/alloc/testing/llama_graph.h"
 #include "ferry/alloc/testing/random_graph.h"
 #include "ferry/backends/host_buffer.h"
 #include "ferry/graph/context.h"
 #include "ferry/graph/graph.h"
 #include "ferry/graph/ops.h"
+#include "ferry/models/llama/llama_graph.h"
+#include "ferry/models/llama/llama_model.h"
+#include "ferry/models/llama/testing/llama_testing.h"
 #include "ferry/runtime/status_matchers.h"
 #include "gtest/gtest.h"
 
@@ -386,20 +388,19 @@ struct LlamaCase {
 };
 
 TEST(GraphAllocatorTest, LlamaGraphsCheckAndMeetTheTarget) {
-  testing::LlamaConfig config{
+  llama::LlamaConfig config{
       .n_layer = 4, .n_embd = 256, .n_head = 4, .n_ff = 704, .n_vocab = 1000};
-  absl::StatusOr<std::unique_ptr<testing::LlamaModel>> model =
-      testing::MakeLlamaModel(config);
+  absl::StatusOr<std::unique_ptr<llama::LlamaModel>> model =
+      testing::MakeFakePlacedLlamaModel(config);
   ASSERT_THAT(model.status(), IsOk());
-  testing::FakePlaceWeights((*model)->ctx);
   HostBufferType type("host", 64, nullptr);
   for (LlamaCase lc :
        {LlamaCase{1, false}, LlamaCase{32, false}, LlamaCase{32, true},
         LlamaCase{128, true}, LlamaCase{128, false}}) {
     SCOPED_TRACE(
         absl::StrCat("n_tokens ", lc.n_tokens, " last ", lc.last_only));
-    absl::StatusOr<testing::LlamaGraph> g =
-        testing::BuildLlamaGraph(**model, lc.n_tokens, lc.last_only);
+    absl::StatusOr<llama::LlamaGraph> g = llama::BuildLlamaGraph(
+        **model, {.n_tokens = lc.n_tokens, .last_token_only = lc.last_only});
     ASSERT_THAT(g.status(), IsOk());
     BufferType* types[] = {&type};
     absl::StatusOr<std::vector<MemoryBounds>> bounds =

@@ -5,8 +5,8 @@
 
 namespace ferry {
 
-absl::Status Backend::CopyTensorAsync(Backend& src_backend, const Tensor& src,
-                                      Tensor& dst) {
+absl::Status Backend::EnqueueCopyTensor(Backend& src_backend, const Tensor& src,
+                                        Tensor& dst) {
   FERRY_RETURN_IF_ERROR(CheckCopySizes(src, dst));
   const size_t bytes = static_cast<size_t>(src.NumBytes());
   if (src.buffer == nullptr || dst.buffer == nullptr) {
@@ -15,15 +15,16 @@ absl::Status Backend::CopyTensorAsync(Backend& src_backend, const Tensor& src,
   }
   if (src.buffer->is_host()) {
     // Upload on this stream once the producer has written the source.
-    FERRY_RETURN_IF_ERROR(Wait(src_backend.Record()));
-    return SetTensorAsync(dst, src.data, 0, bytes);
+    FERRY_RETURN_IF_ERROR(EnqueueWait(src_backend.Record()));
+    return EnqueueSetTensor(dst, src.data, 0, bytes);
   }
   if (dst.buffer->is_host()) {
     // Download on the producer's stream once this stream no longer reads
     // dst's old contents; this stream then waits for the download.
-    FERRY_RETURN_IF_ERROR(src_backend.Wait(Record()));
-    FERRY_RETURN_IF_ERROR(src_backend.GetTensorAsync(src, dst.data, 0, bytes));
-    return Wait(src_backend.Record());
+    FERRY_RETURN_IF_ERROR(src_backend.EnqueueWait(Record()));
+    FERRY_RETURN_IF_ERROR(
+        src_backend.EnqueueGetTensor(src, dst.data, 0, bytes));
+    return EnqueueWait(src_backend.Record());
   }
   return absl::UnimplementedError(
       absl::StrCat(name(), " has no async copy from ", src_backend.name()));
@@ -36,12 +37,12 @@ absl::Status Backend::CheckCopySizes(const Tensor& src, const Tensor& dst) {
                    dst.name, "' ", dst.ShapeString(), ": byte sizes differ"));
 }
 
-Task<absl::Status> Backend::Compute(NodeSpan nodes) {
+Task<absl::Status> Backend::ComputeAsync(NodeSpan nodes) {
   FERRY_CO_RETURN_IF_ERROR(EnqueueCompute(nodes));
   co_return co_await Record();
 }
 
-absl::Status Backend::ComputeBlocking(NodeSpan nodes) {
+absl::Status Backend::Compute(NodeSpan nodes) {
   FERRY_RETURN_IF_ERROR(EnqueueCompute(nodes));
   return Synchronize();
 }

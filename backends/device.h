@@ -1,6 +1,9 @@
 // Device: one piece of hardware (or a simulation of one) that can hold
 // tensors and run ops. It answers what it can do (props, caps, supports_op,
-// offload_op), which buffer types it uses, and creates Backends (streams).
+// offload_op, how it waits for other devices' events), which buffer types it
+// uses, and creates Backends (streams). Devices are made after main starts,
+// by an explicit registration (registry.h); making one may not touch a
+// driver until it is first used.
 #ifndef FERRY_BACKENDS_DEVICE_H_
 #define FERRY_BACKENDS_DEVICE_H_
 
@@ -8,11 +11,13 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "ferry/backends/buffer.h"
+#include "ferry/backends/event.h"
 #include "ferry/graph/tensor.h"
 
 namespace ferry {
@@ -42,6 +47,25 @@ struct DeviceProps {
   size_t memory_free = 0;
   size_t memory_total = 0;
   DeviceCaps caps;
+  // ClockNanos is modelled time (a simulated device), not the host's clock.
+  bool modelled_clock = false;
+};
+
+// How later work on a device waits for an event (IREE's semaphore
+// compatibility query). Either way the thread that enqueues never blocks.
+enum class EventWaitMode : uint8_t {
+  kDevice,  // The device's own queues hold the work until the event.
+  kHost,    // Held on the host and issued when the event completes.
+};
+
+// What one of a device's engines (its compute engine, a copy engine) has
+// done since the device was made: a generic counter every program can
+// print without knowing the device's kind.
+struct EngineStats {
+  std::string name;     // e.g. "sim0/compute", "cpu/compute".
+  int64_t busy_ns = 0;  // Time spent working (modelled time for sims).
+  int64_t ops = 0;      // Operations completed.
+  int64_t bytes = 0;    // Bytes copied (copy engines).
 };
 
 // Thread-safe.
@@ -73,6 +97,16 @@ class Device {
   // True if this device wants to run `node` even though its weight lives in
   // host memory (worth the copy, e.g. large batches).
   virtual bool OffloadOp(const Tensor& node) const;
+
+  // How a backend of this device waits for `event` (Backend::EnqueueWait).
+  // Default: kDevice for its own events and complete ones, kHost otherwise.
+  virtual EventWaitMode WaitMode(const Event& event) const;
+
+  // Per-engine counters (empty when the device keeps none).
+  virtual std::vector<EngineStats> engine_stats() const { return {}; }
+  // The clock engine_stats and the device's trace spans are measured on, in
+  // nanoseconds: the host's steady clock unless props().modelled_clock.
+  virtual int64_t ClockNanos() const;
 };
 
 }  // namespace ferry

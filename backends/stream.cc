@@ -3,12 +3,14 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "ferry/runtime/executor.h"
 #include "ferry/runtime/status_macros.h"
 
 namespace ferry {
 
-Stream::Stream(std::string name)
+Stream::Stream(std::string name, const Device* device)
     : name_(std::move(name)),
+      device_(device),
       timeline_(std::make_shared<TimelineSemaphore>(0)),
       worker_([this] { Loop(); }) {}
 
@@ -26,7 +28,7 @@ Event Stream::Enqueue(Op op) {
   const uint64_t seq = next_seq_++;
   queue_.push_back(Item{std::move(op), Event(), seq, timeline_});
   work_cv_.notify_one();
-  return Event(timeline_, seq);
+  return Event(timeline_, seq, device_);
 }
 
 void Stream::EnqueueWait(Event event) {
@@ -38,7 +40,7 @@ void Stream::EnqueueWait(Event event) {
 
 Event Stream::Record() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return Event(timeline_, next_seq_ - 1);
+  return Event(timeline_, next_seq_ - 1, device_);
 }
 
 absl::Status Stream::Synchronize() {
@@ -64,6 +66,7 @@ absl::Status Stream::Synchronize() {
 }
 
 void Stream::Loop() {
+  DeviceThreadScope device_thread;
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
     work_cv_.wait(lock, [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -80,7 +83,7 @@ void Stream::Loop() {
       if (item.op) {
         status = std::move(item.op)();
       } else {
-        status = item.wait_on.Synchronize();
+        status = item.wait_on.WaitBlocking();
       }
       if (status.ok()) {
         FERRY_CHECK(item.timeline->Signal(item.seq).ok() ||

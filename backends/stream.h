@@ -32,8 +32,9 @@ class Stream {
  public:
   using Op = absl::AnyInvocable<absl::Status() &&>;
 
-  // Starts the worker thread; `name` appears in errors.
-  explicit Stream(std::string name);
+  // Starts the worker thread; `name` appears in errors, and the events
+  // carry `device` (the device whose work this stream runs, or null).
+  explicit Stream(std::string name, const Device* device = nullptr);
   // Runs what is queued, then joins the worker.
   ~Stream();
 
@@ -64,6 +65,7 @@ class Stream {
   void Loop();
 
   const std::string name_;
+  const Device* const device_;
   mutable std::mutex mu_;
   std::condition_variable work_cv_;
   std::condition_variable idle_cv_;

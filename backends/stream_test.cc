@@ -32,7 +32,7 @@ TEST(StreamTest, RunsInOrderAndEventsComplete) {
     return absl::OkStatus();
   });
   Event last = stream.Record();
-  FERRY_ASSERT_OK(last.Synchronize());
+  FERRY_ASSERT_OK(last.WaitBlocking());
   EXPECT_TRUE(first.IsComplete());
   EXPECT_EQ(order, (std::vector<int>{1, 2}));
   FERRY_EXPECT_OK(stream.Synchronize());
@@ -41,7 +41,7 @@ TEST(StreamTest, RunsInOrderAndEventsComplete) {
 TEST(StreamTest, DefaultEventIsComplete) {
   Event event;
   EXPECT_TRUE(event.IsComplete());
-  FERRY_EXPECT_OK(event.Synchronize());
+  FERRY_EXPECT_OK(event.WaitBlocking());
 }
 
 TEST(StreamTest, CrossStreamWaitOrdersWork) {
@@ -83,7 +83,7 @@ TEST(StreamTest, FailureStopsTheStreamUntilSynchronize) {
               StatusIs(absl::StatusCode::kInternal, HasSubstr("gpu0: fault")));
   EXPECT_THAT(stream.Synchronize(), StatusIs(absl::StatusCode::kInternal));
   EXPECT_FALSE(ran_after_failure);
-  EXPECT_THAT(failing.Synchronize(), StatusIs(absl::StatusCode::kInternal));
+  EXPECT_THAT(failing.WaitBlocking(), StatusIs(absl::StatusCode::kInternal));
   // Usable again after Synchronize reported the failure.
   bool ran = false;
   stream.Enqueue([&] {

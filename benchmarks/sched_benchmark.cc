@@ -18,11 +18,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "benchmark/benchmark.h"
-#include "ferry/alloc/tensor_allocator.h"
-#include "ferry/alloc/testing/llama_graph.h"
 #include "ferry/alloc/weights.h"
 #include "ferry/backends/cpu/cpu_backend.h"
 #include "ferry/backends/sim/sim_device.h"
+#include "ferry/models/llama/llama_graph.h"
+#include "ferry/models/llama/llama_model.h"
+#include "ferry/models/llama/testing/llama_testing.h"
 #include "ferry/runtime/status_macros.h"
 #include "ferry/sched/scheduler.h"
 
@@ -40,9 +41,9 @@ struct OverheadSetup {
   explicit OverheadSetup(const benchmark::State& state) {
     const int n_layer = static_cast<int>(state.range(0));
     with_sim = state.range(1) != 0;
-    testing::LlamaConfig config;
+    llama::LlamaConfig config;
     config.n_layer = n_layer;
-    model = Check(testing::MakeLlamaModel(config));
+    model = Check(llama::LlamaModel::CreateUnplaced(config));
     cpu = Check(GetCpuDevice().CreateBackend("threads=1"));
     std::vector<Backend*> backends;
     BufferType* weights_type = cpu->default_buffer_type();
@@ -54,7 +55,8 @@ struct OverheadSetup {
       weights_type = sim->default_buffer_type();
     }
     backends.push_back(cpu.get());
-    weights = Check(AllocateWeights(model->ctx, *weights_type));
+    weights =
+        Check(AllocateWeights(*model->weight_contexts()[0], *weights_type));
     sched = Check(Scheduler::Create(backends, {.n_copies = 1}));
   }
 
@@ -72,7 +74,7 @@ struct OverheadSetup {
   }
 
   bool with_sim = false;
-  std::unique_ptr<testing::LlamaModel> model;
+  std::unique_ptr<llama::LlamaModel> model;
   std::unique_ptr<Backend> cpu;
   std::unique_ptr<SimDevice> sim_device;
   std::unique_ptr<Backend> sim;
@@ -85,7 +87,8 @@ struct OverheadSetup {
 // reuses it (see Scheduler::AllocGraph); the allocator re-applies its plan.
 void BM_SchedulerOverhead(benchmark::State& state) {
   OverheadSetup setup(state);
-  auto graph = Check(testing::BuildLlamaGraph(*setup.model, 32, false));
+  auto graph = Check(llama::BuildLlamaGraph(
+      *setup.model, {.n_tokens = 32, .last_token_only = false}));
   FERRY_CHECK(setup.sched->Reserve(graph.graph).ok());
   for (auto _ : state) {
     setup.sched->Reset();
@@ -105,8 +108,10 @@ BENCHMARK(BM_SchedulerOverhead)
 // graphs among its cached plans, as it would in the steady state.
 void BM_SchedulerOverheadCold(benchmark::State& state) {
   OverheadSetup setup(state);
-  auto a = Check(testing::BuildLlamaGraph(*setup.model, 32, false));
-  auto b = Check(testing::BuildLlamaGraph(*setup.model, 33, false));
+  auto a = Check(llama::BuildLlamaGraph(
+      *setup.model, {.n_tokens = 32, .last_token_only = false}));
+  auto b = Check(llama::BuildLlamaGraph(
+      *setup.model, {.n_tokens = 33, .last_token_only = false}));
   FERRY_CHECK(setup.sched->Reserve(b.graph).ok());
   int64_t k = 0;
   for (auto _ : state) {
@@ -121,45 +126,6 @@ BENCHMARK(BM_SchedulerOverheadCold)
     ->Repetitions(5)
     ->ReportAggregatesOnly(true);
 
-// Places each layer's weights on the device that runs it: layers
-// [0, n/2) on sims[0], the rest and the output on sims[1]; the token
-// embedding stays on the CPU.
-absl::StatusOr<std::vector<std::unique_ptr<Buffer>>> PlaceLayerSplit(
-    testing::LlamaModel& model, std::vector<Backend*> sims, Backend& cpu) {
-  const int n = static_cast<int>(model.layers.size());
-  std::vector<std::vector<Tensor*>> per_device(sims.size() + 1);
-  for (int l = 0; l < n; ++l) {
-    const size_t d = static_cast<size_t>(l) * sims.size() / n;
-    const testing::LlamaLayer& layer = model.layers[l];
-    for (Tensor* t : {layer.attn_norm, layer.wq, layer.wk, layer.wv, layer.wo,
-                      layer.ffn_norm, layer.w_gate, layer.w_up, layer.w_down}) {
-      per_device[d].push_back(t);
-    }
-  }
-  per_device[sims.size() - 1].push_back(model.output_norm);
-  per_device[sims.size() - 1].push_back(model.output);
-  per_device[sims.size()].push_back(model.tok_embd);
-  std::vector<std::unique_ptr<Buffer>> buffers;
-  for (size_t d = 0; d < per_device.size(); ++d) {
-    BufferType* type = d < sims.size() ? sims[d]->default_buffer_type()
-                                       : cpu.default_buffer_type();
-    size_t bytes = 0;
-    for (Tensor* t : per_device[d]) {
-      bytes += (type->AllocSize(*t) + type->alignment() - 1) /
-               type->alignment() * type->alignment();
-    }
-    FERRY_ASSIGN_OR_RETURN(std::unique_ptr<Buffer> buffer,
-                           type->Allocate(bytes));
-    buffer->set_usage(BufferUsage::kWeights);
-    FERRY_RETURN_IF_ERROR(buffer->Clear(0));
-    TensorAllocator allocator(*buffer);
-    for (Tensor* t : per_device[d])
-      FERRY_RETURN_IF_ERROR(allocator.Allocate(*t));
-    buffers.push_back(std::move(buffer));
-  }
-  return buffers;
-}
-
 // Batches/s of a layer-split model on two simulated devices (modelled at
 // 10 GFLOP/s each, so the host's own compute never dominates), one batch
 // at a time (n_copies = 1) or pipelined (n_copies = 4, all batches
@@ -168,13 +134,12 @@ absl::StatusOr<std::vector<std::unique_ptr<Buffer>>> PlaceLayerSplit(
 void BM_LayerSplitPipeline(benchmark::State& state) {
   const int n_copies = static_cast<int>(state.range(0));
   constexpr int kBatches = 16;
-  testing::LlamaConfig config;
+  llama::LlamaConfig config;
   config.n_layer = 8;
   config.n_embd = 512;
   config.n_head = 8;
   config.n_ff = 1024;
   config.n_vocab = 2000;
-  auto model = Check(testing::MakeLlamaModel(config));
   auto cpu = Check(GetCpuDevice().CreateBackend("threads=1"));
   std::vector<std::unique_ptr<SimDevice>> devices;
   std::vector<std::unique_ptr<Backend>> sims;
@@ -186,8 +151,13 @@ void BM_LayerSplitPipeline(benchmark::State& state) {
     sims.push_back(Check(devices.back()->CreateBackend()));
     sim_ptrs.push_back(sims.back().get());
   }
-  auto weights = Check(PlaceLayerSplit(*model, sim_ptrs, *cpu));
-  auto graph = Check(testing::BuildLlamaGraph(*model, 64, false));
+  // Layers [0, n/2) on sim 0, the rest and the output on sim 1, the token
+  // embedding on the CPU.
+  auto model = Check(
+      llama::LlamaModel::Create(config, {sim_ptrs[0], sim_ptrs[1], cpu.get()}));
+  FERRY_CHECK(model->FillRandom(1).ok());
+  auto graph = Check(llama::BuildLlamaGraph(
+      *model, {.n_tokens = 64, .last_token_only = false}));
   auto sched = Check(Scheduler::Create({sim_ptrs[0], sim_ptrs[1], cpu.get()},
                                        {.n_copies = n_copies}));
   FERRY_CHECK(sched->AllocGraph(graph.graph).ok());

@@ -1,29 +1,37 @@
-// pipelined_inference: batched llama inference split across backends, with
-// micro-batches pipelined through the scheduler so that one device computes
-// while the next one's inputs are still being copied.
+// pipelined_inference: batch inference with the engine (engine/engine.h):
+// many requests at once on a llama model whose layers are split over
+// devices, micro-batches pipelined across them during prefill and decode,
+// continuous batching.
 //
-// With no flags it builds a small llama-style model with random weights,
-// splits its layers over two simulated GPUs (sim0, sim1) and the CPU, runs
-// the prompt micro-batches twice (one batch in flight, then --n_copies in
-// flight), generates a few tokens with the KV cache, and prints throughput,
-// latency, device utilisation and copy traffic. Try:
+// With no flags it makes a small model with random weights, splits its
+// layers over two simulated GPUs (sim0, sim1) and the CPU, runs a workload
+// of requests with mixed prompt and output lengths twice (one micro-batch in
+// flight, then --n_copies in flight) and reports throughput, time to first
+// token, inter-token latency, each engine's busy share, bytes copied and
+// overlap side by side. Try:
 //
-//   ./bazelw run -c opt //examples:pipelined_inference
-//   ... -- --backends=sim0,sim1,sim2,sim3,cpu --trace=/tmp/run.json
-//          --timeline=/tmp/run.svg
-//   ... -- --write_weights=/tmp/llama.safetensors     (then --weights=...)
+//   ./bazelw run //examples:pipelined_inference
+//   ... -- --workload=decode             (64 sequences decoding at once)
+//   ... -- --compare_static              (also static batches)
+//   ... -- --prompts=in.jsonl --output=out.jsonl --dump_logits=l.npy
+//   ... -- --trace=/tmp/run.json --timeline=/tmp/run.svg
+//   ... -- --write_weights=/tmp/llama.safetensors   (then --weights=...)
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <cstdint>
 #include <cstdio>
-#include <deque>
+#include <cstring>
+#include <fstream>
 #include <memory>
 #include <mutex>
-#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -35,21 +43,20 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "ferry/backends/backend.h"
-#include "ferry/backends/buffer.h"
-#include "ferry/backends/cpu/cpu_backend.h"
+#include "ferry/backends/linked/linked_devices.h"
 #include "ferry/backends/registry.h"
-#include "ferry/backends/sim/sim_device.h"
-#include "ferry/examples/llama_model.h"
+#include "ferry/engine/engine.h"
+#include "ferry/examples/npy.h"
 #include "ferry/examples/safetensors.h"
 #include "ferry/examples/timeline_svg.h"
+#include "ferry/examples/workload.h"
+#include "ferry/models/llama/llama_model.h"
 #include "ferry/runtime/io_reactor.h"
 #include "ferry/runtime/status_macros.h"
 #include "ferry/runtime/thread_pool.h"
 #include "ferry/runtime/trace.h"
-#include "ferry/sched/scheduler.h"
 
 ABSL_FLAG(std::string, backends, "sim0,sim1,cpu",
           "Backends in priority order, the CPU last: simN (simulated GPUs), "
@@ -61,26 +68,54 @@ ABSL_FLAG(std::string, split, "",
           "Proportions of layers per backend, e.g. 1,1,0 (default: equal "
           "over the accelerators).");
 ABSL_FLAG(int, cpu_threads, 0, "CPU backend threads (0: all cores).");
-ABSL_FLAG(int, layers, 8, "Transformer layers.");
+ABSL_FLAG(int, layers, 8, "Transformer layers (random weights).");
 ABSL_FLAG(int64_t, embd, 256, "Embedding size.");
 ABSL_FLAG(int64_t, heads, 8, "Attention heads.");
 ABSL_FLAG(int64_t, kv_heads, 4, "KV heads (grouped-query attention).");
 ABSL_FLAG(int64_t, ff, 704, "FFN hidden size.");
 ABSL_FLAG(int64_t, vocab, 4096, "Vocabulary size.");
-ABSL_FLAG(int64_t, ctx, 256, "Context length (KV cache rows).");
-ABSL_FLAG(int64_t, prompt_tokens, 512,
-          "Prompt tokens per batch; split into micro-batches of --ubatch.");
-ABSL_FLAG(int64_t, ubatch, 32, "Tokens per micro-batch.");
-ABSL_FLAG(int, batches, 4, "Batches of --prompt_tokens to process.");
-ABSL_FLAG(int, n_copies, 4, "Micro-batches in flight when pipelined.");
-ABSL_FLAG(int, gen_tokens, 16,
-          "Tokens to generate after the first micro-batch (KV cache).");
-ABSL_FLAG(uint64_t, seed, 42, "Seed of the random weights and prompts.");
+ABSL_FLAG(int64_t, ctx, 1024, "The model's context length.");
+ABSL_FLAG(uint64_t, seed, 42, "Seed of the random weights and workload.");
 ABSL_FLAG(std::string, weights, "",
           "Load weights (and the config) from this safetensors file.");
 ABSL_FLAG(std::string, write_weights, "",
           "Write random weights for the config to this safetensors file and "
           "exit.");
+ABSL_FLAG(std::string, prompts, "",
+          "JSON lines of requests: {\"id\", \"tokens\", \"max_new_tokens\", "
+          "\"stop\", \"temperature\", \"top_k\", \"top_p\", \"seed\", "
+          "\"logits_positions\"}. Default: a synthetic --workload.");
+ABSL_FLAG(std::string, workload, "mixed",
+          "Synthetic requests: 'mixed' (--requests with prompts of 8 to "
+          "--prompt_tokens tokens and 4 to --gen_tokens new tokens) or "
+          "'decode' (--requests sequences of 4-token prompts generating "
+          "--gen_tokens each).");
+ABSL_FLAG(int, requests, 32, "Synthetic requests.");
+ABSL_FLAG(int64_t, prompt_tokens, 48, "Longest synthetic prompt.");
+ABSL_FLAG(int, gen_tokens, 24, "Most new tokens per synthetic request.");
+ABSL_FLAG(std::string, output, "",
+          "Write results as JSON lines here (default: stdout when --prompts "
+          "is given; the report then goes to stderr).");
+ABSL_FLAG(std::string, dump_logits, "",
+          "Write the logits of the requests' logits_positions here (.npy, "
+          "float32 [rows, vocab]; results name each position's row).");
+ABSL_FLAG(int, n_copies, 4, "Micro-batches in flight when pipelined.");
+ABSL_FLAG(int, max_sequences, 0,
+          "Sequences active at once (KV slots); 0: as many as requests, at "
+          "most 64.");
+ABSL_FLAG(int64_t, max_seq_len, 0,
+          "KV cells per sequence; 0: the longest request's prompt + new "
+          "tokens.");
+ABSL_FLAG(int64_t, batch_tokens, 8,
+          "Tokens per micro-batch (padded; every micro-batch costs this many). "
+          "About the sequences decoding at once over --n_copies keeps "
+          "pipelined decode full.");
+ABSL_FLAG(int64_t, kv_window, 512,
+          "Cache cells one micro-batch attends over (0: enough for full "
+          "slots of every sequence in it).");
+ABSL_FLAG(bool, compare_static, false,
+          "Also run static batches (a batch admitted only when the previous "
+          "one finished), pipelined, for comparison.");
 ABSL_FLAG(std::string, trace, "",
           "Write a Chrome trace (Perfetto) of the pipelined run here.");
 ABSL_FLAG(std::string, timeline, "",
@@ -89,58 +124,129 @@ ABSL_FLAG(std::string, timeline, "",
 namespace ferry::examples {
 namespace {
 
-struct Backends {
-  std::vector<std::unique_ptr<Backend>> owned;
-  std::vector<Backend*> list;
-  std::vector<SimDevice*> sims;  // Per backend, null if not simulated.
-};
+absl::Status Invalid(absl::string_view flag, absl::string_view why) {
+  return absl::InvalidArgumentError(absl::StrCat("--", flag, ": ", why));
+}
 
-absl::StatusOr<Backends> MakeBackends(const std::string& spec,
-                                      const std::string& sim_options) {
-  Backends out;
-  std::vector<std::string> names = absl::StrSplit(spec, ',', absl::SkipEmpty());
-  if (names.empty() || names.back() != "cpu") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--backends='", spec, "' must end with cpu"));
-  }
-  for (const std::string& name : names) {
-    std::unique_ptr<Backend> backend;
-    SimDevice* sim = nullptr;
-    if (name == "cpu") {
-      const int threads = absl::GetFlag(FLAGS_cpu_threads);
-      FERRY_ASSIGN_OR_RETURN(
-          backend, GetCpuDevice().CreateBackend(
-                       threads > 0 ? absl::StrCat("threads=", threads) : ""));
-    } else if (absl::StartsWith(name, "sim")) {
-      // Reuse a device made earlier, else make sims up to this one.
-      auto found = Registry::Global().FindDevice(name);
-      while (!found.ok()) {
-        FERRY_ASSIGN_OR_RETURN(
-            Device * d, Registry::Global().AddDevice("sim", sim_options));
-        if (d->name() == name) {
-          found = d;
-          break;
-        }
-        int index = 0;
-        if (!absl::SimpleAtoi(absl::string_view(name).substr(3), &index) ||
-            index > 64) {
-          return absl::InvalidArgumentError(
-              absl::StrCat("bad simulated device name '", name, "'"));
-        }
-      }
-      sim = dynamic_cast<SimDevice*>(*found);
-      FERRY_ASSIGN_OR_RETURN(backend, (*found)->CreateBackend());
-    } else {
-      FERRY_ASSIGN_OR_RETURN(backend, Registry::Global().CreateBackend(name));
+// Every numeric flag in range, before anything is made.
+absl::Status ValidateFlags() {
+  auto at_least = [](absl::string_view flag, int64_t value,
+                     int64_t min) -> absl::Status {
+    if (value < min) {
+      return Invalid(flag, absl::StrCat(value, " must be >= ", min));
     }
-    out.list.push_back(backend.get());
-    out.sims.push_back(sim);
-    out.owned.push_back(std::move(backend));
+    return absl::OkStatus();
+  };
+  for (absl::Status s : {
+           at_least("cpu_threads", absl::GetFlag(FLAGS_cpu_threads), 0),
+           at_least("layers", absl::GetFlag(FLAGS_layers), 1),
+           at_least("requests", absl::GetFlag(FLAGS_requests), 1),
+           at_least("prompt_tokens", absl::GetFlag(FLAGS_prompt_tokens), 1),
+           at_least("gen_tokens", absl::GetFlag(FLAGS_gen_tokens), 1),
+           at_least("n_copies", absl::GetFlag(FLAGS_n_copies), 1),
+           at_least("max_sequences", absl::GetFlag(FLAGS_max_sequences), 0),
+           at_least("max_seq_len", absl::GetFlag(FLAGS_max_seq_len), 0),
+           at_least("batch_tokens", absl::GetFlag(FLAGS_batch_tokens), 1),
+           at_least("kv_window", absl::GetFlag(FLAGS_kv_window), 0),
+       }) {
+    if (!s.ok()) return s;
+  }
+  if (absl::GetFlag(FLAGS_cpu_threads) > 1024) {
+    return Invalid("cpu_threads", "at most 1024");
+  }
+  if (absl::GetFlag(FLAGS_n_copies) > 64) {
+    return Invalid("n_copies", "at most 64");
+  }
+  if (absl::GetFlag(FLAGS_requests) > 100000) {
+    return Invalid("requests", "at most 100000");
+  }
+  const std::string w = absl::GetFlag(FLAGS_workload);
+  if (w != "mixed" && w != "decode") {
+    return Invalid("workload",
+                   absl::StrCat("'", w, "' is not 'mixed' or 'decode'"));
+  }
+  return absl::OkStatus();
+}
+
+// Fails now, not after the run, when an output file cannot be written
+// (missing directory, no permission). Leaves an empty file.
+absl::Status CheckWritable(absl::string_view flag, const std::string& path) {
+  if (path.empty()) return absl::OkStatus();
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_NONBLOCK, 0644);
+  if (fd < 0) {
+    const int err = errno;
+    std::string why = std::strerror(err);
+    if (err == ENOENT) {
+      const size_t slash = path.rfind('/');
+      why =
+          absl::StrCat("directory '",
+                       slash == std::string::npos ? "." : path.substr(0, slash),
+                       "' does not exist");
+    }
+    return absl::Status(
+        err == ENOENT ? absl::StatusCode::kNotFound
+                      : absl::StatusCode::kPermissionDenied,
+        absl::StrCat("--", flag, "=", path, ": cannot write: ", why));
+  }
+  ::close(fd);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<double>> ParseSplit(const std::string& text) {
+  std::vector<double> out;
+  for (absl::string_view part : absl::StrSplit(text, ',', absl::SkipEmpty())) {
+    double v = 0;
+    if (!absl::SimpleAtod(part, &v) || !std::isfinite(v) || v < 0) {
+      return Invalid("split",
+                     absl::StrCat("'", part, "' is not a finite number >= 0"));
+    }
+    out.push_back(v);
   }
   return out;
 }
 
-std::string Percent(double x) { return absl::StrFormat("%5.1f%%", 100 * x); }
+struct Backends {
+  std::vector<std::unique_ptr<Backend>> owned;
+  std::vector<Backend*> list;
+  // A device whose clock is modelled (a sim): the run is timed on it.
+  const Device* modelled = nullptr;
+};
+
+absl::StatusOr<Backends> MakeBackends() {
+  const std::string spec = absl::GetFlag(FLAGS_backends);
+  FERRY_RETURN_IF_ERROR(RegisterLinkedDevices(Registry::Global()));
+  CreateBackendsOptions options;
+  options.family_options["sim"] = absl::GetFlag(FLAGS_sim);
+  if (const int threads = absl::GetFlag(FLAGS_cpu_threads); threads > 0) {
+    options.backend_params["cpu"] = absl::StrCat("threads=", threads);
+  }
+  absl::StatusOr<BackendList> list =
+      Registry::Global().CreateBackends(spec, options);
+  if (!list.ok()) {
+    return absl::Status(list.status().code(),
+                        absl::StrCat("--backends: ", list.status().message()));
+  }
+  if (list->backends.back()->device().type() != DeviceType::kCpu) {
+    return Invalid("backends", absl::StrCat("'", spec, "' must end with cpu"));
+  }
+  Backends out;
+  for (Backend* backend : list->backends) {
+    out.list.push_back(backend);
+    if (out.modelled == nullptr && backend->device().props().modelled_clock) {
+      out.modelled = &backend->device();
+    }
+  }
+  out.owned = std::move(list->owned);
+  return out;
+}
+
+double Quantile(std::vector<double> v, double q) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const auto i =
+      static_cast<size_t>(q * static_cast<double>(v.size() - 1) + 0.5);
+  return v[std::min(i, v.size() - 1)];
+}
 
 std::string Bytes(double b) {
   if (b >= (1 << 20)) return absl::StrFormat("%.1f MiB", b / (1 << 20));
@@ -148,340 +254,296 @@ std::string Bytes(double b) {
   return absl::StrFormat("%.0f B", b);
 }
 
-double Quantile(std::vector<double> v, double q) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t i =
-      static_cast<size_t>(q * static_cast<double>(v.size() - 1) + 0.5);
-  return v[std::min(i, v.size() - 1)];
-}
-
-// A progress bar on stderr, drawn only on a terminal.
+// A progress bar on stderr, drawn on a terminal once a run has lasted two
+// seconds.
 class Progress {
  public:
   Progress(std::string label, int64_t total)
-      : label_(std::move(label)),
-        total_(total),
-        on_(::isatty(2) && total >= 8) {}
-  void Update(int64_t done) {
-    if (!on_) return;
-    const int width = 30;
-    const int fill =
-        static_cast<int>(width * done / std::max<int64_t>(1, total_));
-    std::fprintf(stderr, "\r  %-12s [%s%s] %lld/%lld", label_.c_str(),
-                 std::string(fill, '#').c_str(),
-                 std::string(width - fill, '.').c_str(),
-                 static_cast<long long>(done), static_cast<long long>(total_));
-    if (done == total_) std::fprintf(stderr, "\r%*s\r", 70, "");
-    std::fflush(stderr);
-  }
-
- private:
-  std::string label_;
-  int64_t total_;
-  bool on_;
-};
-
-// Waits for batch events in order on its own thread and records when each
-// completed, so the submitting thread never blocks on them.
-class CompletionWatcher {
- public:
-  CompletionWatcher() : thread_([this] { Loop(); }) {}
-  ~CompletionWatcher() {
+      : label_(std::move(label)), total_(total), thread_([this] { Loop(); }) {}
+  ~Progress() {
     {
       std::lock_guard<std::mutex> lock(mu_);
       stop_ = true;
     }
     cv_.notify_all();
     thread_.join();
+    if (drawn_) std::fprintf(stderr, "\r%*s\r", 78, "");
   }
-  void Add(Event event, std::chrono::steady_clock::time_point submitted) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      queue_.push_back({std::move(event), submitted});
-    }
-    cv_.notify_all();
-  }
-  // Blocks until every added event completed; returns latencies (seconds)
-  // or the first error.
-  absl::StatusOr<std::vector<double>> Finish() {
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [&] { return queue_.empty() && !busy_; });
-    if (!status_.ok()) return status_;
-    return latencies_;
-  }
-  int64_t completed() const { return completed_.load(); }
+  void Add(int64_t n) { done_ += n; }
 
  private:
-  struct Item {
-    Event event;
-    std::chrono::steady_clock::time_point submitted;
-  };
   void Loop() {
+    if (!::isatty(2)) return;
+    const auto start = std::chrono::steady_clock::now();
     std::unique_lock<std::mutex> lock(mu_);
-    while (true) {
-      cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
-      if (queue_.empty()) return;
-      Item item = std::move(queue_.front());
-      queue_.pop_front();
-      busy_ = true;
-      lock.unlock();
-      absl::Status s = item.event.Synchronize();
-      const double latency =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() -
-                                        item.submitted)
-              .count();
-      lock.lock();
-      if (!s.ok() && status_.ok()) status_ = s;
-      latencies_.push_back(latency);
-      completed_.fetch_add(1);
-      busy_ = false;
-      cv_.notify_all();
+    while (!cv_.wait_for(lock, std::chrono::milliseconds(200),
+                         [&] { return stop_; })) {
+      if (std::chrono::steady_clock::now() - start < std::chrono::seconds(2)) {
+        continue;
+      }
+      const int64_t done = done_.load();
+      const int width = 30;
+      const int fill =
+          static_cast<int>(width * done / std::max<int64_t>(1, total_));
+      std::fprintf(stderr, "\r  %-18s [%s%s] %lld/%lld tokens", label_.c_str(),
+                   std::string(fill, '#').c_str(),
+                   std::string(width - fill, '.').c_str(),
+                   static_cast<long long>(done),
+                   static_cast<long long>(total_));
+      std::fflush(stderr);
+      drawn_ = true;
     }
   }
 
+  std::string label_;
+  int64_t total_;
+  std::atomic<int64_t> done_{0};
   std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<Item> queue_;
   bool stop_ = false;
-  bool busy_ = false;
-  absl::Status status_;
-  std::vector<double> latencies_;
-  std::atomic<int64_t> completed_{0};
+  bool drawn_ = false;
   std::thread thread_;
 };
 
-struct EngineUse {
-  std::string name;  // "sim0/compute"
-  double busy = 0;   // Fraction of the run's modelled time.
-  int64_t bytes = 0;
-  int64_t slip_ns = 0;  // Host work beyond the model (see SimEngineStats).
+struct RunConfig {
+  std::string label;
+  int n_copies = 1;
+  bool static_batching = false;
+  bool trace = false;
 };
 
 struct RunResult {
-  int n_copies = 0;
-  double wall_s = 0;
-  double model_s = 0;  // Modelled time on the sim clock (0: no sims).
-  std::vector<double> latencies;
-  std::vector<EngineUse> engines;
-  int64_t copy_bytes = 0;  // Scheduler split-input copies, all batches.
-  int64_t copies = 0;
-  int num_splits = 0;
-  std::string splits;
-  std::vector<float> first_logits;  // Of micro-batch 0, for a check.
+  RunConfig config;
+  std::vector<engine::Result> results;
+  double seconds = 0;  // On the engine's clock (modelled with sims).
+  double wall_seconds = 0;
+  int64_t generated = 0, prompt = 0;
+  std::vector<double> ttft_ms, itl_ms;
+  std::vector<std::pair<std::string, double>> busy;  // Engine, share.
+  double slowest_compute_ns = 0;  // Busiest accelerator compute engine.
+  int64_t bytes_copied = 0;
+  engine::EngineStats stats;
+  int64_t non_finite = 0;
+  int64_t window = 0;
 };
 
-// The prompt tokens of micro-batch `k`.
-std::vector<int32_t> PromptTokens(int64_t k, int64_t n, int64_t n_vocab,
-                                  uint64_t seed) {
-  std::vector<int32_t> out(static_cast<size_t>(n));
-  uint64_t x = seed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(k) + 1;
-  for (auto& t : out) {
-    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-    t = static_cast<int32_t>(x % static_cast<uint64_t>(n_vocab));
+std::vector<EngineStats> AllEngineStats(const Backends& b) {
+  std::vector<EngineStats> out;
+  std::vector<const Device*> seen;
+  for (Backend* backend : b.list) {
+    const Device* d = &backend->device();
+    if (std::find(seen.begin(), seen.end(), d) != seen.end()) continue;
+    seen.push_back(d);
+    for (EngineStats& s : d->engine_stats()) out.push_back(std::move(s));
   }
   return out;
 }
 
-// Processes `n_micro` prompt micro-batches with `n_copies` in flight.
-absl::StatusOr<RunResult> RunPrefill(const LlamaModel& model,
-                                     const Backends& backends, int n_copies,
-                                     int64_t n_micro, bool trace) {
-  const LlamaConfig& c = model.config();
-  const int64_t ub = absl::GetFlag(FLAGS_ubatch);
-  const uint64_t seed = absl::GetFlag(FLAGS_seed);
-  FERRY_ASSIGN_OR_RETURN(
-      auto sched, Scheduler::Create(backends.list, {.n_copies = n_copies}));
-  // Each micro-batch is an independent prompt chunk (a request of `ub`
-  // tokens); the KV cache is not written here (see the generation phase).
-  FERRY_ASSIGN_OR_RETURN(LlamaGraph g,
-                         BuildLlamaGraph(model, {.n_tokens = ub}));
-  FERRY_RETURN_IF_ERROR(sched->AllocGraph(g.graph));
+absl::StatusOr<RunResult> RunOnce(const llama::LlamaModel& model,
+                                  const Backends& backends,
+                                  engine::EngineOptions options,
+                                  const std::vector<engine::Request>& requests,
+                                  const RunConfig& config) {
+  options.n_copies = config.n_copies;
+  options.static_batching = config.static_batching;
+  FERRY_ASSIGN_OR_RETURN(auto eng, engine::Engine::Create(model, options));
   RunResult r;
-  r.n_copies = sched->n_copies();
-  r.num_splits = sched->num_splits();
-  r.splits = sched->DescribeSplits();
-  for (const auto& row : sched->stats().copy_bytes) {
-    for (int64_t b : row) r.copy_bytes += b;
+  r.config = config;
+  r.window = eng->batch_shape().n_window;
+  int64_t total = 0;
+  for (const auto& q : requests) total += q.max_new_tokens;
+  Progress progress(config.label, total);
+  const std::vector<EngineStats> before = AllEngineStats(backends);
+  TraceRecorder::Global().SetEnabled(config.trace);
+  const int64_t t0 = eng->NowNanos();
+  const auto wall0 = std::chrono::steady_clock::now();
+  std::vector<engine::RequestHandle> handles;
+  for (engine::Request q : requests) {
+    q.on_token = [&progress](int32_t) { progress.Add(1); };
+    FERRY_ASSIGN_OR_RETURN(engine::RequestHandle h, eng->Submit(std::move(q)));
+    handles.push_back(std::move(h));
   }
-  for (const auto& row : sched->stats().copies) {
-    for (int64_t n : row) r.copies += n;
+  for (auto& h : handles) {
+    FERRY_ASSIGN_OR_RETURN(engine::Result result, h.Wait());
+    r.results.push_back(std::move(result));
   }
-  r.copy_bytes *= n_micro;
-  r.copies *= n_micro;
-  Backend* out_backend = sched->GetTensorBackend(*g.logits);
-  if (out_backend == nullptr) return absl::InternalError("logits unassigned");
-  const size_t logits_bytes = static_cast<size_t>(g.logits->NumBytes());
-  // Micro-batch 0's logits are kept; later ones rotate through n_copies + 1
-  // host buffers (a buffer is rewritten only after its batch completed).
-  // Pinned memory where the device offers it: a download into pageable
-  // memory is synchronous (as cudaMemcpyAsync's is), which would make every
-  // Submit wait for the previous batch and defeat the pipeline.
-  std::vector<std::unique_ptr<Buffer>> pinned;
-  std::vector<float*> host;
-  std::vector<std::vector<float>> pageable;
-  BufferType* pinned_type = out_backend->device().host_buffer_type();
-  for (int i = 0; i < r.n_copies + 2; ++i) {
-    if (pinned_type != nullptr) {
-      FERRY_ASSIGN_OR_RETURN(pinned.emplace_back(),
-                             pinned_type->Allocate(logits_bytes));
-      host.push_back(static_cast<float*>(pinned.back()->base()));
-    } else {
-      pageable.emplace_back(logits_bytes / sizeof(float));
-      host.push_back(pageable.back().data());
-    }
-  }
-
-  // Warm-up (first-touch of buffers, kernel scratch).
-  FERRY_RETURN_IF_ERROR(
-      SetLlamaInputs(g, c.n_vocab, PromptTokens(0, ub, c.n_vocab, seed)));
-  FERRY_RETURN_IF_ERROR(sched->Compute(g.graph));
-
-  for (SimDevice* sim : backends.sims) {
-    if (sim != nullptr) sim->ResetStats();
-  }
-  SimDevice* clock = nullptr;
-  for (SimDevice* sim : backends.sims) clock = clock ? clock : sim;
-  // Only the pipelined run is traced (after the weights' load, if any).
-  TraceRecorder::Global().SetEnabled(trace);
-  const int64_t model_t0 = clock ? clock->ModelNowNanos() : 0;
-  const auto t0 = std::chrono::steady_clock::now();
-  Progress progress(absl::StrCat("n_copies=", r.n_copies), n_micro);
-  {
-    CompletionWatcher watcher;
-    Event previous;
-    for (int64_t k = 0; k < n_micro; ++k) {
-      // With one copy slot the scheduler reads inputs that live on their own
-      // backend (the token ids on the CPU) in place when the batch runs:
-      // the previous batch must be done before they are rewritten.
-      if (r.n_copies == 1 && k > 0)
-        FERRY_RETURN_IF_ERROR(previous.Synchronize());
-      FERRY_RETURN_IF_ERROR(
-          SetLlamaInputs(g, c.n_vocab, PromptTokens(k, ub, c.n_vocab, seed)));
-      FERRY_ASSIGN_OR_RETURN(Event done, sched->Submit(g.graph));
-      // Latency counts from when the batch was accepted (Submit waits for a
-      // free copy slot first).
-      const auto submitted = std::chrono::steady_clock::now();
-      float* dst = host[k == 0 ? 0 : 1 + (k - 1) % (host.size() - 1)];
-      FERRY_RETURN_IF_ERROR(
-          out_backend->GetTensorAsync(*g.logits, dst, 0, logits_bytes));
-      previous = done;
-      watcher.Add(done, submitted);
-      progress.Update(watcher.completed());
-    }
-    FERRY_ASSIGN_OR_RETURN(r.latencies, watcher.Finish());
-    FERRY_RETURN_IF_ERROR(sched->Synchronize());
-    progress.Update(n_micro);
-  }
-  r.wall_s =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+  const int64_t t1 = eng->NowNanos();
+  r.wall_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0)
           .count();
-  if (trace) TraceRecorder::Global().SetEnabled(false);
-  r.first_logits.assign(host[0], host[0] + logits_bytes / sizeof(float));
-  if (clock != nullptr) {
-    int64_t end = model_t0;
-    for (SimDevice* sim : backends.sims) {
-      if (sim == nullptr) continue;
-      for (int e = 0; e < kNumSimEngines; ++e) {
-        end = std::max(end, sim->stats(static_cast<SimEngineKind>(e)).clock_ns);
-      }
+  FERRY_RETURN_IF_ERROR(eng->scheduler().Synchronize());
+  if (config.trace) TraceRecorder::Global().SetEnabled(false);
+  r.stats = eng->stats();
+  r.seconds = static_cast<double>(t1 - t0) / 1e9;
+  const std::vector<EngineStats> after = AllEngineStats(backends);
+  for (size_t i = 0; i < after.size() && i < before.size(); ++i) {
+    const double busy =
+        static_cast<double>(after[i].busy_ns - before[i].busy_ns);
+    r.busy.emplace_back(after[i].name, busy / 1e9 / r.seconds);
+    r.bytes_copied += after[i].bytes - before[i].bytes;
+    if (after[i].name.find("/compute") != std::string::npos &&
+        after[i].name.rfind("cpu", 0) != 0) {
+      r.slowest_compute_ns = std::max(r.slowest_compute_ns, busy);
     }
-    r.model_s = static_cast<double>(end - model_t0) / 1e9;
-    for (SimDevice* sim : backends.sims) {
-      if (sim == nullptr) continue;
-      for (int e = 0; e < kNumSimEngines; ++e) {
-        const auto kind = static_cast<SimEngineKind>(e);
-        const SimEngineStats s = sim->stats(kind);
-        r.engines.push_back(
-            {absl::StrCat(sim->name(), "/", SimEngineKindName(kind)),
-             r.model_s > 0 ? static_cast<double>(s.busy_ns) / 1e9 / r.model_s
-                           : 0,
-             kind == SimEngineKind::kCompute ? 0 : s.bytes, s.slip_ns});
-      }
+  }
+  for (size_t k = 0; k < r.results.size(); ++k) {
+    const engine::Result& res = r.results[k];
+    r.generated += static_cast<int64_t>(res.tokens.size());
+    r.prompt += static_cast<int64_t>(requests[k].prompt.size());
+    r.non_finite += res.non_finite_logits;
+    if (!res.tokens.empty()) {
+      r.ttft_ms.push_back(
+          static_cast<double>(res.first_token_ns - res.submitted_ns) / 1e6);
+    }
+    for (size_t i = 1; i < res.token_ns.size(); ++i) {
+      r.itl_ms.push_back(
+          static_cast<double>(res.token_ns[i] - res.token_ns[i - 1]) / 1e6);
     }
   }
   return r;
 }
 
-struct GenResult {
-  int64_t prompt = 0;
-  double prefill_s = 0;
-  std::vector<int32_t> tokens;
-  double gen_s = 0;
-};
-
-// One sequence: prefill of `ubatch` tokens into the KV cache, then greedy
-// generation one token at a time over the cache.
-absl::StatusOr<GenResult> RunGeneration(LlamaModel& model,
-                                        const Backends& backends) {
-  const LlamaConfig& c = model.config();
-  const int64_t n_prompt = std::min(absl::GetFlag(FLAGS_ubatch), c.n_ctx - 1);
-  const int n_gen = static_cast<int>(
-      std::min<int64_t>(absl::GetFlag(FLAGS_gen_tokens), c.n_ctx - n_prompt));
-  GenResult r;
-  r.prompt = n_prompt;
-  if (n_gen <= 0 || n_prompt <= 0) return r;
-  FERRY_RETURN_IF_ERROR(model.ClearKvCache());
-  FERRY_ASSIGN_OR_RETURN(auto sched,
-                         Scheduler::Create(backends.list, {.n_copies = 1}));
-  std::vector<int32_t> next =
-      PromptTokens(-1, n_prompt, c.n_vocab, absl::GetFlag(FLAGS_seed));
-  int64_t n_past = 0;
-  auto t0 = std::chrono::steady_clock::now();
-  for (int step = 0; step <= n_gen; ++step) {
-    const int64_t nt = static_cast<int64_t>(next.size());
-    FERRY_ASSIGN_OR_RETURN(LlamaGraph g,
-                           BuildLlamaGraph(model, {.n_tokens = nt,
-                                                   .n_past = n_past,
-                                                   .use_kv_cache = true,
-                                                   .last_token_only = true}));
-    FERRY_RETURN_IF_ERROR(sched->AllocGraph(g.graph));
-    FERRY_RETURN_IF_ERROR(SetLlamaInputs(g, c.n_vocab, next));
-    FERRY_RETURN_IF_ERROR(sched->Compute(g.graph));
-    std::vector<float> logits(static_cast<size_t>(c.n_vocab));
-    FERRY_RETURN_IF_ERROR(GetTensorData(*g.logits, logits.data()));
-    n_past += nt;
-    next = Argmax(logits, c.n_vocab);
-    r.tokens.push_back(next[0]);
-    if (step == 0) {
-      r.prefill_s =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
-              .count();
-      t0 = std::chrono::steady_clock::now();
+void PrintReport(std::FILE* out, const std::vector<RunResult>& runs,
+                 bool modelled) {
+  const char* clock = modelled ? "modelled" : "wall";
+  std::fprintf(out, "%-34s", "");
+  for (const RunResult& r : runs)
+    std::fprintf(out, "%20s", r.config.label.c_str());
+  std::fprintf(out, "\n");
+  auto row = [&](const char* name, auto value) {
+    std::fprintf(out, "  %-32s", name);
+    for (const RunResult& r : runs) {
+      std::fprintf(out, "%20s", value(r).c_str());
     }
+    std::fprintf(out, "\n");
+  };
+  row(absl::StrCat("time (", clock, ")").c_str(),
+      [](const RunResult& r) { return absl::StrFormat("%.3f s", r.seconds); });
+  row("generated tokens/s", [](const RunResult& r) {
+    return absl::StrFormat("%.1f", r.generated / r.seconds);
+  });
+  row("all tokens/s (prompt + new)", [](const RunResult& r) {
+    return absl::StrFormat("%.1f", (r.generated + r.prompt) / r.seconds);
+  });
+  row("time to first token p50/p99", [](const RunResult& r) {
+    return absl::StrFormat("%.1f/%.1f ms", Quantile(r.ttft_ms, 0.5),
+                           Quantile(r.ttft_ms, 0.99));
+  });
+  row("inter-token latency p50/p99", [](const RunResult& r) {
+    return absl::StrFormat("%.1f/%.1f ms", Quantile(r.itl_ms, 0.5),
+                           Quantile(r.itl_ms, 0.99));
+  });
+  row("micro-batches (mean fill)", [](const RunResult& r) {
+    const int64_t used = r.stats.prefill_tokens + r.stats.decode_tokens;
+    return absl::StrFormat(
+        "%lld (%.0f%%)", static_cast<long long>(r.stats.micro_batches),
+        100.0 * used / std::max<int64_t>(1, used + r.stats.padded_tokens));
+  });
+  row("most in flight",
+      [](const RunResult& r) { return absl::StrCat(r.stats.max_in_flight); });
+  row("bytes copied", [](const RunResult& r) {
+    return Bytes(static_cast<double>(r.bytes_copied));
+  });
+  if (modelled) {
+    row("slowest-stage bound, tokens/s", [](const RunResult& r) {
+      return absl::StrFormat("%.1f",
+                             r.generated / (r.slowest_compute_ns / 1e9));
+    });
+    row("share of the bound reached", [](const RunResult& r) {
+      return absl::StrFormat("%.2f", r.slowest_compute_ns / 1e9 / r.seconds);
+    });
   }
-  r.gen_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
-                .count();
-  return r;
+  std::fprintf(out, "  engine busy (share of the run):\n");
+  for (size_t e = 0; e < runs[0].busy.size(); ++e) {
+    bool any = false;
+    for (const RunResult& r : runs) any |= r.busy[e].second > 0.0005;
+    if (!any) continue;
+    std::fprintf(out, "    %-30s", runs[0].busy[e].first.c_str());
+    for (const RunResult& r : runs) {
+      std::fprintf(out, "%19.1f%%", 100 * r.busy[e].second);
+    }
+    std::fprintf(out, "\n");
+  }
+  row("overlap (engines busy at once)", [](const RunResult& r) {
+    double sum = 0;
+    for (const auto& b : r.busy) sum += b.second;
+    return absl::StrFormat("%.2f", sum);
+  });
+  if (runs.size() > 1) {
+    std::fprintf(out, "  speedup of %s over %s: %.2fx (%s)\n",
+                 runs[1].config.label.c_str(), runs[0].config.label.c_str(),
+                 runs[0].seconds / runs[1].seconds, clock);
+  }
+  for (size_t i = 2; i < runs.size(); ++i) {
+    std::fprintf(
+        out, "  %s vs %s: %.2fx the throughput, TTFT p50 %.1f vs %.1f ms\n",
+        runs[1].config.label.c_str(), runs[i].config.label.c_str(),
+        runs[i].seconds / runs[1].seconds, Quantile(runs[1].ttft_ms, 0.5),
+        Quantile(runs[i].ttft_ms, 0.5));
+  }
 }
 
-absl::StatusOr<std::vector<double>> ParseSplit(const std::string& text) {
-  std::vector<double> out;
-  for (absl::string_view part : absl::StrSplit(text, ',', absl::SkipEmpty())) {
-    double v = 0;
-    if (!absl::SimpleAtod(part, &v)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--split: '", part, "' is not a number"));
+// The runs must agree: same tokens, same logits (NaN-aware: a NaN in one
+// run and not the other is a difference, and any NaN/Inf is reported).
+std::string CompareRuns(const std::vector<RunResult>& runs, int* problems) {
+  std::string out;
+  const RunResult& base = runs.back();
+  for (size_t i = 0; i + 1 < runs.size(); ++i) {
+    int differ = 0;
+    double max_diff = 0;
+    int64_t nan_mismatch = 0;
+    for (size_t k = 0; k < base.results.size(); ++k) {
+      const engine::Result& a = runs[i].results[k];
+      const engine::Result& b = base.results[k];
+      differ += a.tokens != b.tokens;
+      for (size_t j = 0; j < a.logits.size() && j < b.logits.size(); ++j) {
+        for (size_t v = 0; v < a.logits[j].second.size(); ++v) {
+          const float x = a.logits[j].second[v], y = b.logits[j].second[v];
+          if (std::isnan(x) != std::isnan(y) || (std::isinf(x) && x != y)) {
+            ++nan_mismatch;
+          } else if (std::isfinite(x)) {
+            max_diff = std::max(max_diff, std::fabs(double{x} - y));
+          }
+        }
+      }
     }
-    out.push_back(v);
+    absl::StrAppendFormat(&out,
+                          "  check: %s vs %s: %d of %zu requests' tokens "
+                          "differ; logits max |diff| %g, NaN/Inf mismatches "
+                          "%lld\n",
+                          runs[i].config.label, base.config.label, differ,
+                          base.results.size(), max_diff,
+                          static_cast<long long>(nan_mismatch));
+    *problems += differ + (nan_mismatch > 0);
+  }
+  for (const RunResult& r : runs) {
+    if (r.non_finite == 0) continue;
+    int reqs = 0;
+    for (const auto& res : r.results) reqs += res.non_finite_logits > 0;
+    absl::StrAppendFormat(&out,
+                          "  WARNING: %s: %lld NaN/Inf logits in %d "
+                          "requests (their tokens are meaningless)\n",
+                          r.config.label, static_cast<long long>(r.non_finite),
+                          reqs);
+    ++*problems;
   }
   return out;
-}
-
-void PrintRun(const RunResult& r, int64_t tokens) {
-  const double p50 = Quantile(r.latencies, 0.5) * 1e3;
-  const double p99 = Quantile(r.latencies, 0.99) * 1e3;
-  std::printf("  n_copies=%d: %8.0f tok/s wall", r.n_copies,
-              static_cast<double>(tokens) / r.wall_s);
-  if (r.model_s > 0) {
-    std::printf(", %8.0f tok/s modelled",
-                static_cast<double>(tokens) / r.model_s);
-  }
-  std::printf("  | micro-batch latency p50 %.2f ms, p99 %.2f ms\n", p50, p99);
 }
 
 absl::Status Run() {
-  LlamaConfig config;
+  FERRY_RETURN_IF_ERROR(ValidateFlags());
+  const std::string trace_path = absl::GetFlag(FLAGS_trace);
+  const std::string timeline_path = absl::GetFlag(FLAGS_timeline);
+  const std::string output_path = absl::GetFlag(FLAGS_output);
+  const std::string logits_path = absl::GetFlag(FLAGS_dump_logits);
+  for (const auto& [flag, path] :
+       {std::pair<const char*, std::string>{"trace", trace_path},
+        {"timeline", timeline_path},
+        {"output", output_path},
+        {"dump_logits", logits_path}}) {
+    FERRY_RETURN_IF_ERROR(CheckWritable(flag, path));
+  }
+  llama::LlamaConfig config;
   config.n_layer = absl::GetFlag(FLAGS_layers);
   config.n_embd = absl::GetFlag(FLAGS_embd);
   config.n_head = absl::GetFlag(FLAGS_heads);
@@ -490,134 +552,175 @@ absl::Status Run() {
   config.n_vocab = absl::GetFlag(FLAGS_vocab);
   config.n_ctx = absl::GetFlag(FLAGS_ctx);
   const uint64_t seed = absl::GetFlag(FLAGS_seed);
-
   if (const std::string path = absl::GetFlag(FLAGS_write_weights);
       !path.empty()) {
+    FERRY_RETURN_IF_ERROR(config.Validate());
+    FERRY_RETURN_IF_ERROR(CheckWritable("write_weights", path));
     FERRY_RETURN_IF_ERROR(WriteRandomWeights(path, config, seed));
     std::printf("wrote %s: %s\n", path.c_str(), config.ToString().c_str());
     return absl::OkStatus();
   }
-  const int64_t ub = absl::GetFlag(FLAGS_ubatch);
-  const int n_copies = absl::GetFlag(FLAGS_n_copies);
-  if (ub < 1) return absl::InvalidArgumentError("--ubatch must be >= 1");
-  if (n_copies < 1)
-    return absl::InvalidArgumentError("--n_copies must be >= 1");
-  const int64_t per_batch =
-      std::max<int64_t>(1, absl::GetFlag(FLAGS_prompt_tokens) / ub);
-  const int64_t n_micro = per_batch * std::max(1, absl::GetFlag(FLAGS_batches));
-
-  FERRY_ASSIGN_OR_RETURN(
-      Backends backends,
-      MakeBackends(absl::GetFlag(FLAGS_backends), absl::GetFlag(FLAGS_sim)));
-  LlamaModelOptions options;
-  FERRY_ASSIGN_OR_RETURN(options.split, ParseSplit(absl::GetFlag(FLAGS_split)));
-
-  const bool trace = !absl::GetFlag(FLAGS_trace).empty() ||
-                     !absl::GetFlag(FLAGS_timeline).empty();
-  std::unique_ptr<LlamaModel> model;
+  llama::LlamaModelOptions model_options;
+  FERRY_ASSIGN_OR_RETURN(model_options.split,
+                         ParseSplit(absl::GetFlag(FLAGS_split)));
+  FERRY_ASSIGN_OR_RETURN(Backends backends, MakeBackends());
+  const bool tracing = !trace_path.empty() || !timeline_path.empty();
+  std::unique_ptr<llama::LlamaModel> model;
   ThreadPool pool(2);
+  std::string loaded;
   if (const std::string path = absl::GetFlag(FLAGS_weights); !path.empty()) {
     FERRY_ASSIGN_OR_RETURN(auto io, IoReactor::Create(&pool));
     LoadStats load;
-    LoadOptions load_options;
-    for (SimDevice* sim : backends.sims) {
-      if (sim != nullptr && !load_options.now) {
-        load_options.now = [sim] { return sim->ModelNowNanos(); };
-      }
-    }
-    TraceRecorder::Global().SetEnabled(trace);
-    FERRY_ASSIGN_OR_RETURN(model, LoadLlamaModel(path, backends.list, options,
-                                                 *io, &load, load_options));
+    TraceRecorder::Global().SetEnabled(tracing);
+    FERRY_ASSIGN_OR_RETURN(
+        model, LoadLlamaModel(path, backends.list, model_options, *io, &load));
     TraceRecorder::Global().SetEnabled(false);
-    std::printf("loaded %s with %s: %s in %.3f s (%s through pinned staging)\n",
-                path.c_str(), std::string(io->name()).c_str(),
-                Bytes(static_cast<double>(load.bytes)).c_str(), load.seconds,
-                Bytes(static_cast<double>(load.staged_bytes)).c_str());
+    loaded = absl::StrFormat(
+        "loaded %s with %s: %s in %.3f s (%s through pinned staging)\n", path,
+        io->name(), Bytes(static_cast<double>(load.bytes)), load.seconds,
+        Bytes(static_cast<double>(load.staged_bytes)));
   } else {
-    FERRY_ASSIGN_OR_RETURN(model,
-                           LlamaModel::Create(config, backends.list, options));
+    FERRY_RETURN_IF_ERROR(config.Validate());
+    FERRY_ASSIGN_OR_RETURN(
+        model, llama::LlamaModel::Create(config, backends.list, model_options));
     FERRY_RETURN_IF_ERROR(model->FillRandom(seed));
   }
-  const LlamaConfig& c = model->config();
-  std::printf("ferry pipelined inference: llama %s\n", c.ToString().c_str());
-  std::printf("backends: %s", absl::GetFlag(FLAGS_backends).c_str());
-  if (std::any_of(backends.sims.begin(), backends.sims.end(),
-                  [](SimDevice* s) { return s != nullptr; })) {
-    std::printf("  (sim: %s)", absl::GetFlag(FLAGS_sim).c_str());
-  }
-  std::printf("\nplacement:\n%s", model->DescribePlacement().c_str());
-  std::printf("prefill: %lld micro-batches of %lld tokens (%lld tokens)\n",
-              static_cast<long long>(n_micro), static_cast<long long>(ub),
-              static_cast<long long>(n_micro * ub));
+  const llama::LlamaConfig& c = model->config();
 
-  FERRY_ASSIGN_OR_RETURN(RunResult serial,
-                         RunPrefill(*model, backends, 1, n_micro, false));
-  FERRY_ASSIGN_OR_RETURN(
-      RunResult piped, RunPrefill(*model, backends, n_copies, n_micro, trace));
-  std::printf(
-      "schedule: %d splits, %lld copies/micro-batch, %s copied in all\n",
-      piped.num_splits, static_cast<long long>(piped.copies / n_micro),
-      Bytes(static_cast<double>(piped.copy_bytes)).c_str());
-  std::printf("%s", piped.splits.c_str());
-  std::printf("prefill throughput:\n");
-  const int64_t tokens = n_micro * ub;
-  PrintRun(serial, tokens);
-  PrintRun(piped, tokens);
-  std::printf("  pipelining speedup: %.2fx wall", serial.wall_s / piped.wall_s);
-  if (piped.model_s > 0) {
-    std::printf(", %.2fx modelled", serial.model_s / piped.model_s);
-  }
-  std::printf("\n");
-  float max_diff = 0;
-  for (size_t i = 0; i < serial.first_logits.size(); ++i) {
-    max_diff = std::max(
-        max_diff, std::abs(serial.first_logits[i] - piped.first_logits[i]));
-  }
-  std::printf("  logits of micro-batch 0, pipelined vs not: max |diff| %g\n",
-              max_diff);
-  if (!piped.engines.empty()) {
-    std::printf("engine busy (pipelined run, share of %.2f ms modelled):\n",
-                piped.model_s * 1e3);
-    double busy_sum = 0;
-    for (const EngineUse& e : piped.engines) {
-      busy_sum += e.busy;
-      if (e.busy == 0 && e.bytes == 0) continue;
-      std::printf("  %-14s %s", e.name.c_str(), Percent(e.busy).c_str());
-      if (e.bytes > 0) {
-        std::printf("  %s", Bytes(static_cast<double>(e.bytes)).c_str());
-      }
-      if (e.slip_ns > piped.model_s * 1e9 / 20) {
-        std::printf(
-            "  (host lagged the model by %.1f ms: slow host; raise "
-            "scale= in --sim)",
-            static_cast<double>(e.slip_ns) / 1e6);
-      }
-      std::printf("\n");
+  std::vector<engine::Request> requests;
+  const bool from_file = !absl::GetFlag(FLAGS_prompts).empty();
+  if (from_file) {
+    FERRY_ASSIGN_OR_RETURN(requests,
+                           ReadRequests(absl::GetFlag(FLAGS_prompts), c.n_vocab,
+                                        absl::GetFlag(FLAGS_gen_tokens)));
+  } else {
+    SyntheticWorkload w;
+    w.requests = absl::GetFlag(FLAGS_requests);
+    w.seed = seed;
+    w.max_new = absl::GetFlag(FLAGS_gen_tokens);
+    if (absl::GetFlag(FLAGS_workload) == "decode") {
+      w.min_prompt = w.max_prompt = 4;
+      w.min_new = w.max_new;
+    } else {
+      w.max_prompt = absl::GetFlag(FLAGS_prompt_tokens);
+      w.min_prompt = std::min<int64_t>(8, w.max_prompt);
+      w.min_new = std::min(4, w.max_new);
     }
-    double serial_sum = 0;
-    for (const EngineUse& e : serial.engines) serial_sum += e.busy;
-    std::printf(
-        "  overlap: %.2f engines busy on average (%.2f without pipelining)\n",
-        busy_sum, serial_sum);
+    requests = MakeRequests(w, c.n_vocab);
+  }
+  engine::EngineOptions options;
+  int64_t longest = 0;
+  for (const auto& q : requests) {
+    longest = std::max<int64_t>(
+        longest, static_cast<int64_t>(q.prompt.size()) + q.max_new_tokens);
+  }
+  options.max_sequence_len = absl::GetFlag(FLAGS_max_seq_len) > 0
+                                 ? absl::GetFlag(FLAGS_max_seq_len)
+                                 : std::min(longest, c.n_ctx);
+  options.max_sequences =
+      absl::GetFlag(FLAGS_max_sequences) > 0
+          ? absl::GetFlag(FLAGS_max_sequences)
+          : std::min<int>(64, static_cast<int>(requests.size()));
+  options.batch_tokens = absl::GetFlag(FLAGS_batch_tokens);
+  options.batch_window = absl::GetFlag(FLAGS_kv_window) > 0
+                             ? std::max(absl::GetFlag(FLAGS_kv_window),
+                                        options.max_sequence_len + 1)
+                             : 0;
+  if (const Device* device = backends.modelled; device != nullptr) {
+    options.clock = [device] { return device->ClockNanos(); };
   }
 
-  FERRY_ASSIGN_OR_RETURN(GenResult gen, RunGeneration(*model, backends));
-  if (!gen.tokens.empty()) {
-    std::printf(
-        "generation (KV cache): prompt %lld tokens in %.1f ms, then %zu "
-        "steps at %.1f tok/s; greedy tokens: %s\n",
-        static_cast<long long>(gen.prompt), gen.prefill_s * 1e3,
-        gen.tokens.size() - 1,
-        static_cast<double>(gen.tokens.size() - 1) / gen.gen_s,
-        absl::StrJoin(gen.tokens, " ").c_str());
+  // The report goes to stdout, unless the results do.
+  std::FILE* out = from_file && output_path.empty() ? stderr : stdout;
+  std::fprintf(out, "ferry pipelined inference: llama %s\n",
+               c.ToString().c_str());
+  std::fprintf(out, "%s", loaded.c_str());
+  std::fprintf(out, "backends: %s", absl::GetFlag(FLAGS_backends).c_str());
+  if (backends.modelled != nullptr) {
+    std::fprintf(out, "  (sim: %s)", absl::GetFlag(FLAGS_sim).c_str());
   }
-  if (const std::string path = absl::GetFlag(FLAGS_trace); !path.empty()) {
-    FERRY_RETURN_IF_ERROR(TraceRecorder::Global().WriteChromeTrace(path));
-    std::printf("trace: %s (open in https://ui.perfetto.dev)\n", path.c_str());
+  std::fprintf(out, "\nplacement:\n%s", model->DescribePlacement().c_str());
+  int64_t prompt_total = 0, new_total = 0;
+  for (const auto& q : requests) {
+    prompt_total += static_cast<int64_t>(q.prompt.size());
+    new_total += q.max_new_tokens;
   }
-  if (const std::string path = absl::GetFlag(FLAGS_timeline); !path.empty()) {
-    FERRY_RETURN_IF_ERROR(WriteTimelineSvg(path));
-    std::printf("timeline: %s\n", path.c_str());
+  std::fprintf(out,
+               "workload: %zu requests, %lld prompt tokens, up to %lld new "
+               "(%s)\n",
+               requests.size(), static_cast<long long>(prompt_total),
+               static_cast<long long>(new_total),
+               from_file ? absl::GetFlag(FLAGS_prompts).c_str()
+                         : absl::GetFlag(FLAGS_workload).c_str());
+
+  std::vector<RunConfig> configs = {{"one in flight", 1, false, false}};
+  const int n_copies = absl::GetFlag(FLAGS_n_copies);
+  configs.push_back(
+      {absl::StrCat("pipelined x", n_copies), n_copies, false, tracing});
+  if (absl::GetFlag(FLAGS_compare_static)) {
+    configs.push_back({"static batches", n_copies, true, false});
+  }
+  std::vector<RunResult> runs;
+  for (const RunConfig& rc : configs) {
+    FERRY_ASSIGN_OR_RETURN(RunResult r,
+                           RunOnce(*model, backends, options, requests, rc));
+    runs.push_back(std::move(r));
+  }
+  std::fprintf(out,
+               "engine: %d sequences x %lld cells, micro-batches of %lld "
+               "tokens over a %lld-cell window\n",
+               options.max_sequences,
+               static_cast<long long>(options.max_sequence_len),
+               static_cast<long long>(options.batch_tokens),
+               static_cast<long long>(runs[0].window));
+  PrintReport(out, runs, backends.modelled != nullptr);
+  int problems = 0;
+  std::fprintf(out, "%s", CompareRuns(runs, &problems).c_str());
+
+  // Results and logits of the pipelined run.
+  const RunResult& main_run = runs[1];
+  std::vector<float> dump;
+  int64_t dump_rows = 0;
+  std::string lines;
+  for (size_t k = 0; k < main_run.results.size(); ++k) {
+    const engine::Result& res = main_run.results[k];
+    std::vector<std::pair<int64_t, int64_t>> rows;
+    for (const auto& [pos, logits] : res.logits) {
+      rows.emplace_back(pos, dump_rows++);
+      dump.insert(dump.end(), logits.begin(), logits.end());
+    }
+    absl::StrAppend(
+        &lines,
+        ResultToJson(res, static_cast<int64_t>(requests[k].prompt.size()),
+                     logits_path.empty() ? decltype(rows){} : rows),
+        "\n");
+  }
+  if (!output_path.empty()) {
+    std::ofstream f(output_path, std::ios::trunc);
+    f << lines;
+    if (!f) return absl::UnavailableError("writing --output=" + output_path);
+    std::fprintf(out, "results: %s\n", output_path.c_str());
+  } else if (from_file) {
+    std::fputs(lines.c_str(), stdout);
+  }
+  if (!logits_path.empty()) {
+    FERRY_RETURN_IF_ERROR(WriteNpy(logits_path, dump, {dump_rows, c.n_vocab}));
+    std::fprintf(out, "logits: %s (%lld rows of %lld)\n", logits_path.c_str(),
+                 static_cast<long long>(dump_rows),
+                 static_cast<long long>(c.n_vocab));
+  }
+  if (!trace_path.empty()) {
+    FERRY_RETURN_IF_ERROR(TraceRecorder::Global().WriteChromeTrace(trace_path));
+    std::fprintf(out, "trace: %s (open in https://ui.perfetto.dev)\n",
+                 trace_path.c_str());
+  }
+  if (!timeline_path.empty()) {
+    FERRY_RETURN_IF_ERROR(WriteTimelineSvg(timeline_path));
+    std::fprintf(out, "timeline: %s\n", timeline_path.c_str());
+  }
+  if (problems > 0) {
+    return absl::DataLossError(
+        absl::StrCat(problems, " check(s) failed (see above)"));
   }
   return absl::OkStatus();
 }
@@ -627,10 +730,18 @@ absl::Status Run() {
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
-      "Runs a llama-style model split over simulated devices and the CPU, "
-      "one micro-batch at a time and pipelined, and reports throughput, "
-      "latency and overlap. With no flags it runs in a few seconds.");
-  absl::ParseCommandLine(argc, argv);
+      "Batch inference with continuous batching on a llama-style model split "
+      "over simulated devices and the CPU, one micro-batch in flight and "
+      "pipelined; reports throughput, latency and overlap. With no flags it "
+      "runs in a few seconds.");
+  std::vector<char*> rest = absl::ParseCommandLine(argc, argv);
+  if (rest.size() > 1) {
+    std::fprintf(stderr,
+                 "pipelined_inference: unexpected argument '%s' (flags are "
+                 "--name=value; see --help)\n",
+                 rest[1]);
+    return 2;
+  }
   const absl::Status status = ferry::examples::Run();
   if (!status.ok()) {
     std::fprintf(stderr, "pipelined_inference: %s\n",

@@ -1,9 +1,11 @@
 #include "ferry/examples/safetensors.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -24,15 +26,6 @@
 
 namespace ferry::examples {
 namespace {
-
-// Outermost-first shape of `t` (reversed ne, trailing 1s dropped).
-std::vector<int64_t> SafetensorsShape(const Tensor& t) {
-  int dims = 4;
-  while (dims > 1 && t.ne[dims - 1] == 1) --dims;
-  std::vector<int64_t> shape;
-  for (int d = dims - 1; d >= 0; --d) shape.push_back(t.ne[d]);
-  return shape;
-}
 
 struct WeightSpec {
   std::string name;
@@ -97,6 +90,20 @@ struct OpenedFile {
 };
 
 absl::StatusOr<OpenedFile> OpenSafetensors(const std::string& path) {
+  // A FIFO would block open() until a writer came; a directory is no file.
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) {
+    return absl::NotFoundError(absl::StrCat(path, ": ", std::strerror(errno)));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    const char* kind = S_ISDIR(st.st_mode)    ? "a directory"
+                       : S_ISFIFO(st.st_mode) ? "a FIFO"
+                       : S_ISCHR(st.st_mode)  ? "a character device"
+                       : S_ISSOCK(st.st_mode) ? "a socket"
+                                              : "not a regular file";
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": is ", kind, "; expected a safetensors file"));
+  }
   FERRY_ASSIGN_OR_RETURN(File file, File::Open(path));
   FERRY_ASSIGN_OR_RETURN(int64_t size, file.Size());
   uint8_t len_bytes[8];
@@ -200,7 +207,7 @@ Task<absl::Status> LoadAll(
       if (s.data == nullptr) {
         FERRY_CO_RETURN_IF_ERROR(SetTensorData(*t, dst, done, n));
       } else {
-        FERRY_CO_RETURN_IF_ERROR(backend->SetTensorAsync(*t, dst, done, n));
+        FERRY_CO_RETURN_IF_ERROR(backend->EnqueueSetTensor(*t, dst, done, n));
         s.pending = backend->Record();
         s.busy = true;
       }
@@ -253,8 +260,8 @@ absl::Status WriteRandomWeights(const std::string& path,
     int64_t n = 1;
     for (int64_t d : w.ne) n *= d;
     values.resize(static_cast<size_t>(n));
-    RandomWeightValues(w.name, w.ne.size() > 1 ? w.ne[1] : 1, seed,
-                       absl::MakeSpan(values));
+    llama::RandomWeightValues(w.name, w.ne.size() > 1 ? w.ne[1] : 1, seed,
+                              absl::MakeSpan(values));
     ok = ok &&
          std::fwrite(values.data(), 4, values.size(), f.get()) == values.size();
   }
@@ -277,30 +284,38 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LoadLlamaModel(
   FERRY_ASSIGN_OR_RETURN(OpenedFile f, OpenSafetensors(path));
   FERRY_ASSIGN_OR_RETURN(LlamaConfig config,
                          ConfigFromMetadata(f.header.metadata, path));
-  FERRY_ASSIGN_OR_RETURN(std::unique_ptr<LlamaModel> model,
-                         LlamaModel::Create(config, backends, options));
-  // Check every tensor before reading any.
-  std::vector<std::pair<Tensor*, uint64_t>> jobs;
-  for (Tensor* t : model->Weights()) {
-    auto it = f.header.tensors.find(t->name);
+  // Check every tensor against the config before allocating anything.
+  for (const WeightSpec& spec : WeightSpecs(config)) {
+    auto it = f.header.tensors.find(spec.name);
     if (it == f.header.tensors.end()) {
       return absl::NotFoundError(
-          absl::StrCat(path, ": missing tensor '", t->name, "'"));
+          absl::StrCat(path, ": missing tensor '", spec.name, "'"));
     }
     const SafetensorInfo& info = it->second;
     if (info.dtype != "F32") {
       return absl::InvalidArgumentError(
-          absl::StrCat(path, ": tensor '", t->name, "' has dtype ", info.dtype,
-                       ", expected F32"));
+          absl::StrCat(path, ": tensor '", spec.name, "' has dtype ",
+                       info.dtype, ", expected F32"));
     }
-    const std::vector<int64_t> want = SafetensorsShape(*t);
+    // safetensors shapes are outermost first.
+    const std::vector<int64_t> want(spec.ne.rbegin(), spec.ne.rend());
     if (info.shape != want) {
       return absl::InvalidArgumentError(
-          absl::StrCat(path, ": tensor '", t->name, "' has shape ",
+          absl::StrCat(path, ": tensor '", spec.name, "' has shape ",
                        SafetensorsShapeString(info.shape), ", expected ",
                        SafetensorsShapeString(want)));
     }
-    jobs.emplace_back(t, info.begin);
+  }
+  FERRY_ASSIGN_OR_RETURN(std::unique_ptr<LlamaModel> model,
+                         LlamaModel::Create(config, backends, options));
+  std::vector<std::pair<Tensor*, uint64_t>> jobs;
+  for (Tensor* t : model->Weights()) {
+    auto it = f.header.tensors.find(t->name);
+    if (it == f.header.tensors.end()) {
+      return absl::InternalError(
+          absl::StrCat(path, ": model tensor '", t->name, "' not in the file"));
+    }
+    jobs.emplace_back(t, it->second.begin);
   }
   std::sort(jobs.begin(), jobs.end(),
             [](const auto& a, const auto& b) { return a.second < b.second; });

@@ -23,11 +23,15 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "ferry/backends/backend.h"
-#include "ferry/examples/llama_model.h"
 #include "ferry/examples/safetensors_header.h"
+#include "ferry/models/llama/llama_model.h"
 #include "ferry/runtime/io_reactor.h"
 
 namespace ferry::examples {
+
+using ::ferry::llama::LlamaConfig;
+using ::ferry::llama::LlamaModel;
+using ::ferry::llama::LlamaModelOptions;
 
 // Writes a file with the weights of `config` as FillRandom(seed) makes them.
 absl::Status WriteRandomWeights(const std::string& path,

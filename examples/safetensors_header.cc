@@ -1,7 +1,9 @@
 #include "ferry/examples/safetensors_header.h"
 
+#include <algorithm>
 #include <cctype>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -334,6 +336,39 @@ absl::StatusOr<SafetensorsHeader> ParseSafetensorsHeader(
           " bytes but dtype ", info.dtype, " and shape ",
           SafetensorsShapeString(info.shape), " need ", bytes));
     }
+  }
+  // Hugging Face's rules: sorted by offset, the tensors tile the data
+  // section exactly, from 0 to its end, without gaps, overlaps (two
+  // tensors sharing bytes) or trailing bytes.
+  std::vector<std::pair<const std::string*, const SafetensorInfo*>> order;
+  for (const auto& [name, info] : header.tensors) {
+    order.emplace_back(&name, &info);
+  }
+  std::sort(order.begin(), order.end(), [](const auto& a, const auto& b) {
+    return std::make_pair(a.second->begin, a.second->end) <
+           std::make_pair(b.second->begin, b.second->end);
+  });
+  uint64_t covered = 0;
+  const std::string* previous = nullptr;
+  for (const auto& [name, info] : order) {
+    if (info->begin != covered) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(file, ": tensor '", *name, "' data_offsets [",
+                       info->begin, ", ", info->end, ") ",
+                       info->begin < covered
+                           ? absl::StrCat("overlap tensor '", *previous,
+                                          "' (ending at ", covered, ")")
+                           : absl::StrCat("leave a gap after byte ", covered),
+                       "; tensors must tile the data section"));
+    }
+    covered = info->end;
+    previous = name;
+  }
+  if (covered != data_size) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        file, ": ", data_size - covered, " bytes after the last tensor (at ",
+        covered, " of a ", data_size,
+        "-byte data section); tensors must tile the data section"));
   }
   return header;
 }

@@ -1,5 +1,6 @@
 #include "ferry/examples/safetensors.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -7,7 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "ferry/backends/cpu/cpu_backend.h"
-#include "ferry/examples/llama_model.h"
+#include "ferry/models/llama/llama_model.h"
 #include "ferry/runtime/io_reactor.h"
 #include "ferry/runtime/status_matchers.h"
 #include "ferry/runtime/thread_pool.h"
@@ -74,6 +75,46 @@ TEST(ParseSafetensorsHeaderTest, ErrorsNameFileAndTensor) {
               StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_THAT(ParseSafetensorsHeader(std::string(100, '['), 0, kFile),
               StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
+// Hugging Face's safetensors refuses these; so does ferry.
+TEST(ParseSafetensorsHeaderTest, TensorsMustTileTheDataSection) {
+  // Overlapping byte ranges.
+  EXPECT_THAT(
+      ParseSafetensorsHeader(
+          R"({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]},
+              "b": {"dtype": "F32", "shape": [2], "data_offsets": [4, 12]}})",
+          12, kFile),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               AllOf(HasSubstr(kFile), HasSubstr("'b'"),
+                     HasSubstr("overlap tensor 'a'"))));
+  // Two tensors sharing the same bytes.
+  EXPECT_THAT(
+      ParseSafetensorsHeader(
+          R"({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]},
+              "b": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}})",
+          8, kFile),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("overlap")));
+  // A gap.
+  EXPECT_THAT(
+      ParseSafetensorsHeader(
+          R"({"a": {"dtype": "F32", "shape": [2], "data_offsets": [4, 12]}})",
+          12, kFile),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("gap")));
+  // Trailing garbage after the last tensor.
+  EXPECT_THAT(
+      ParseSafetensorsHeader(
+          R"({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}})", 9,
+          kFile),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr("1 bytes after the last tensor")));
+  // Tiled in any key order is fine.
+  EXPECT_THAT(
+      ParseSafetensorsHeader(
+          R"({"b": {"dtype": "F32", "shape": [2], "data_offsets": [8, 16]},
+              "a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}})",
+          16, kFile),
+      ::ferry::testing::IsOk());
 }
 
 class LoadTest : public ::testing::Test {
@@ -176,6 +217,44 @@ TEST_F(LoadTest, MissingTensorWrongDtypeWrongShape) {
   EXPECT_THAT(Load(),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        AllOf(HasSubstr("blk.0.attn_q"), HasSubstr("shape"))));
+}
+
+TEST_F(LoadTest, FifoAndDirectoryAreRefusedWithoutBlocking) {
+  const std::string fifo = absl::StrCat(::testing::TempDir(), "/weights.fifo");
+  ::unlink(fifo.c_str());
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  // Without the check, open() blocks here until a writer opens the FIFO.
+  EXPECT_THAT(LoadLlamaModel(fifo, {cpu_.get()}, {}, *io_),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr(fifo), HasSubstr("is a FIFO"))));
+  ::unlink(fifo.c_str());
+  EXPECT_THAT(LoadLlamaModel(::testing::TempDir(), {cpu_.get()}, {}, *io_),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("is a directory")));
+  EXPECT_THAT(LoadLlamaModel("/no/such/file", {cpu_.get()}, {}, *io_),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("/no/such")));
+}
+
+// A tiny file whose metadata asks for a huge model (and context) is refused
+// for its missing tensors before anything is allocated: creating the model
+// first would ask the CPU for gigabytes.
+TEST_F(LoadTest, ValidatesTheFileAgainstItsConfigBeforeAllocating) {
+  const std::string header =
+      R"({"__metadata__":{"n_layer":"64","n_embd":"65536","n_head":"64",)"
+      R"("n_head_kv":"64","n_ff":"65536","n_vocab":"65536",)"
+      R"("n_ctx":"4000000"}})";
+  std::string bytes(8, '\0');
+  for (int i = 0; i < 8; ++i) {
+    bytes[i] = static_cast<char>((header.size() >> (8 * i)) & 0xff);
+  }
+  bytes += header;
+  FILE* f = std::fopen(path_.c_str(), "wb");
+  ASSERT_NE(f, nullptr);
+  std::fwrite(bytes.data(), 1, bytes.size(), f);
+  std::fclose(f);
+  EXPECT_THAT(Load(), StatusIs(absl::StatusCode::kNotFound,
+                               AllOf(HasSubstr(path_),
+                                     HasSubstr("missing tensor 'tok_embd'"))));
 }
 
 }  // namespace

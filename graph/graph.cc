@@ -18,6 +18,7 @@ namespace {
 // Each Build takes a fresh epoch; a tensor whose visit_mark is 2*epoch is on
 // the search stack, 2*epoch+1 is finished, anything else is unvisited.
 std::atomic<uint64_t> next_epoch{1};
+std::atomic<uint64_t> next_graph_id{1};
 
 struct Frame {
   Tensor* tensor;
@@ -52,6 +53,7 @@ absl::StatusOr<Graph> Graph::Build(absl::Span<Tensor* const> outputs) {
   const uint64_t done = 2 * epoch + 1;
 
   Graph graph;
+  graph.id_ = next_graph_id.fetch_add(1, std::memory_order_relaxed);
   std::vector<Frame> stack;
   stack.reserve(64);
   for (size_t i = 0; i < outputs.size(); ++i) {
@@ -92,6 +94,29 @@ absl::StatusOr<Graph> Graph::Build(absl::Span<Tensor* const> outputs) {
     }
   }
   return graph;
+}
+
+Graph::Graph(Graph&& other) noexcept
+    : id_(std::exchange(other.id_, 0)),
+      nodes_(std::move(other.nodes_)),
+      leafs_(std::move(other.leafs_)) {
+  other.nodes_.clear();
+  other.leafs_.clear();
+}
+
+Graph& Graph::operator=(Graph&& other) noexcept {
+  if (this == &other) return *this;
+  id_ = std::exchange(other.id_, 0);
+  nodes_ = std::move(other.nodes_);
+  leafs_ = std::move(other.leafs_);
+  other.nodes_.clear();
+  other.leafs_.clear();
+  return *this;
+}
+
+std::string NodeSpanName(const Tensor& node) {
+  return absl::StrCat(OpName(node.op), " ",
+                      node.name.empty() ? "(unnamed)" : node.name);
 }
 
 absl::StatusOr<GraphView> Graph::NodeRange(int64_t begin, int64_t end) const {

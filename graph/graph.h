@@ -29,6 +29,11 @@ using GraphView = absl::Span<Tensor* const>;
 class Graph {
  public:
   Graph() = default;
+  // Copies are the same graph (same id); a moved-from graph is empty.
+  Graph(const Graph&) = default;
+  Graph& operator=(const Graph&) = default;
+  Graph(Graph&& other) noexcept;
+  Graph& operator=(Graph&& other) noexcept;
 
   // Builds the graph that computes `outputs` (in order; duplicates and
   // outputs reachable from earlier outputs are fine). Sources src[0..3] are
@@ -48,10 +53,20 @@ class Graph {
   // 0 <= begin <= end <= num_nodes().
   absl::StatusOr<GraphView> NodeRange(int64_t begin, int64_t end) const;
 
+  // Unique per Build in this process (0 for an empty graph): callers that
+  // cache work per graph (the scheduler's plan) key it on the id, since a
+  // new graph may be built at the address of an old one.
+  uint64_t id() const { return id_; }
+
  private:
+  uint64_t id_ = 0;
   std::vector<Tensor*> nodes_;
   std::vector<Tensor*> leafs_;
 };
+
+// "<op> <name>" ("mul_mat attn_q.3"): how every backend names a node's
+// span in a trace, so traces of different devices line up.
+std::string NodeSpanName(const Tensor& node);
 
 // Returns one line per leaf then per node:
 //   "leaf 0: 'x' [4, 2, 1, 1] f32 input"

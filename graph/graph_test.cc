@@ -1,6 +1,7 @@
 #include "ferry/graph/graph.h"
 
 #include <chrono>
+#include <utility>
 #include <vector>
 
 #include "ferry/graph/context.h"
@@ -150,6 +151,28 @@ TEST_F(GraphTest, NullOutput) {
   EXPECT_THAT(Graph::Build({nullptr}),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("output 0 is null")));
+}
+
+// Each Build is a new graph, even of the same outputs; copies are the same
+// graph; a moved-from graph is empty.
+TEST_F(GraphTest, IdsNameBuilds) {
+  Tensor* x = F32({4}, "x");
+  Tensor* y = *Relu(ctx_, x);
+  FERRY_ASSERT_OK_AND_ASSIGN(Graph a, Graph::Build({y}));
+  FERRY_ASSERT_OK_AND_ASSIGN(Graph b, Graph::Build({y}));
+  EXPECT_EQ(Graph().id(), 0u);
+  EXPECT_NE(a.id(), 0u);
+  EXPECT_NE(a.id(), b.id());
+  Graph copy = a;
+  EXPECT_EQ(copy.id(), a.id());
+  const uint64_t b_id = b.id();
+  Graph moved = std::move(b);
+  EXPECT_EQ(moved.id(), b_id);
+  EXPECT_EQ(moved.num_nodes(), 1);
+  EXPECT_EQ(b.id(), 0u);  // NOLINT(bugprone-use-after-move): checked empty.
+  EXPECT_EQ(b.num_nodes(), 0);
+  a = std::move(moved);
+  EXPECT_EQ(a.id(), b_id);
 }
 
 TEST_F(GraphTest, NodeRange) {

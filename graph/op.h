@@ -37,9 +37,10 @@ enum class Op : uint8_t {
   kGelu,
   kRelu,
   kConcat,
+  kSetRows,
 };
 
-inline constexpr int kNumOps = static_cast<int>(Op::kConcat) + 1;
+inline constexpr int kNumOps = static_cast<int>(Op::kSetRows) + 1;
 
 // Returns the op's lower-case name ("mul_mat", "soft_max", ...), or "unknown"
 // for a value outside the enum.
@@ -48,6 +49,10 @@ absl::string_view OpName(Op op);
 // Returns true for view, reshape, permute and transpose: the result aliases
 // its source's memory (view_src/view_offset) and computes nothing.
 bool IsViewOp(Op op);
+
+// Returns true for ops whose node computes data: not kNone (a leaf) and not
+// a view op. Backends run these nodes and skip the others.
+inline bool IsComputeOp(Op op) { return op != Op::kNone && !IsViewOp(op); }
 
 // Returns true for ops whose kernels must tolerate dst aliasing src[0] (same
 // address, same layout): add, sub, mul, div, scale, silu, gelu, relu,

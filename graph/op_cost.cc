@@ -50,6 +50,14 @@ int64_t OpBytes(const Tensor& node) {
     return rows_read * a.RowBytes() + PackedBytes(node.src[1]) +
            PackedBytes(&node);
   }
+  if (node.op == Op::kSetRows && node.src[0] != nullptr &&
+      node.src[2] != nullptr) {
+    // Reads the rows and ids, writes as many rows of dst; the rest of dst
+    // is untouched.
+    const int64_t rows = node.src[0]->ne[1];
+    return PackedBytes(node.src[0]) + PackedBytes(node.src[1]) +
+           rows * node.src[2]->RowBytes();
+  }
   int64_t bytes = PackedBytes(&node);
   for (int i = 0; i < kMaxSrc; ++i) {
     // cpy's src[1] is its own destination: written, not read.

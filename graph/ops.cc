@@ -279,6 +279,42 @@ absl::StatusOr<Tensor*> Cpy(Context& ctx, Tensor* a, Tensor* b) {
   return ctx.AddTensor(std::move(t));
 }
 
+absl::StatusOr<Tensor*> SetRows(Context& ctx, Tensor* dst, Tensor* rows,
+                                Tensor* ids) {
+  constexpr Op kOp = Op::kSetRows;
+  FERRY_RETURN_IF_ERROR(CheckNotNull(kOp, "dst", dst));
+  FERRY_RETURN_IF_ERROR(CheckNotNull(kOp, "rows", rows));
+  FERRY_RETURN_IF_ERROR(CheckNotNull(kOp, "ids", ids));
+  FERRY_RETURN_IF_ERROR(
+      CheckDType(kOp, "dst", *dst, {DType::kF32, DType::kF16, DType::kBF16}));
+  FERRY_RETURN_IF_ERROR(CheckDType(kOp, "rows", *rows, {DType::kF32}));
+  FERRY_RETURN_IF_ERROR(CheckDType(kOp, "ids", *ids, {DType::kI32}));
+  FERRY_RETURN_IF_ERROR(CheckRows(kOp, "dst", *dst));
+  FERRY_RETURN_IF_ERROR(CheckRows(kOp, "rows", *rows));
+  FERRY_RETURN_IF_ERROR(CheckRows(kOp, "ids", *ids));
+  const std::string all =
+      absl::StrCat(Describe("dst", *dst), ", ", Describe("rows", *rows), ", ",
+                   Describe("ids", *ids));
+  if (dst->ne[2] != 1 || dst->ne[3] != 1 || rows->ne[2] != 1 ||
+      rows->ne[3] != 1 || ids->ne[1] != 1 || ids->ne[2] != 1 ||
+      ids->ne[3] != 1) {
+    return Error(kOp, absl::StrCat(all, ": dst and rows must be 2-D, ids 1-D"));
+  }
+  if (rows->ne[0] != dst->ne[0] || rows->ne[1] != ids->ne[0]) {
+    return Error(kOp,
+                 absl::StrCat(all, ": rows must be [dst.ne[0], ids.ne[0]]"));
+  }
+  Tensor t;
+  t.op = kOp;
+  t.dtype = dst->dtype;
+  t.ne = dst->ne;
+  t.nb = dst->nb;
+  t.src = {rows, ids, dst};
+  AliasOf(t, *dst, 0);
+  t.name = absl::StrCat(dst->name, " (rows set)");
+  return ctx.AddTensor(std::move(t));
+}
+
 absl::StatusOr<Tensor*> Cont(Context& ctx, Tensor* a) {
   FERRY_RETURN_IF_ERROR(CheckNotNull(Op::kCont, "a", a));
   Tensor t = NewResult(Op::kCont, a->dtype, a->ne);

@@ -178,6 +178,26 @@ TEST_F(OpsTest, GetRows) {
               StatusIs(kInvalid, HasSubstr("a [16, 100, 1, 1] i32 must be")));
 }
 
+TEST_F(OpsTest, SetRowsAliasesDestination) {
+  Tensor* cache = T(DType::kF16, {16, 100}, "k_cache");
+  FERRY_ASSERT_OK_AND_ASSIGN(
+      Tensor * r, SetRows(ctx_, cache, F32({16, 7}), T(DType::kI32, {7})));
+  EXPECT_EQ(r->op, Op::kSetRows);
+  EXPECT_EQ(r->view_src, cache);
+  EXPECT_EQ(r->ne, cache->ne);
+  EXPECT_EQ(r->dtype, DType::kF16);
+  EXPECT_EQ(r->src[2], cache);
+  EXPECT_THAT(SetRows(ctx_, cache, F32({15, 7}), T(DType::kI32, {7})),
+              StatusIs(kInvalid, HasSubstr("rows must be [dst.ne[0]")));
+  EXPECT_THAT(SetRows(ctx_, cache, F32({16, 7}), T(DType::kI32, {6})),
+              StatusIs(kInvalid, HasSubstr("rows must be [dst.ne[0]")));
+  EXPECT_THAT(SetRows(ctx_, cache, F32({16, 7}), F32({7})),
+              StatusIs(kInvalid, HasSubstr("ids [7, 1, 1, 1] f32 must be")));
+  EXPECT_THAT(
+      SetRows(ctx_, F32({16, 10, 2}), F32({16, 7}), T(DType::kI32, {7})),
+      StatusIs(kInvalid, HasSubstr("must be 2-D")));
+}
+
 TEST_F(OpsTest, CpyAliasesDestination) {
   Tensor* a = F32({4, 3});
   Tensor* b = T(DType::kF16, {12}, "dst");

@@ -40,6 +40,24 @@ TEST(StatusMacrosTest, ReturnIfError) {
   EXPECT_THAT(CheckEven(5), StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
+absl::Status CheckEvenIn(int x, int batch) {
+  FERRY_RETURN_IF_ERROR(CheckEven(x), "batch ", batch);
+  return absl::OkStatus();
+}
+
+absl::Status CheckEvenInSplit(int x) {
+  FERRY_RETURN_IF_ERROR(CheckEvenIn(x, 7), "split ", 3, " on sim", 1);
+  return absl::OkStatus();
+}
+
+TEST(StatusMacrosTest, ContextIsAddedOnTheWayUpKeepingTheCode) {
+  FERRY_EXPECT_OK(CheckEvenInSplit(2));
+  absl::Status status = CheckEvenInSplit(3);
+  EXPECT_THAT(status, StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_EQ(status.message(), "split 3 on sim1: batch 7: odd");
+  EXPECT_EQ(AnnotateStatus(absl::OkStatus(), "ignored"), absl::OkStatus());
+}
+
 TEST(StatusMacrosTest, AssertOkAndAssign) {
   FERRY_ASSERT_OK_AND_ASSIGN(int q, Quarter(16));
   EXPECT_EQ(q, 4);

@@ -51,6 +51,15 @@ MATCHER_P2(StatusIs, code, message_matcher,
              message_matcher, std::string(status.message()), result_listener);
 }
 
+// Not OK, with a message that `message_matcher` matches (any code).
+MATCHER_P(IsErrorWith, message_matcher, "is an error with a matching message") {
+  const absl::Status& status = internal_status::GetStatus(arg);
+  *result_listener << "status: " << status;
+  return !status.ok() &&
+         ::testing::ExplainMatchResult(
+             message_matcher, std::string(status.message()), result_listener);
+}
+
 }  // namespace ferry::testing
 
 #define FERRY_EXPECT_OK(expr) EXPECT_THAT((expr), ::ferry::testing::IsOk())

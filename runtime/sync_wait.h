@@ -1,55 +1,60 @@
 // SyncWait: runs a Task from plain (non-coroutine) code and blocks until it
-// completes. The task starts on the calling thread and may hop elsewhere.
+// completes. The task starts on the calling thread; while it runs, the
+// calling thread is its Executor::Current(), so continuations that resume
+// on the caller's executor (e.g. after awaiting a device event) run on the
+// calling thread too.
 #ifndef FERRY_RUNTIME_SYNC_WAIT_H_
 #define FERRY_RUNTIME_SYNC_WAIT_H_
 
-#include <atomic>
 #include <condition_variable>
 #include <coroutine>
+#include <deque>
 #include <exception>
 #include <mutex>
 #include <optional>
-#include <thread>
 #include <type_traits>
 #include <utility>
 
+#include "ferry/runtime/executor.h"
 #include "ferry/runtime/task.h"
 
 namespace ferry {
 namespace runtime_internal {
 
-// A binary latch: one thread waits, another sets it once.
-class BlockingLatch {
+// The calling thread's run loop. While a SyncWait runs on a thread, its run
+// loop is the thread's Executor::Current(): continuations posted to it run
+// on that thread, the one blocked in SyncWait, so code after a co_await in
+// a SyncWait'ed task continues where SyncWait was called (unless it is a
+// device thread, which never runs continuations). Posts that arrive while
+// no SyncWait runs on the loop's thread go to DefaultExecutor(). Loops are
+// never freed (an awaiter may keep a loop's address after SyncWait
+// returns): a thread's loop is recycled for a new thread when it exits.
+// Thread-safe.
+class ThreadRunLoop final : public Executor {
  public:
-  void Set() {
-    // The waiter may return and destroy this latch as soon as it can take
-    // the lock after `set_`, so nothing is touched after the unlock.
-    std::lock_guard<std::mutex> lock(mu_);
-    set_.store(true, std::memory_order_release);
-    cv_.notify_one();
-  }
+  static ThreadRunLoop& ForThisThread();
 
-  void Wait() {
-    // A short spin catches work that completes within microseconds (a hop
-    // onto a pool and back) without a futex sleep and wake.
-    for (int i = 0; i < 200 && !set_.load(std::memory_order_acquire); ++i) {
-      std::this_thread::yield();
-    }
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [this] { return set_.load(std::memory_order_acquire); });
-  }
+  void Post(std::coroutine_handle<> handle) override;
+
+  // Resumes posted handles on the calling thread until `done` is set (by
+  // SetDone), then hands those still queued to DefaultExecutor().
+  void RunUntilDone(const bool& done);
+  // Sets `done` and wakes RunUntilDone.
+  void SetDone(bool& done);
 
  private:
   std::mutex mu_;
   std::condition_variable cv_;
-  std::atomic<bool> set_{false};
+  std::deque<std::coroutine_handle<>> queue_;  // Guarded by mu_.
+  int active_ = 0;  // RunUntilDone calls in progress; guarded by mu_.
 };
 
-// The coroutine SyncWait runs: awaits the user's task, then sets the latch.
+// The coroutine SyncWait runs: awaits the user's task, then tells the loop.
 class SyncWaitDriver {
  public:
   struct promise_type {
-    BlockingLatch* latch = nullptr;
+    ThreadRunLoop* loop = nullptr;
+    bool* done = nullptr;
     SyncWaitDriver get_return_object() noexcept {
       return SyncWaitDriver(
           std::coroutine_handle<promise_type>::from_promise(*this));
@@ -59,7 +64,7 @@ class SyncWaitDriver {
       struct Awaiter {
         bool await_ready() noexcept { return false; }
         void await_suspend(std::coroutine_handle<promise_type> h) noexcept {
-          h.promise().latch->Set();
+          h.promise().loop->SetDone(*h.promise().done);
         }
         void await_resume() noexcept {}
       };
@@ -79,13 +84,16 @@ class SyncWaitDriver {
   }
 
   void RunAndWait() {
-    BlockingLatch latch;
-    handle_.promise().latch = &latch;
+    ThreadRunLoop& loop = ThreadRunLoop::ForThisThread();
+    bool done = false;
+    handle_.promise().loop = &loop;
+    handle_.promise().done = &done;
+    NestedTrampolineScope scope;
     {
-      NestedTrampolineScope scope;
+      ScopedCurrentExecutor current(IsDeviceThread() ? nullptr : &loop);
       Resume(handle_);
     }
-    latch.Wait();
+    loop.RunUntilDone(done);
   }
 
  private:

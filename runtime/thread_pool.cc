@@ -80,6 +80,7 @@ bool ThreadPool::TrySteal(int index, std::coroutine_handle<>& out) {
 }
 
 void ThreadPool::WorkerLoop(int index) {
+  ScopedCurrentExecutor current(this);
   current_pool = this;
   current_worker = index;
   int idle_spins = 0;

@@ -129,18 +129,43 @@ std::string TraceRecorder::ToChromeTraceJson() const {
     if (!first) out += ",\n";
     first = false;
   };
+  // One process per device (the track name up to its first '/': "sim0",
+  // "cpu", "sched", "disk"), one thread per track, both named.
+  std::vector<std::string> processes;
+  std::vector<int> pid_of_track(tracks.size());
+  for (size_t t = 0; t < tracks.size(); ++t) {
+    const std::string process = tracks[t].substr(0, tracks[t].find('/'));
+    auto it = std::find(processes.begin(), processes.end(), process);
+    if (it == processes.end()) {
+      processes.push_back(process);
+      it = processes.end() - 1;
+    }
+    pid_of_track[t] = static_cast<int>(it - processes.begin()) + 1;
+  }
+  for (size_t p = 0; p < processes.size(); ++p) {
+    separator();
+    absl::StrAppend(&out, "{\"ph\":\"M\",\"pid\":", p + 1,
+                    ",\"name\":\"process_name\",\"args\":{\"name\":");
+    AppendJsonString(out, processes[p]);
+    absl::StrAppend(&out, "}}");
+  }
   for (size_t t = 0; t < tracks.size(); ++t) {
     separator();
-    absl::StrAppend(&out, "{\"ph\":\"M\",\"pid\":1,\"tid\":", t,
+    absl::StrAppend(&out, "{\"ph\":\"M\",\"pid\":", pid_of_track[t],
+                    ",\"tid\":", t,
                     ",\"name\":\"thread_name\",\"args\":{\"name\":");
     AppendJsonString(out, tracks[t]);
     absl::StrAppend(&out, "}}");
   }
   for (const TraceSpan& span : spans) {
     separator();
-    absl::StrAppend(&out, "{\"ph\":\"X\",\"pid\":1,\"tid\":", span.track,
-                    ",\"name\":");
-    AppendJsonString(out, span.name);
+    const int pid =
+        span.track >= 0 && span.track < static_cast<int>(tracks.size())
+            ? pid_of_track[span.track]
+            : 0;
+    absl::StrAppend(&out, "{\"ph\":\"X\",\"pid\":", pid,
+                    ",\"tid\":", span.track, ",\"name\":");
+    AppendJsonString(out, span.name.empty() ? "(unnamed)" : span.name);
     absl::StrAppendFormat(&out, ",\"ts\":%.3f,\"dur\":%.3f",
                           (span.begin_ns - origin) / 1e3,
                           (span.end_ns - span.begin_ns) / 1e3);

@@ -63,5 +63,30 @@ TEST(TraceTest, ChromeTraceJsonHasTracksAndEscapedNames) {
   EXPECT_FALSE(recorder.WriteChromeTrace("/nonexistent/dir/t.json").ok());
 }
 
+// Each device is a process named after it (its tracks are its threads), so
+// Perfetto groups sim0's engines apart from sim1's and from host work.
+TEST(TraceTest, ChromeTraceHasAProcessPerDevice) {
+  TraceRecorder recorder;
+  recorder.SetEnabled(true);
+  const int a = recorder.Track("sim0/compute");
+  const int b = recorder.Track("sim0/h2d");
+  const int c = recorder.Track("sched/enqueue");
+  recorder.Record(a, "mul_mat", 0, 10);
+  recorder.Record(b, "", 0, 10);
+  recorder.Record(c, "split 0", 0, 10);
+  const std::string json = recorder.ToChromeTraceJson();
+  EXPECT_THAT(json,
+              HasSubstr("{\"ph\":\"M\",\"pid\":1,\"name\":"
+                        "\"process_name\",\"args\":{\"name\":\"sim0\"}}"));
+  EXPECT_THAT(json,
+              HasSubstr("{\"ph\":\"M\",\"pid\":2,\"name\":"
+                        "\"process_name\",\"args\":{\"name\":\"sched\"}}"));
+  EXPECT_THAT(json, HasSubstr("\"pid\":1,\"tid\":1,\"name\":\"thread_name\""));
+  EXPECT_THAT(json, HasSubstr("\"ph\":\"X\",\"pid\":2,\"tid\":2,\"name\":"
+                              "\"split 0\""));
+  // Unnamed spans are named so.
+  EXPECT_THAT(json, HasSubstr("\"name\":\"(unnamed)\""));
+}
+
 }  // namespace
 }  // namespace ferry

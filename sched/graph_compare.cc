@@ -145,7 +145,7 @@ absl::StatusOr<GraphComparison> CompareGraphBackends(const Graph& graph,
             absl::StrCat(backend->name(), " does not support node ", i, " '",
                          graph.node(i)->name, "' (", OpName(node->op), ")"));
       }
-      FERRY_RETURN_IF_ERROR(backend->ComputeBlocking(NodeSpan(&node, 1)));
+      FERRY_RETURN_IF_ERROR(backend->Compute(NodeSpan(&node, 1)));
     }
     FERRY_ASSIGN_OR_RETURN(std::vector<double> va, Download(*node_a));
     FERRY_ASSIGN_OR_RETURN(std::vector<double> vb, Download(*node_b));

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <chrono>
 #include <cstring>
 #include <thread>
 #include <utility>
@@ -12,7 +13,10 @@
 #include "absl/strings/str_split.h"
 #include "ferry/backends/cpu/kernels/kernel_runner.h"
 #include "ferry/backends/cpu/kernels/kernels.h"
+#include "ferry/backends/node_snapshot.h"
 #include "ferry/backends/registry.h"
+#include "ferry/graph/graph.h"
+#include "ferry/graph/op.h"
 #include "ferry/runtime/status_macros.h"
 #include "ferry/runtime/trace.h"
 
@@ -44,6 +48,31 @@ absl::Status CheckHostTensor(const Tensor& tensor, size_t offset, size_t size,
                      ") of tensor '", tensor.name, "' of ", bytes, " bytes"));
   }
   return absl::OkStatus();
+}
+
+// Where a tensor's data is for the kernels: its host address, once checked
+// to be placed in host memory and inside its buffer.
+absl::StatusOr<void*> LocateHostTensor(const Tensor& t) {
+  if (t.data == nullptr) {
+    return absl::FailedPreconditionError(
+        "has no memory (allocate the graph first)");
+  }
+  if (t.buffer == nullptr) return t.data;  // Host memory its owner placed.
+  if (!t.buffer->is_host()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("lives in ", t.buffer->type()->name(),
+                     " memory, which the CPU cannot read"));
+  }
+  const auto* base = static_cast<const char*>(t.buffer->base());
+  const auto* data = static_cast<const char*>(t.data);
+  const size_t bytes = static_cast<size_t>(t.NumBytes());
+  if (data < base || static_cast<size_t>(data - base) > t.buffer->size() ||
+      bytes > t.buffer->size() - static_cast<size_t>(data - base)) {
+    return absl::OutOfRangeError(
+        absl::StrCat("its ", bytes, " bytes are not inside its buffer of ",
+                     t.buffer->size(), " bytes"));
+  }
+  return t.data;
 }
 
 }  // namespace
@@ -98,6 +127,14 @@ bool CpuDevice::SupportsOp(const Tensor& node) const {
   return cpu_kernels::CheckSupported(node).ok();
 }
 
+std::vector<EngineStats> CpuDevice::engine_stats() const {
+  EngineStats compute;
+  compute.name = "cpu/compute";
+  compute.busy_ns = compute_ns_.load(std::memory_order_relaxed);
+  compute.ops = compute_ops_.load(std::memory_order_relaxed);
+  return {compute};
+}
+
 bool CpuDevice::SupportsBufferType(const BufferType* type) const {
   return type != nullptr &&
          (type->is_host() ||
@@ -105,18 +142,20 @@ bool CpuDevice::SupportsBufferType(const BufferType* type) const {
 }
 
 CpuDevice& GetCpuDevice() {
-  static CpuDevice* const device = [] {
-    auto owned = std::make_unique<CpuDevice>();
-    CpuDevice* raw = owned.get();
-    if (!Registry::Global().RegisterDevice(std::move(owned)).ok()) {
-      // User code registered its own "cpu" first (the registry refused and
-      // dropped ours): keep an unregistered one for the process instead of
-      // aborting.
-      raw = new CpuDevice();
-    }
-    return raw;
-  }();
+  // Made on first use, never destroyed (backends may outlive main's locals).
+  static CpuDevice* const device = new CpuDevice();
   return *device;
+}
+
+absl::Status RegisterCpuDevice(Registry& registry) {
+  CpuDevice& cpu = GetCpuDevice();
+  absl::StatusOr<Device*> existing = registry.FindDevice(cpu.name());
+  if (existing.ok()) {
+    if (*existing == &cpu) return absl::OkStatus();
+    return absl::AlreadyExistsError(
+        "another device named 'cpu' is registered already");
+  }
+  return registry.RegisterDevice(cpu);
 }
 
 absl::StatusOr<std::unique_ptr<CpuBackend>> CpuBackend::Create(
@@ -134,7 +173,7 @@ CpuBackend::CpuBackend(CpuDevice& device, int threads)
       runner_(std::make_unique<cpu_kernels::KernelRunner>(threads)),
       compute_track_(TraceRecorder::Global().Track("cpu/compute")),
       copy_track_(TraceRecorder::Global().Track("cpu/copy")),
-      stream_("cpu") {}
+      stream_("cpu", &device) {}
 
 CpuBackend::~CpuBackend() = default;
 
@@ -145,8 +184,8 @@ void CpuBackend::SetAbortCallback(std::function<bool()> callback) {
                : nullptr;
 }
 
-absl::Status CpuBackend::SetTensorAsync(Tensor& tensor, const void* data,
-                                        size_t offset, size_t size) {
+absl::Status CpuBackend::EnqueueSetTensor(Tensor& tensor, const void* data,
+                                          size_t offset, size_t size) {
   FERRY_RETURN_IF_ERROR(CheckHostTensor(tensor, offset, size, "write"));
   if (!tensor.buffer->is_host()) {
     // Packed weights: the buffer packs the logical bytes as it copies.
@@ -166,8 +205,8 @@ absl::Status CpuBackend::SetTensorAsync(Tensor& tensor, const void* data,
   return absl::OkStatus();
 }
 
-absl::Status CpuBackend::GetTensorAsync(const Tensor& tensor, void* data,
-                                        size_t offset, size_t size) {
+absl::Status CpuBackend::EnqueueGetTensor(const Tensor& tensor, void* data,
+                                          size_t offset, size_t size) {
   FERRY_RETURN_IF_ERROR(CheckHostTensor(tensor, offset, size, "read"));
   if (!tensor.buffer->is_host()) {
     const Tensor* t = &tensor;
@@ -188,35 +227,60 @@ absl::Status CpuBackend::GetTensorAsync(const Tensor& tensor, void* data,
 
 absl::Status CpuBackend::EnqueueCompute(NodeSpan nodes) {
   for (const Tensor* node : nodes) {
-    FERRY_RETURN_IF_ERROR(cpu_kernels::CheckSupported(*node));
-    if (node->data == nullptr) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("cpu: node '", node->name, "' (", OpName(node->op),
-                       ") has no memory; allocate the graph first"));
-    }
+    if (node != nullptr)
+      FERRY_RETURN_IF_ERROR(cpu_kernels::CheckSupported(*node));
   }
+  FERRY_ASSIGN_OR_RETURN(NodeSnapshot snapshot,
+                         NodeSnapshot::Make(nodes, LocateHostTensor));
   std::shared_ptr<std::function<bool()>> abort;
   {
     std::lock_guard<std::mutex> lock(abort_mu_);
     abort = abort_;
   }
+  // With tracing on, one span per node named as every backend names it
+  // (the snapshot keeps no names, so they are taken now).
+  std::vector<std::string> span_names;
+  if (TraceRecorder::Global().enabled()) {
+    for (const Tensor* node : nodes) {
+      if (node != nullptr && IsComputeOp(node->op))
+        span_names.push_back(NodeSpanName(*node));
+    }
+    if (span_names.size() != snapshot.size()) span_names.clear();
+  }
   cpu_kernels::KernelRunner* runner = runner_.get();
   const int track = compute_track_;
-  stream_.Enqueue([runner, nodes, abort = std::move(abort), track] {
-    ScopedTraceSpan span(track, "compute");
+  CpuDevice* device = &device_;
+  stream_.Enqueue([runner, device, snapshot = std::move(snapshot),
+                   abort = std::move(abort), track,
+                   span_names = std::move(span_names)]() mutable {
+    const auto start = std::chrono::steady_clock::now();
+    const std::function<bool()> no_abort;
+    const std::function<bool()>& should_abort = abort ? *abort : no_abort;
     // EnqueueCompute checked every node already.
-    return runner->Run(nodes, abort ? *abort : std::function<bool()>(),
-                       /*validate=*/false);
+    absl::Status status;
+    if (!span_names.empty()) {
+      for (size_t i = 0; i < span_names.size() && status.ok(); ++i) {
+        ScopedTraceSpan span(track, span_names[i]);
+        status = runner->Run(snapshot.nodes().subspan(i, 1), should_abort,
+                             /*validate=*/false);
+      }
+    } else {
+      status = runner->Run(snapshot.nodes(), should_abort, /*validate=*/false);
+    }
+    device->compute_ns_.fetch_add(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(
+            std::chrono::steady_clock::now() - start)
+            .count(),
+        std::memory_order_relaxed);
+    device->compute_ops_.fetch_add(1, std::memory_order_relaxed);
+    return status;
   });
   return absl::OkStatus();
 }
 
-absl::Status CpuBackend::Wait(const Event& event) {
+absl::Status CpuBackend::EnqueueWait(const Event& event) {
   stream_.EnqueueWait(event);
   return absl::OkStatus();
 }
-
-// Registers the CPU device with the global registry at static-init time.
-[[maybe_unused]] static CpuDevice& registered_cpu_device = GetCpuDevice();
 
 }  // namespace ferry

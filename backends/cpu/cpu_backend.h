@@ -22,6 +22,7 @@
 #include "ferry/backends/cpu/cpu_packed_buffer.h"
 #include "ferry/backends/device.h"
 #include "ferry/backends/host_buffer.h"
+#include "ferry/backends/registry.h"
 #include "ferry/backends/stream.h"
 
 namespace ferry {
@@ -49,15 +50,29 @@ class CpuDevice final : public Device {
       void* data, size_t size) override;
   bool SupportsOp(const Tensor& node) const override;
   bool SupportsBufferType(const BufferType* type) const override;
+  // Its stream worker holds later work: device-side for every event.
+  EventWaitMode WaitMode(const Event&) const override {
+    return EventWaitMode::kDevice;
+  }
+  // "cpu/compute": time the backends spent computing graphs.
+  std::vector<EngineStats> engine_stats() const override;
 
  private:
+  friend class CpuBackend;
+
   HostBufferType buffer_type_;
   CpuPackedBufferType packed_buffer_type_{this};
+  std::atomic<int64_t> compute_ns_{0};
+  std::atomic<int64_t> compute_ops_{0};
 };
 
-// Returns the process's CPU device (registered in Registry::Global() as
-// "cpu" when the :cpu_backend target is linked).
+// Returns the process's CPU device, made on first use. It is in no registry
+// until RegisterCpuDevice puts it there.
 CpuDevice& GetCpuDevice();
+
+// Registers GetCpuDevice() in `registry` as "cpu" (OK if it is there
+// already; AlreadyExists if another device took the name).
+absl::Status RegisterCpuDevice(Registry& registry);
 
 struct CpuBackendOptions {
   int threads = 0;  // 0: the machine's hardware threads.
@@ -78,14 +93,15 @@ class CpuBackend final : public Backend {
   // of the graph, which then fails with Cancelled. Thread-safe to set.
   void SetAbortCallback(std::function<bool()> callback);
 
-  absl::Status SetTensorAsync(Tensor& tensor, const void* data, size_t offset,
-                              size_t size) override;
-  absl::Status GetTensorAsync(const Tensor& tensor, void* data, size_t offset,
-                              size_t size) override;
-  // Nodes must stay alive (and their data placed) until the compute runs.
+  absl::Status EnqueueSetTensor(Tensor& tensor, const void* data, size_t offset,
+                                size_t size) override;
+  absl::Status EnqueueGetTensor(const Tensor& tensor, void* data, size_t offset,
+                                size_t size) override;
+  // Checks that every node and source is placed in host memory (a status
+  // otherwise) and copies their metadata (backend.h, rule 1).
   absl::Status EnqueueCompute(NodeSpan nodes) override;
   Event Record() override { return stream_.Record(); }
-  absl::Status Wait(const Event& event) override;
+  absl::Status EnqueueWait(const Event& event) override;
   absl::Status Synchronize() override { return stream_.Synchronize(); }
 
  private:

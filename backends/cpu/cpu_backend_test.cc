@@ -23,8 +23,12 @@ using ::ferry::testing::StatusIs;
 using ::testing::HasSubstr;
 
 TEST(CpuDeviceTest, RegisteredWithPropsAndCaps) {
-  FERRY_ASSERT_OK_AND_ASSIGN(Device * device,
-                             Registry::Global().FindDevice("cpu"));
+  Registry registry;
+  EXPECT_THAT(registry.FindDevice("cpu"),
+              StatusIs(absl::StatusCode::kNotFound));  // Not before asked.
+  FERRY_ASSERT_OK(RegisterCpuDevice(registry));
+  FERRY_ASSERT_OK(RegisterCpuDevice(registry));  // Idempotent.
+  FERRY_ASSERT_OK_AND_ASSIGN(Device * device, registry.FindDevice("cpu"));
   EXPECT_EQ(device, &GetCpuDevice());
   const DeviceProps props = device->props();
   EXPECT_EQ(props.type, DeviceType::kCpu);
@@ -34,7 +38,13 @@ TEST(CpuDeviceTest, RegisteredWithPropsAndCaps) {
   EXPECT_EQ(device->default_buffer_type()->alignment(), 64u);
   EXPECT_TRUE(device->SupportsBufferType(device->default_buffer_type()));
   // A second "cpu" is refused.
-  EXPECT_THAT(Registry::Global().RegisterDevice(std::make_unique<CpuDevice>()),
+  EXPECT_THAT(registry.RegisterDevice(std::make_unique<CpuDevice>()),
+              StatusIs(absl::StatusCode::kAlreadyExists));
+  // A program that registered its own "cpu" first gets a clear error, and
+  // no second CPU device is made.
+  Registry other;
+  FERRY_ASSERT_OK(other.RegisterDevice(std::make_unique<CpuDevice>()));
+  EXPECT_THAT(RegisterCpuDevice(other),
               StatusIs(absl::StatusCode::kAlreadyExists));
 }
 
@@ -70,7 +80,7 @@ TEST(CpuBackendTest, AbortCallbackStopsTheGraph) {
   EXPECT_EQ(calls.load(), 3);
   // Usable again, and without the callback it runs to the end.
   backend.SetAbortCallback(nullptr);
-  FERRY_EXPECT_OK(backend.ComputeBlocking(graph.nodes()));
+  FERRY_EXPECT_OK(backend.Compute(graph.nodes()));
 }
 
 TEST(CpuDeviceTest, WeightsBufferTypeIsPackedAndUsable) {
@@ -114,11 +124,11 @@ TEST(CpuBackendTest, ComputesWithPackedWeightsAndCopiesThemAsync) {
   std::vector<float> xs(48 * 5);
   for (size_t i = 0; i < xs.size(); ++i) xs[i] = static_cast<float>(i % 7);
   // The async forms pack and unpack on the stream, in order.
-  FERRY_ASSERT_OK(backend->SetTensorAsync(*w, values.data(), 0,
-                                          values.size() * sizeof(Half)));
+  FERRY_ASSERT_OK(backend->EnqueueSetTensor(*w, values.data(), 0,
+                                            values.size() * sizeof(Half)));
   std::vector<Half> back(values.size());
-  FERRY_ASSERT_OK(
-      backend->GetTensorAsync(*w, back.data(), 0, back.size() * sizeof(Half)));
+  FERRY_ASSERT_OK(backend->EnqueueGetTensor(*w, back.data(), 0,
+                                            back.size() * sizeof(Half)));
   FERRY_ASSERT_OK(backend->Synchronize());
   for (size_t i = 0; i < values.size(); ++i) {
     ASSERT_EQ(back[i].bits, values[i].bits) << i;
@@ -126,7 +136,7 @@ TEST(CpuBackendTest, ComputesWithPackedWeightsAndCopiesThemAsync) {
   FERRY_ASSERT_OK(SetTensorData(*w_plain, values.data()));
   FERRY_ASSERT_OK(SetTensorData(*x, xs.data()));
   Tensor* const nodes[] = {y_plain, y};
-  FERRY_ASSERT_OK(backend->ComputeBlocking(nodes));
+  FERRY_ASSERT_OK(backend->Compute(nodes));
   std::vector<float> want(128 * 5), got(128 * 5);
   FERRY_ASSERT_OK(GetTensorData(*y_plain, want.data()));
   FERRY_ASSERT_OK(GetTensorData(*y, got.data()));

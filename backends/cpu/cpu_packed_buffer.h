@@ -17,6 +17,12 @@
 // are refused by cpu_kernels::CheckSupported with an error naming the
 // tensor; other devices get the logical bytes through GetTensor.
 //
+// Where to put what: matrices that mul_mat reads go here. A table that only
+// get_rows reads (an untied token embedding) is better left in the device's
+// default type: gathering one row from panels touches a cache line per
+// element (16x the bytes of a row-major row for f32). Tied embeddings, read
+// by both, belong here: the output product is what costs.
+//
 // Use:
 //   BufferType* type = GetCpuDevice().weights_buffer_type();
 //   auto buffers = AllocateWeights(weights_ctx, *type);  // Padding included.

@@ -286,9 +286,10 @@ void SquareSizes(benchmark::internal::Benchmark* b) {
 }
 
 // The forward pass's weight shapes (n_ff 5632 x n_embd 2048) at 1, 8, 32 and
-// 512 tokens, then squares.
+// 512 tokens, ffn_down and the output matrix, then squares.
 void ModelSizes(benchmark::internal::Benchmark* b) {
   for (int64_t n : {1, 8, 32, 512}) b->Args({5632, n, 2048});
+  b->Args({2048, 32, 5632});  // ffn_down at 32 tokens: K above the whole-K B.
   b->Args({32000, 1, 2048});  // The output matrix (256 MiB): past L3.
   b->Args({1024, 1024, 1024});
   b->Args({4096, 4096, 4096});

@@ -1,8 +1,10 @@
-// The CUDA backend on a real GPU (tagged requires-gpu; every test skips,
-// saying why, where no GPU is usable).
+// The CUDA backend's behaviour, the same on a real GPU (cuda_backend_test,
+// tagged requires-gpu; skips, saying why, where no GPU is usable) and on the
+// fake CUDA runtime (cuda_backend_test_on_fake, everywhere).
 #include "ferry/backends/cuda/cuda_backend.h"
 
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <numeric>
@@ -12,6 +14,7 @@
 #include "ferry/backends/cpu/cpu_backend.h"
 #include "ferry/backends/cuda/cuda_device.h"
 #include "ferry/backends/cuda/cuda_probe.h"
+#include "ferry/backends/cuda/testing/cuda_test_util.h"
 #include "ferry/backends/cuda/testing/test_kernels.h"
 #include "ferry/graph/context.h"
 #include "ferry/graph/ops.h"
@@ -32,12 +35,9 @@ constexpr int64_t kMillisecond = 1'000'000;
 class CudaBackendTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    absl::StatusOr<int> count = CudaDeviceCount();
-    if (!count.ok()) GTEST_SKIP() << "no CUDA device: " << count.status();
-    device_count_ = *count;
-    FERRY_ASSERT_OK_AND_ASSIGN(Device * device,
-                               Registry::Global().FindDevice("cuda0"));
-    device_ = static_cast<CudaDevice*>(device);
+    FERRY_CUDA_TEST_NEEDS_DEVICES(1);
+    device_count_ = *CudaDeviceCount();
+    FERRY_ASSERT_OK_AND_ASSIGN(device_, cuda_testing::GlobalCudaDevice(0));
     FERRY_ASSERT_OK_AND_ASSIGN(auto backend, device_->CreateBackend());
     backend_.reset(static_cast<CudaBackend*>(backend.release()));
   }
@@ -86,8 +86,8 @@ TEST_F(CudaBackendTest, AsyncRoundTripThroughPinnedMemory) {
   float* in = static_cast<float*>(pinned_in->data);
   float* out = static_cast<float*>(pinned_out->data);
   for (int64_t i = 0; i < n; ++i) in[i] = static_cast<float>(i) * 0.25f;
-  FERRY_ASSERT_OK(backend_->SetTensorAsync(*t, in, 0, n * sizeof(float)));
-  FERRY_ASSERT_OK(backend_->GetTensorAsync(*t, out, 0, n * sizeof(float)));
+  FERRY_ASSERT_OK(backend_->EnqueueSetTensor(*t, in, 0, n * sizeof(float)));
+  FERRY_ASSERT_OK(backend_->EnqueueGetTensor(*t, out, 0, n * sizeof(float)));
   FERRY_ASSERT_OK(backend_->Synchronize());
   EXPECT_EQ(std::memcmp(in, out, n * sizeof(float)), 0);
 }
@@ -95,10 +95,11 @@ TEST_F(CudaBackendTest, AsyncRoundTripThroughPinnedMemory) {
 TEST_F(CudaBackendTest, OutOfRangeAndMisplacedTransfersAreErrors) {
   Tensor* t = NewPlaced(device_->default_buffer_type(), 16, "t");
   std::vector<float> host(32);
-  EXPECT_THAT(backend_->SetTensorAsync(*t, host.data(), 0, 32 * sizeof(float)),
-              StatusIs(absl::StatusCode::kOutOfRange));
+  EXPECT_THAT(
+      backend_->EnqueueSetTensor(*t, host.data(), 0, 32 * sizeof(float)),
+      StatusIs(absl::StatusCode::kOutOfRange));
   Tensor* on_host = NewPlaced(GetCpuDevice().default_buffer_type(), 16, "h");
-  EXPECT_THAT(backend_->SetTensorAsync(*on_host, host.data(), 0, 4),
+  EXPECT_THAT(backend_->EnqueueSetTensor(*on_host, host.data(), 0, 4),
               StatusIs(absl::StatusCode::kInvalidArgument));
   FERRY_EXPECT_OK(backend_->Synchronize());
 }
@@ -131,7 +132,7 @@ TEST_F(CudaBackendTest, ComputeAddAndAwaitOnCoroutine) {
   FERRY_ASSERT_OK(SetTensorData(*a, va.data()));
   FERRY_ASSERT_OK(SetTensorData(*b, vb.data()));
   Tensor* nodes[] = {sum};
-  FERRY_ASSERT_OK(SyncWait(backend_->Compute(NodeSpan(nodes))));
+  FERRY_ASSERT_OK(SyncWait(backend_->ComputeAsync(NodeSpan(nodes))));
   FERRY_ASSERT_OK(GetTensorData(*sum, out.data()));
   EXPECT_EQ(out, std::vector<float>(1024, 3.5f));
 }
@@ -153,14 +154,15 @@ TEST_F(CudaBackendTest, WaitOnHostEventHoldsLaterWorkWithoutBlocking) {
   float* host = static_cast<float*>(pinned->data);
   for (int64_t i = 0; i < n; ++i) host[i] = 7.0f;
   auto timeline = std::make_shared<TimelineSemaphore>();
-  FERRY_ASSERT_OK(backend_->Wait(Event(timeline, 1)));  // Returns at once.
-  FERRY_ASSERT_OK(backend_->SetTensorAsync(*t, host, 0, n * sizeof(float)));
+  FERRY_ASSERT_OK(
+      backend_->EnqueueWait(Event(timeline, 1)));  // Returns at once.
+  FERRY_ASSERT_OK(backend_->EnqueueSetTensor(*t, host, 0, n * sizeof(float)));
   const Event uploaded = backend_->Record();
   absl::SleepFor(absl::Milliseconds(20));
   EXPECT_FALSE(uploaded.IsComplete());
   for (int64_t i = 0; i < n; ++i) host[i] = 9.0f;  // Before the gate opens.
   FERRY_ASSERT_OK(timeline->Signal(1));
-  FERRY_ASSERT_OK(uploaded.Synchronize());
+  FERRY_ASSERT_OK(uploaded.WaitBlocking());
   std::vector<float> out(n);
   FERRY_ASSERT_OK(GetTensorData(*t, out.data()));
   EXPECT_EQ(out, std::vector<float>(n, 9.0f));
@@ -168,10 +170,10 @@ TEST_F(CudaBackendTest, WaitOnHostEventHoldsLaterWorkWithoutBlocking) {
 
 TEST_F(CudaBackendTest, FailedHostEventFailsTheBackendUntilSynchronize) {
   auto timeline = std::make_shared<TimelineSemaphore>();
-  FERRY_ASSERT_OK(backend_->Wait(Event(timeline, 1)));
+  FERRY_ASSERT_OK(backend_->EnqueueWait(Event(timeline, 1)));
   const Event after = backend_->Record();
   timeline->Fail(absl::DataLossError("producer faulted"));
-  EXPECT_THAT(after.Synchronize(), StatusIs(absl::StatusCode::kDataLoss));
+  EXPECT_THAT(after.WaitBlocking(), StatusIs(absl::StatusCode::kDataLoss));
   EXPECT_THAT(backend_->Synchronize(), StatusIs(absl::StatusCode::kDataLoss));
   FERRY_EXPECT_OK(backend_->Synchronize());  // Recovered.
 }
@@ -182,11 +184,11 @@ TEST_F(CudaBackendTest, WaitOnAnotherCudaBackendIsDeviceSide) {
   FERRY_ASSERT_OK(cuda_testing::LaunchSpinKernel(
       other.stream(CudaBackend::StreamKind::kCompute), 50 * kMillisecond));
   const Event spun = other.Record();
-  FERRY_ASSERT_OK(backend_->Wait(spun));
+  FERRY_ASSERT_OK(backend_->EnqueueWait(spun));
   const Event after = backend_->Record();
   absl::SleepFor(absl::Milliseconds(10));
   EXPECT_FALSE(after.IsComplete());
-  FERRY_ASSERT_OK(after.Synchronize());
+  FERRY_ASSERT_OK(after.WaitBlocking());
   EXPECT_TRUE(spun.IsComplete());
 }
 
@@ -197,7 +199,7 @@ TEST_F(CudaBackendTest, UploadIntoUnusedMemoryOverlapsKernels) {
   FERRY_ASSERT_OK(cuda_testing::LaunchSpinKernel(
       backend_->stream(CudaBackend::StreamKind::kCompute), 200 * kMillisecond));
   FERRY_ASSERT_OK(
-      backend_->SetTensorAsync(*t, pinned->data, 0, n * sizeof(float)));
+      backend_->EnqueueSetTensor(*t, pinned->data, 0, n * sizeof(float)));
   absl::SleepFor(absl::Milliseconds(50));
   // The upload ran on the h2d engine while the kernel still spins.
   EXPECT_EQ(cudaStreamQuery(backend_->stream(CudaBackend::StreamKind::kH2D)),
@@ -215,25 +217,27 @@ TEST_F(CudaBackendTest, CopiesBetweenBackendsOfOneDevice) {
   Tensor* dst = NewPlaced(device_->default_buffer_type(), n, "dst");
   std::vector<float> in(n), out(n);
   std::iota(in.begin(), in.end(), 0.0f);
-  FERRY_ASSERT_OK(other->SetTensorAsync(*src, in.data(), 0, n * sizeof(float)));
-  FERRY_ASSERT_OK(backend_->CopyTensorAsync(*other, *src, *dst));
+  FERRY_ASSERT_OK(
+      other->EnqueueSetTensor(*src, in.data(), 0, n * sizeof(float)));
+  FERRY_ASSERT_OK(backend_->EnqueueCopyTensor(*other, *src, *dst));
   FERRY_ASSERT_OK(backend_->Synchronize());
   FERRY_ASSERT_OK(GetTensorData(*dst, out.data()));
   EXPECT_EQ(in, out);
 }
 
 TEST_F(CudaBackendTest, PeerCopyBetweenGpus) {
-  if (device_count_ < 2) GTEST_SKIP() << "needs two GPUs";
+  FERRY_CUDA_TEST_NEEDS_DEVICES(2);
   constexpr int64_t n = 1 << 16;
-  FERRY_ASSERT_OK_AND_ASSIGN(Device * second,
-                             Registry::Global().FindDevice("cuda1"));
+  FERRY_ASSERT_OK_AND_ASSIGN(CudaDevice * second,
+                             cuda_testing::GlobalCudaDevice(1));
   FERRY_ASSERT_OK_AND_ASSIGN(auto other, second->CreateBackend());
   Tensor* src = NewPlaced(second->default_buffer_type(), n, "src");
   Tensor* dst = NewPlaced(device_->default_buffer_type(), n, "dst");
   std::vector<float> in(n), out(n);
   std::iota(in.begin(), in.end(), 3.0f);
-  FERRY_ASSERT_OK(other->SetTensorAsync(*src, in.data(), 0, n * sizeof(float)));
-  FERRY_ASSERT_OK(backend_->CopyTensorAsync(*other, *src, *dst));
+  FERRY_ASSERT_OK(
+      other->EnqueueSetTensor(*src, in.data(), 0, n * sizeof(float)));
+  FERRY_ASSERT_OK(backend_->EnqueueCopyTensor(*other, *src, *dst));
   FERRY_ASSERT_OK(backend_->Synchronize());
   FERRY_ASSERT_OK(GetTensorData(*dst, out.data()));
   EXPECT_EQ(in, out);
@@ -271,15 +275,20 @@ TEST_F(CudaBackendTest, OutOfMemoryIsResourceExhaustedAndHarmless) {
 
 TEST_F(CudaBackendTest, BufferOverHostPointerCopiesAsync) {
   constexpr int64_t n = 1 << 14;
+  struct Free {
+    void operator()(float* p) const { std::free(p); }
+  };
+  std::unique_ptr<float, Free> aligned(
+      static_cast<float*>(std::aligned_alloc(4096, n * sizeof(float))));
   std::vector<float> memory(n, 4.0f);
-  FERRY_ASSERT_OK_AND_ASSIGN(
-      auto host, device_->BufferFromHostPointer(memory.data(),
-                                                memory.size() * sizeof(float)));
+  std::memcpy(aligned.get(), memory.data(), n * sizeof(float));
+  FERRY_ASSERT_OK_AND_ASSIGN(auto host, device_->BufferFromHostPointer(
+                                            aligned.get(), n * sizeof(float)));
   EXPECT_TRUE(host->is_host());
   FERRY_ASSERT_OK_AND_ASSIGN(Tensor * h, ctx_.NewTensor(DType::kF32, {n}, "h"));
   FERRY_ASSERT_OK(PlaceTensor(*host, *h, 0));
   Tensor* d = NewPlaced(device_->default_buffer_type(), n, "d");
-  FERRY_ASSERT_OK(backend_->CopyTensorAsync(*backend_, *h, *d));
+  FERRY_ASSERT_OK(backend_->EnqueueCopyTensor(*backend_, *h, *d));
   FERRY_ASSERT_OK(backend_->Synchronize());
   std::vector<float> out(n);
   FERRY_ASSERT_OK(GetTensorData(*d, out.data()));
@@ -293,7 +302,7 @@ TEST_F(CudaBackendTest, ManyRecordsCompleteInOrder) {
         backend_->stream(CudaBackend::StreamKind::kCompute)));
     events.push_back(backend_->Record());
   }
-  FERRY_ASSERT_OK(events.back().Synchronize());
+  FERRY_ASSERT_OK(events.back().WaitBlocking());
   for (const Event& e : events) EXPECT_TRUE(e.IsComplete());
 }
 

@@ -1,14 +1,15 @@
-#include "ferry/backends/sim/sim_backend.h"
+#include "ferry/backends/sim/internal/sim_backend.h"
 
 #include <cstring>
 #include <deque>
 #include <string>
 #include <utility>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "ferry/backends/cpu/kernels/kernels.h"
+#include "ferry/backends/node_snapshot.h"
 #include "ferry/backends/sim/internal/sim_memory.h"
+#include "ferry/graph/graph.h"
 #include "ferry/graph/op.h"
 #include "ferry/graph/op_cost.h"
 #include "ferry/runtime/status_macros.h"
@@ -21,22 +22,18 @@ using sim_internal::SimWork;
 
 namespace {
 
-bool ComputesSomething(const Tensor& node) {
-  return node.op != Op::kNone && !IsViewOp(node.op);
-}
-
-// Nodes prepared for the kernels: copies of the nodes and their sources
-// whose data point at the engine-side aliases of device memory.
+// Nodes prepared for the kernels: a snapshot whose data pointers are the
+// engine-side aliases of device memory, and each node's modelled cost.
 struct ComputeJob {
   struct Node {
-    Tensor* shadow;
     int64_t flops;
     int64_t bytes;
     int64_t ns;
     std::string span;
   };
-  std::deque<Tensor> shadows;  // Stable addresses.
-  std::vector<Node> nodes;
+  explicit ComputeJob(NodeSnapshot s) : snapshot(std::move(s)) {}
+  NodeSnapshot snapshot;
+  std::vector<Node> nodes;  // Parallel to snapshot.nodes().
   size_t scratch_bytes = 0;
   int fault_at = -1;  // Index into `nodes` of an injected fault.
 };
@@ -72,17 +69,17 @@ Event SimBackend::Submit(SimEngine& engine, std::vector<Event> waits,
           timeline->Fail(std::move(status));
         }
       });
-  last_ = Event(timeline_, value);
+  last_ = Event(timeline_, value, &device_);
   return last_;
 }
 
 absl::Status SimBackend::Finish(const Event& event) {
-  if (event.Synchronize().ok()) return absl::OkStatus();
+  if (event.WaitBlocking().ok()) return absl::OkStatus();
   return Synchronize();
 }
 
-absl::Status SimBackend::SetTensorAsync(Tensor& tensor, const void* data,
-                                        size_t offset, size_t size) {
+absl::Status SimBackend::EnqueueSetTensor(Tensor& tensor, const void* data,
+                                          size_t offset, size_t size) {
   FERRY_ASSIGN_OR_RETURN(char* dst,
                          device_.TensorAlias(tensor, offset, size, "write"));
   if (size == 0) return absl::OkStatus();
@@ -111,8 +108,8 @@ absl::Status SimBackend::SetTensorAsync(Tensor& tensor, const void* data,
   return pinned ? absl::OkStatus() : Finish(event);
 }
 
-absl::Status SimBackend::GetTensorAsync(const Tensor& tensor, void* data,
-                                        size_t offset, size_t size) {
+absl::Status SimBackend::EnqueueGetTensor(const Tensor& tensor, void* data,
+                                          size_t offset, size_t size) {
   FERRY_ASSIGN_OR_RETURN(char* src,
                          device_.TensorAlias(tensor, offset, size, "read"));
   if (size == 0) return absl::OkStatus();
@@ -140,14 +137,14 @@ absl::Status SimBackend::GetTensorAsync(const Tensor& tensor, void* data,
   return pinned ? absl::OkStatus() : Finish(event);
 }
 
-absl::Status SimBackend::CopyTensorAsync(Backend& src_backend,
-                                         const Tensor& src, Tensor& dst) {
+absl::Status SimBackend::EnqueueCopyTensor(Backend& src_backend,
+                                           const Tensor& src, Tensor& dst) {
   const auto* src_type =
       src.buffer == nullptr
           ? nullptr
           : dynamic_cast<const SimBufferType*>(src.buffer->type());
   if (src_type == nullptr) {
-    return Backend::CopyTensorAsync(src_backend, src, dst);
+    return Backend::EnqueueCopyTensor(src_backend, src, dst);
   }
   FERRY_RETURN_IF_ERROR(CheckCopySizes(src, dst));
   const size_t bytes = static_cast<size_t>(src.NumBytes());
@@ -187,35 +184,24 @@ absl::Status SimBackend::CopyTensorAsync(Backend& src_backend,
 }
 
 absl::Status SimBackend::EnqueueCompute(NodeSpan nodes) {
-  auto job = std::make_unique<ComputeJob>();
-  absl::flat_hash_map<const Tensor*, Tensor*> shadow_of;
-  // Returns the copy of `t` that the kernels see.
-  auto shadow = [&](const Tensor& t) -> absl::StatusOr<Tensor*> {
-    auto it = shadow_of.find(&t);
-    if (it != shadow_of.end()) return it->second;
-    FERRY_ASSIGN_OR_RETURN(
-        char* alias, device_.TensorAlias(
-                         t, 0, static_cast<size_t>(t.NumBytes()), "compute"));
-    Tensor& copy = job->shadows.emplace_back(t);
-    copy.data = alias;
-    shadow_of[&t] = &copy;
-    return &copy;
-  };
-
-  for (Tensor* node : nodes) {
+  for (const Tensor* node : nodes) {
+    if (node == nullptr) continue;  // NodeSnapshot names it.
     if (!device_.config().SupportsOp(node->op)) {
       return absl::UnimplementedError(
           absl::StrCat(device_.name(), ": op ", OpName(node->op), " of '",
                        node->name, "' is not in this device's op set"));
     }
     FERRY_RETURN_IF_ERROR(cpu_kernels::CheckSupported(*node));
-    if (!ComputesSomething(*node)) continue;
-    FERRY_ASSIGN_OR_RETURN(Tensor * copy, shadow(*node));
-    for (int i = 0; i < kMaxSrc; ++i) {
-      if (node->src[i] == nullptr) continue;
-      FERRY_ASSIGN_OR_RETURN(copy->src[static_cast<size_t>(i)],
-                             shadow(*node->src[i]));
-    }
+  }
+  FERRY_ASSIGN_OR_RETURN(
+      NodeSnapshot snapshot,
+      NodeSnapshot::Make(nodes, [&](const Tensor& t) -> absl::StatusOr<void*> {
+        return device_.TensorAlias(t, 0, static_cast<size_t>(t.NumBytes()),
+                                   "compute");
+      }));
+  auto job = std::make_unique<ComputeJob>(std::move(snapshot));
+  for (const Tensor* node : nodes) {
+    if (!IsComputeOp(node->op)) continue;
     const int64_t flops = OpFlops(*node);
     const int64_t bytes = OpBytes(*node);
     job->scratch_bytes =
@@ -223,11 +209,10 @@ absl::Status SimBackend::EnqueueCompute(NodeSpan nodes) {
     if (job->fault_at < 0 && device_.TakeKernelFault()) {
       job->fault_at = static_cast<int>(job->nodes.size());
     }
-    job->nodes.push_back(
-        ComputeJob::Node{copy, flops, bytes, device_.KernelNanos(flops, bytes),
-                         absl::StrCat(OpName(node->op), " ", node->name)});
+    job->nodes.push_back(ComputeJob::Node{
+        flops, bytes, device_.KernelNanos(flops, bytes), NodeSpanName(*node)});
   }
-  // The shadows' sources point into `job`, which moves with its pointer.
+  // The snapshot's sources point into `job`, which moves with its pointer.
   SimDevice* device = &device_;
   Submit(SimEngineKind::kCompute, {},
          [device, job = std::move(job)](std::vector<SimWork>& work) {
@@ -241,7 +226,7 @@ absl::Status SimBackend::EnqueueCompute(NodeSpan nodes) {
                    device->name(), "/compute: injected fault: kernel ",
                    node.span));
              }
-             cpu_kernels::ComputeNode(*node.shadow, 0, 1, ctx);
+             cpu_kernels::ComputeNode(*job->snapshot.nodes()[i], 0, 1, ctx);
              work.push_back(SimWork{std::move(node.span), node.ns, node.bytes,
                                     node.flops});
            }
@@ -259,13 +244,13 @@ Event SimBackend::Record() {
   return last_;
 }
 
-absl::Status SimBackend::Wait(const Event& event) {
+absl::Status SimBackend::EnqueueWait(const Event& event) {
   pending_.push_back(event);
   return absl::OkStatus();
 }
 
 absl::Status SimBackend::Synchronize() {
-  absl::Status status = Record().Synchronize();
+  absl::Status status = Record().WaitBlocking();
   if (!status.ok()) {
     // Everything after the failure fails at its first wait, without doing
     // any work; start a fresh timeline.

@@ -2,7 +2,7 @@
 // pinned and pageable transfers, faults, device-to-device copies and trace.
 // Time assertions use the modelled clock (exact), never host wall time;
 // where real completion order is checked, the model gives a wide margin.
-#include "ferry/backends/sim/sim_backend.h"
+#include "ferry/backends/sim/internal/sim_backend.h"
 
 #include <cstring>
 #include <memory>
@@ -116,14 +116,16 @@ std::vector<float> HostValues(const Tensor& t) {
 // Device, registry, memory.
 
 TEST(SimDeviceTest, RegistryMakesNumberedDevices) {
+  Registry registry;
+  FERRY_ASSERT_OK(RegisterSimFamily(registry));
   FERRY_ASSERT_OK_AND_ASSIGN(Device * first,
-                             Registry::Global().AddDevice("sim", "mem=1GiB"));
-  FERRY_ASSERT_OK_AND_ASSIGN(
-      Device * second, Registry::Global().AddDevice("sim", "sim:mem=2GiB"));
-  EXPECT_TRUE(absl::StartsWith(first->name(), "sim"));
-  EXPECT_NE(first->name(), second->name());
+                             registry.AddDevice("sim", "mem=1GiB"));
+  FERRY_ASSERT_OK_AND_ASSIGN(Device * second,
+                             registry.AddDevice("sim", "sim:mem=2GiB"));
+  EXPECT_EQ(first->name(), "sim0");
+  EXPECT_EQ(second->name(), "sim1");
   FERRY_ASSERT_OK_AND_ASSIGN(Device * found,
-                             Registry::Global().FindDevice(second->name()));
+                             registry.FindDevice(second->name()));
   EXPECT_EQ(found, second);
   DeviceProps props = second->props();
   EXPECT_EQ(props.type, DeviceType::kAccel);
@@ -134,11 +136,14 @@ TEST(SimDeviceTest, RegistryMakesNumberedDevices) {
   EXPECT_TRUE(props.caps.events);
   EXPECT_THAT(props.description, HasSubstr("simulated"));
 
-  EXPECT_THAT(Registry::Global().AddDevice("sim", "flops=abc"),
+  EXPECT_THAT(registry.AddDevice("sim", "flops=abc"),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("sim config 'flops=abc'")));
+  // The failed factory call used up no name.
+  FERRY_ASSERT_OK_AND_ASSIGN(Device * third, registry.AddDevice("sim"));
+  EXPECT_EQ(third->name(), "sim2");
   FERRY_ASSERT_OK_AND_ASSIGN(auto backend,
-                             Registry::Global().CreateBackend(first->name()));
+                             registry.CreateBackend(first->name()));
   EXPECT_EQ(backend->name(), first->name());
   EXPECT_THAT(first->CreateBackend("threads=2"),
               StatusIs(absl::StatusCode::kInvalidArgument));
@@ -259,15 +264,15 @@ TEST(SimBackendTest, ComputeMatchesReference) {
   for (Tensor* node : graph.nodes()) EXPECT_TRUE(device->SupportsOp(*node));
   auto backend = MakeBackend(*device);
   FERRY_ASSERT_OK(
-      backend->SetTensorAsync(*g.x, host.x->data, 0, host.x->NumBytes()));
+      backend->EnqueueSetTensor(*g.x, host.x->data, 0, host.x->NumBytes()));
   FERRY_ASSERT_OK(
-      backend->SetTensorAsync(*g.w, host.w->data, 0, host.w->NumBytes()));
+      backend->EnqueueSetTensor(*g.w, host.w->data, 0, host.w->NumBytes()));
   FERRY_ASSERT_OK(
-      backend->SetTensorAsync(*g.b, host.b->data, 0, host.b->NumBytes()));
-  FERRY_ASSERT_OK(SyncWait(backend->Compute(graph)));
+      backend->EnqueueSetTensor(*g.b, host.b->data, 0, host.b->NumBytes()));
+  FERRY_ASSERT_OK(SyncWait(backend->ComputeAsync(graph)));
   std::vector<float> result(static_cast<size_t>(out->NumElements()));
   FERRY_ASSERT_OK(
-      backend->GetTensorAsync(*out, result.data(), 0, out->NumBytes()));
+      backend->EnqueueGetTensor(*out, result.data(), 0, out->NumBytes()));
   FERRY_ASSERT_OK(backend->Synchronize());
   const std::vector<float> expected = HostValues(*host_out);
   EXPECT_LT(ferry::testing::Nmse(expected, result), 1e-10);
@@ -309,13 +314,13 @@ TEST(SimBackendTest, RejectsTensorsOutsideItsMemory) {
   Context ctx;
   Tensor* t = *ctx.NewTensor(DType::kF32, {4}, "t");
   float data[4] = {};
-  EXPECT_THAT(backend->SetTensorAsync(*t, data, 0, sizeof(data)),
+  EXPECT_THAT(backend->EnqueueSetTensor(*t, data, 0, sizeof(data)),
               StatusIs(absl::StatusCode::kFailedPrecondition));
   FERRY_ASSERT_OK_AND_ASSIGN(auto pinned,
                              device->host_buffer_type()->Allocate(64));
   FERRY_ASSERT_OK(PlaceTensor(*pinned, *t, 0));
   EXPECT_THAT(
-      backend->SetTensorAsync(*t, data, 0, sizeof(data)),
+      backend->EnqueueSetTensor(*t, data, 0, sizeof(data)),
       StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("not simtest's")));
   Tensor* y = *Scale(ctx, t, 2.0f);
   FERRY_ASSERT_OK(PlaceTensor(*pinned, *y, 0));
@@ -344,12 +349,12 @@ TEST(SimBackendTest, StreamOrdersWorkAcrossEngines) {
 
   auto backend = MakeBackend(*device);
   SimGate gate(*device);
-  FERRY_ASSERT_OK(backend->Wait(gate.event()));
-  FERRY_ASSERT_OK(backend->SetTensorAsync(*x, in, 0, bytes));
+  FERRY_ASSERT_OK(backend->EnqueueWait(gate.event()));
+  FERRY_ASSERT_OK(backend->EnqueueSetTensor(*x, in, 0, bytes));
   Event uploaded = backend->Record();
   FERRY_ASSERT_OK(backend->EnqueueCompute({&y, 1}));
   Event computed = backend->Record();
-  FERRY_ASSERT_OK(backend->GetTensorAsync(*y, out, 0, bytes));
+  FERRY_ASSERT_OK(backend->EnqueueGetTensor(*y, out, 0, bytes));
   Event downloaded = backend->Record();
   gate.Open();
   FERRY_ASSERT_OK(backend->Synchronize());
@@ -389,17 +394,17 @@ TEST(SimBackendTest, CopyIssuedDuringLongKernelFinishesFirst) {
   auto compute = MakeBackend(*device);
   auto copy = MakeBackend(*device);
   SimGate gate(*device);
-  FERRY_ASSERT_OK(compute->Wait(gate.event()));
+  FERRY_ASSERT_OK(compute->EnqueueWait(gate.event()));
   FERRY_ASSERT_OK(compute->EnqueueCompute({&c, 1}));
   Event kernel = compute->Record();
-  FERRY_ASSERT_OK(copy->SetTensorAsync(*d, host->base(), 0, 65536));
+  FERRY_ASSERT_OK(copy->EnqueueSetTensor(*d, host->base(), 0, 65536));
   Event copied = copy->Record();
   gate.Open();
 
   // By real completion order: the copy completes while the kernel runs.
-  FERRY_ASSERT_OK(copied.Synchronize());
+  FERRY_ASSERT_OK(copied.WaitBlocking());
   EXPECT_FALSE(kernel.IsComplete());
-  FERRY_ASSERT_OK(kernel.Synchronize());
+  FERRY_ASSERT_OK(kernel.WaitBlocking());
   // And by the model's clock.
   FERRY_ASSERT_OK_AND_ASSIGN(int64_t t_kernel, SimDevice::EventTime(kernel));
   FERRY_ASSERT_OK_AND_ASSIGN(int64_t t_copy, SimDevice::EventTime(copied));
@@ -430,12 +435,12 @@ TEST(SimBackendTest, CrossStreamEventWait) {
   auto producer = MakeBackend(*device);
   auto consumer = MakeBackend(*device);
   SimGate gate(*device);
-  FERRY_ASSERT_OK(producer->Wait(gate.event()));
+  FERRY_ASSERT_OK(producer->EnqueueWait(gate.event()));
   FERRY_ASSERT_OK(producer->EnqueueCompute({&c, 1}));
   Event produced = producer->Record();
-  FERRY_ASSERT_OK(consumer->Wait(produced));
+  FERRY_ASSERT_OK(consumer->EnqueueWait(produced));
   Event waited = consumer->Record();  // Covers the wait alone.
-  FERRY_ASSERT_OK(consumer->GetTensorAsync(*c, host->base(), 0, bytes));
+  FERRY_ASSERT_OK(consumer->EnqueueGetTensor(*c, host->base(), 0, bytes));
   gate.Open();
   FERRY_ASSERT_OK(consumer->Synchronize());
   EXPECT_TRUE(produced.IsComplete());
@@ -467,10 +472,10 @@ TEST(SimBackendTest, TwoStreamsShareTheCopyEngine) {
   auto s0 = MakeBackend(*device);
   auto s1 = MakeBackend(*device);
   SimGate gate(*device);
-  FERRY_ASSERT_OK(s0->Wait(gate.event()));
-  FERRY_ASSERT_OK(s1->Wait(gate.event()));
-  FERRY_ASSERT_OK(s0->SetTensorAsync(*a, host->base(), 0, bytes));
-  FERRY_ASSERT_OK(s1->SetTensorAsync(*b, host->base(), 0, bytes));
+  FERRY_ASSERT_OK(s0->EnqueueWait(gate.event()));
+  FERRY_ASSERT_OK(s1->EnqueueWait(gate.event()));
+  FERRY_ASSERT_OK(s0->EnqueueSetTensor(*a, host->base(), 0, bytes));
+  FERRY_ASSERT_OK(s1->EnqueueSetTensor(*b, host->base(), 0, bytes));
   Event e0 = s0->Record();
   Event e1 = s1->Record();
   gate.Open();
@@ -499,8 +504,8 @@ TEST(SimBackendTest, PinnedCopiesAreAsyncPageableAreSynchronous) {
 
   {
     SimGate gate(*device);
-    FERRY_ASSERT_OK(backend->Wait(gate.event()));
-    FERRY_ASSERT_OK(backend->SetTensorAsync(*t, pinned->base(), 0, bytes));
+    FERRY_ASSERT_OK(backend->EnqueueWait(gate.event()));
+    FERRY_ASSERT_OK(backend->EnqueueSetTensor(*t, pinned->base(), 0, bytes));
     EXPECT_FALSE(backend->Record().IsComplete());  // Returned at once.
   }
   FERRY_ASSERT_OK(backend->Synchronize());
@@ -508,14 +513,14 @@ TEST(SimBackendTest, PinnedCopiesAreAsyncPageableAreSynchronous) {
             CopyNs(config, bytes, config.h2d_bw));
 
   device->ResetStats();
-  FERRY_ASSERT_OK(backend->SetTensorAsync(*t, pageable.data(), 0, bytes));
+  FERRY_ASSERT_OK(backend->EnqueueSetTensor(*t, pageable.data(), 0, bytes));
   EXPECT_TRUE(backend->Record().IsComplete());  // Returned when done.
   EXPECT_EQ(device->stats(SimEngineKind::kH2D).busy_ns,
             CopyNs(config, bytes, config.pageable_h2d_bw()));
 
   std::vector<char> back(bytes, 0);
   device->ResetStats();
-  FERRY_ASSERT_OK(backend->GetTensorAsync(*t, back.data(), 0, bytes));
+  FERRY_ASSERT_OK(backend->EnqueueGetTensor(*t, back.data(), 0, bytes));
   EXPECT_TRUE(backend->Record().IsComplete());
   EXPECT_EQ(back, pageable);
   EXPECT_EQ(device->stats(SimEngineKind::kD2H).busy_ns,
@@ -523,8 +528,8 @@ TEST(SimBackendTest, PinnedCopiesAreAsyncPageableAreSynchronous) {
 
   {
     SimGate gate(*device);
-    FERRY_ASSERT_OK(backend->Wait(gate.event()));
-    FERRY_ASSERT_OK(backend->GetTensorAsync(*t, pinned->base(), 0, bytes));
+    FERRY_ASSERT_OK(backend->EnqueueWait(gate.event()));
+    FERRY_ASSERT_OK(backend->EnqueueGetTensor(*t, pinned->base(), 0, bytes));
     EXPECT_FALSE(backend->Record().IsComplete());
   }
   FERRY_ASSERT_OK(backend->Synchronize());
@@ -544,7 +549,7 @@ TEST(SimBackendTest, TimeScaleRunsTheModelFaster) {
   auto backend = MakeBackend(*device);
   const int64_t before = device->ModelNowNanos();
   for (int i = 0; i < 256; ++i) {
-    FERRY_ASSERT_OK(backend->SetTensorAsync(*t, host->base(), 0, 4096));
+    FERRY_ASSERT_OK(backend->EnqueueSetTensor(*t, host->base(), 0, 4096));
   }
   FERRY_ASSERT_OK(backend->Synchronize());
   EXPECT_EQ(device->stats(SimEngineKind::kH2D).busy_ns,
@@ -565,7 +570,7 @@ TEST(SimBackendTest, SlowHostWorkIsReportedAsSlip) {
   std::memset(host->base(), 1, size_t{64} << 20);
   auto backend = MakeBackend(*device);
   FERRY_ASSERT_OK(
-      backend->SetTensorAsync(*t, host->base(), 0, size_t{64} << 20));
+      backend->EnqueueSetTensor(*t, host->base(), 0, size_t{64} << 20));
   FERRY_ASSERT_OK(backend->Synchronize());
   const SimEngineStats stats = device->stats(SimEngineKind::kH2D);
   EXPECT_EQ(stats.slipped_ops, 1);
@@ -583,9 +588,9 @@ TEST(SimBackendTest, RecordAfterWaitCoversTheWait) {
   auto s1 = MakeBackend(*device);
   FERRY_ASSERT_OK(s0->EnqueueCompute({&c, 1}));
   Event done = s0->Record();
-  FERRY_ASSERT_OK(s1->Wait(done));
+  FERRY_ASSERT_OK(s1->EnqueueWait(done));
   Event after = s1->Record();
-  FERRY_ASSERT_OK(after.Synchronize());
+  FERRY_ASSERT_OK(after.WaitBlocking());
   EXPECT_TRUE(done.IsComplete());
   FERRY_ASSERT_OK(s1->Synchronize());
 }
@@ -600,18 +605,18 @@ TEST(SimBackendTest, AWaitWithNoWorkHoldsNoEngine) {
   auto waiter = MakeBackend(*device);
   auto worker = MakeBackend(*device);
   SimGate gate(*device);
-  FERRY_ASSERT_OK(waiter->Wait(gate.event()));
+  FERRY_ASSERT_OK(waiter->EnqueueWait(gate.event()));
   Event waited = waiter->Record();
   // Compute, uploads and downloads all proceed while the wait is pending.
   std::vector<float> in(64, 1.0f), out(64);
-  FERRY_ASSERT_OK(worker->SetTensorAsync(*x, in.data(), 0, 256));
+  FERRY_ASSERT_OK(worker->EnqueueSetTensor(*x, in.data(), 0, 256));
   FERRY_ASSERT_OK(worker->EnqueueCompute({&y, 1}));
-  FERRY_ASSERT_OK(worker->GetTensorAsync(*y, out.data(), 0, 256));
+  FERRY_ASSERT_OK(worker->EnqueueGetTensor(*y, out.data(), 0, 256));
   FERRY_ASSERT_OK(worker->Synchronize());
   EXPECT_EQ(out, std::vector<float>(64, 2.0f));
   EXPECT_FALSE(waited.IsComplete());
   gate.Open();
-  FERRY_ASSERT_OK(waited.Synchronize());
+  FERRY_ASSERT_OK(waited.WaitBlocking());
   FERRY_ASSERT_OK(waiter->Synchronize());
 }
 
@@ -626,7 +631,7 @@ TEST(SimBackendTest, AwaitableCompute) {
   FERRY_ASSERT_OK(SetTensorData(*x, in.data()));
   auto backend = MakeBackend(*device);
   auto task = [&]() -> Task<absl::Status> {
-    FERRY_CO_RETURN_IF_ERROR(co_await backend->Compute({&y, 1}));
+    FERRY_CO_RETURN_IF_ERROR(co_await backend->ComputeAsync({&y, 1}));
     co_return co_await backend->Record();
   };
   FERRY_ASSERT_OK(SyncWait(task()));
@@ -657,12 +662,12 @@ TEST(SimBackendTest, CopiesBetweenSimDevices) {
   auto b0 = MakeBackend(*dev0);
   auto b1 = MakeBackend(*dev1);
   SimGate gate(*dev0);
-  FERRY_ASSERT_OK(b0->Wait(gate.event()));
+  FERRY_ASSERT_OK(b0->EnqueueWait(gate.event()));
   FERRY_ASSERT_OK(b0->EnqueueCompute({&y0, 1}));
   Event produced = b0->Record();
-  FERRY_ASSERT_OK(b1->CopyTensorAsync(*b0, *y0, *y1));  // Waits for b0.
+  FERRY_ASSERT_OK(b1->EnqueueCopyTensor(*b0, *y0, *y1));  // Waits for b0.
   Event copied = b1->Record();
-  FERRY_ASSERT_OK(b1->CopyTensorAsync(*b1, *y1, *z1));  // Within dev1.
+  FERRY_ASSERT_OK(b1->EnqueueCopyTensor(*b1, *y1, *z1));  // Within dev1.
   gate.Open();
   FERRY_ASSERT_OK(b1->Synchronize());
   std::vector<float> out(4096);
@@ -696,7 +701,7 @@ TEST(SimBackendTest, CopiesFromHostTensorsUseTheBasePath) {
   std::vector<float> in(16, 4.0f), out(16);
   std::memcpy(h->data, in.data(), 64);
   auto backend = MakeBackend(*device);
-  FERRY_ASSERT_OK(backend->CopyTensorAsync(*backend, *h, *d));
+  FERRY_ASSERT_OK(backend->EnqueueCopyTensor(*backend, *h, *d));
   FERRY_ASSERT_OK(backend->Synchronize());
   FERRY_ASSERT_OK(GetTensorData(*d, out.data()));
   EXPECT_EQ(out, in);
@@ -734,21 +739,21 @@ TEST(SimFaultTest, CopyFaultFailsTheStreamUntilSynchronize) {
   auto backend = MakeBackend(*device);
 
   device->SetFaults({.copy = 1});
-  FERRY_ASSERT_OK(backend->SetTensorAsync(*x, in, 0, 256));  // Fails later.
+  FERRY_ASSERT_OK(backend->EnqueueSetTensor(*x, in, 0, 256));  // Fails later.
   Event failed = backend->Record();
   FERRY_ASSERT_OK(backend->EnqueueCompute({&y, 1}));  // Must not run.
   EXPECT_THAT(backend->Synchronize(),
               StatusIs(absl::StatusCode::kInternal,
                        HasSubstr("simtest/h2d: injected fault")));
-  EXPECT_THAT(failed.Synchronize(), StatusIs(absl::StatusCode::kInternal));
+  EXPECT_THAT(failed.WaitBlocking(), StatusIs(absl::StatusCode::kInternal));
   std::vector<float> check(64);
   FERRY_ASSERT_OK(GetTensorData(*y, check.data()));
   EXPECT_EQ(check, sentinel);
 
   // The device and the backend work again.
-  FERRY_ASSERT_OK(backend->SetTensorAsync(*x, in, 0, 256));
+  FERRY_ASSERT_OK(backend->EnqueueSetTensor(*x, in, 0, 256));
   FERRY_ASSERT_OK(backend->EnqueueCompute({&y, 1}));
-  FERRY_ASSERT_OK(backend->GetTensorAsync(*y, out, 0, 256));
+  FERRY_ASSERT_OK(backend->EnqueueGetTensor(*y, out, 0, 256));
   FERRY_ASSERT_OK(backend->Synchronize());
   for (int i = 0; i < 64; ++i) ASSERT_EQ(out[i], 2.0f * i);
 }
@@ -770,7 +775,7 @@ TEST(SimFaultTest, KernelFaultAndRecovery) {
   EXPECT_THAT(status.message(),
               HasSubstr(std::string(OpName(graph.node(2)->op))));
   EXPECT_EQ(device->stats(SimEngineKind::kCompute).failed_ops, 1);
-  FERRY_ASSERT_OK(backend->ComputeBlocking(graph.nodes()));
+  FERRY_ASSERT_OK(backend->Compute(graph.nodes()));
   FERRY_EXPECT_OK(backend->Synchronize());
 }
 
@@ -784,10 +789,10 @@ TEST(SimFaultTest, PageableCopyFaultIsReturnedAtOnce) {
   auto backend = MakeBackend(*device);
   device->SetFaults({.copy = 1});
   EXPECT_THAT(
-      backend->SetTensorAsync(*x, in.data(), 0, 256),
+      backend->EnqueueSetTensor(*x, in.data(), 0, 256),
       StatusIs(absl::StatusCode::kInternal, HasSubstr("injected fault")));
   FERRY_EXPECT_OK(backend->Synchronize());  // Already reported and cleared.
-  FERRY_EXPECT_OK(backend->SetTensorAsync(*x, in.data(), 0, 256));
+  FERRY_EXPECT_OK(backend->EnqueueSetTensor(*x, in.data(), 0, 256));
 
   // Synchronous buffer transfers count too.
   device->SetFaults({.copy = 1});
@@ -809,14 +814,14 @@ TEST(SimFaultTest, AFaultStaysInItsStream) {
   auto s0 = MakeBackend(*device);
   auto s1 = MakeBackend(*device);
   device->SetFaults({.copy = 1});
-  FERRY_ASSERT_OK(s0->SetTensorAsync(*a, host->base(), 0, 256));
-  FERRY_ASSERT_OK(s1->SetTensorAsync(*b, host->base(), 0, 256));
+  FERRY_ASSERT_OK(s0->EnqueueSetTensor(*a, host->base(), 0, 256));
+  FERRY_ASSERT_OK(s1->EnqueueSetTensor(*b, host->base(), 0, 256));
   Event s0_done = s0->Record();
   // A stream waiting on the failed one fails too.
   auto s2 = MakeBackend(*device);
-  FERRY_ASSERT_OK(s2->Wait(s0_done));
+  FERRY_ASSERT_OK(s2->EnqueueWait(s0_done));
   FERRY_ASSERT_OK(
-      s2->GetTensorAsync(*a, static_cast<char*>(host->base()) + 256, 0, 256));
+      s2->EnqueueGetTensor(*a, static_cast<char*>(host->base()) + 256, 0, 256));
   FERRY_EXPECT_OK(s1->Synchronize());
   EXPECT_THAT(s0->Synchronize(), StatusIs(absl::StatusCode::kInternal));
   EXPECT_THAT(s2->Synchronize(), StatusIs(absl::StatusCode::kInternal));
@@ -850,10 +855,10 @@ TEST(SimTraceTest, EveryCopyAndKernelIsASpan) {
   std::memset(host->base(), 0, 8192);
   auto backend = MakeBackend(*device);
   SimGate gate(*device);
-  FERRY_ASSERT_OK(backend->Wait(gate.event()));
-  FERRY_ASSERT_OK(backend->SetTensorAsync(*x, host->base(), 0, 4096));
+  FERRY_ASSERT_OK(backend->EnqueueWait(gate.event()));
+  FERRY_ASSERT_OK(backend->EnqueueSetTensor(*x, host->base(), 0, 4096));
   FERRY_ASSERT_OK(backend->EnqueueCompute({&y, 1}));
-  FERRY_ASSERT_OK(backend->GetTensorAsync(
+  FERRY_ASSERT_OK(backend->EnqueueGetTensor(
       *y, static_cast<char*>(host->base()) + 4096, 0, 4096));
   gate.Open();
   FERRY_ASSERT_OK(backend->Synchronize());

@@ -1,10 +1,10 @@
 // The simulated device runs the backend conformance suite, with its memory
-// guarded (host access faults) and with a narrowed op set.
-#include <memory>
+// guarded (host access faults) and fast and time-scaled.
+#include <string>
 
 #include "ferry/backends/sim/sim_device.h"
 #include "ferry/runtime/status_macros.h"
-#include "ferry/tests/conformance/backend_conformance.h"
+#include "ferry/tests/conformance/conformance.h"
 
 namespace ferry::testing {
 namespace {
@@ -16,22 +16,20 @@ SimDevice& Device(absl::string_view name, absl::string_view config) {
   return *device->release();
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Sim, BackendConformanceTest,
-    ::testing::Values(BackendFactory{"sim_guarded",
-                                     [] {
-                                       static SimDevice& device =
-                                           Device("simconf0", "guard=on");
-                                       return device.CreateBackend();
-                                     }},
-                      BackendFactory{"sim_fast_scaled",
-                                     [] {
-                                       static SimDevice& device = Device(
-                                           "simconf1",
-                                           "h2d=64GB/s,lat=1us,scale=0.1");
-                                       return device.CreateBackend();
-                                     }}),
-    FactoryName);
+FERRY_INSTANTIATE_CONFORMANCE(
+    Sim,
+    ConformanceBackend{.name = "sim_guarded",
+                       .create =
+                           [] {
+                             static SimDevice& device =
+                                 Device("simconf0", "guard=on");
+                             return device.CreateBackend();
+                           }},
+    ConformanceBackend{.name = "sim_fast_scaled", .create = [] {
+                         static SimDevice& device =
+                             Device("simconf1", "h2d=64GB/s,lat=1us,scale=0.1");
+                         return device.CreateBackend();
+                       }});
 
 }  // namespace
 }  // namespace ferry::testing

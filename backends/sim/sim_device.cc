@@ -12,7 +12,9 @@
 #include "absl/strings/str_format.h"
 #include "ferry/backends/cpu/kernels/kernels.h"
 #include "ferry/backends/registry.h"
-#include "ferry/backends/sim/sim_backend.h"
+#include "ferry/backends/sim/internal/sim_backend.h"
+#include "ferry/backends/sim/internal/sim_engine.h"
+#include "ferry/backends/sim/internal/sim_memory.h"
 #include "ferry/runtime/status_macros.h"
 
 namespace ferry {
@@ -140,8 +142,9 @@ class SimBuffer final : public Buffer {
 
 namespace {
 
-// Pinned host memory: page-aligned, registered as pinned while it lives.
-// Thread-compatible.
+// Pinned host memory: page-aligned, registered as pinned while it lives;
+// or the caller's memory registered in place (mapped == 0: not owned), as
+// cudaHostRegister does. Thread-compatible.
 class SimPinnedBuffer final : public Buffer {
  public:
   SimPinnedBuffer(BufferType* type, void* base, size_t size, size_t mapped)
@@ -150,7 +153,7 @@ class SimPinnedBuffer final : public Buffer {
   }
   ~SimPinnedBuffer() override {
     sim_internal::PinnedRanges::Global().Remove(base());
-    munmap(base(), mapped_);
+    if (mapped_ > 0) munmap(base(), mapped_);
   }
 
   absl::Status SetTensor(Tensor& tensor, const void* data, size_t offset,
@@ -239,7 +242,7 @@ absl::StatusOr<std::unique_ptr<SimDevice>> SimDevice::Create(
 SimDevice::SimDevice(std::string name, const SimConfig& config)
     : name_(std::move(name)),
       config_(config),
-      memory_(config.guarded()),
+      memory_(std::make_unique<sim_internal::SimMemory>(config.guarded())),
       buffer_type_(this),
       pinned_type_(this, absl::StrCat(name_, "_host")) {
   for (int i = 0; i < kNumSimEngines; ++i) {
@@ -272,9 +275,25 @@ DeviceProps SimDevice::props() const {
   props.memory_free = props.memory_total - memory_used();
   props.caps.async = true;
   props.caps.host_buffer = true;
-  props.caps.buffer_from_host_ptr = false;
+  props.caps.buffer_from_host_ptr = true;
   props.caps.events = true;
+  props.modelled_clock = true;
   return props;
+}
+
+absl::StatusOr<std::unique_ptr<Buffer>> SimDevice::BufferFromHostPointer(
+    void* data, size_t size) {
+  if (data == nullptr || size == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(name_, ": cannot register ", size, " bytes at ",
+                     reinterpret_cast<uintptr_t>(data)));
+  }
+  if (sim_internal::PinnedRanges::Global().Contains(data, size)) {
+    return absl::AlreadyExistsError(
+        absl::StrCat(name_, ": that host memory is pinned already"));
+  }
+  return std::unique_ptr<Buffer>(
+      new SimPinnedBuffer(&pinned_type_, data, size, /*mapped=*/0));
 }
 
 absl::StatusOr<std::unique_ptr<Backend>> SimDevice::CreateBackend(
@@ -312,6 +331,31 @@ void SimDevice::SetFaults(const SimFaults& faults) {
 
 SimEngineStats SimDevice::stats(SimEngineKind kind) const {
   return engine(kind).stats();
+}
+
+std::vector<EngineStats> SimDevice::engine_stats() const {
+  std::vector<EngineStats> out;
+  for (int i = 0; i < kNumSimEngines; ++i) {
+    const SimEngineStats s = stats(static_cast<SimEngineKind>(i));
+    EngineStats e;
+    e.name = engines_[static_cast<size_t>(i)]->name();
+    e.busy_ns = s.busy_ns;
+    e.ops = s.ops;
+    e.bytes =
+        static_cast<SimEngineKind>(i) == SimEngineKind::kCompute ? 0 : s.bytes;
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
+bool SimDevice::guarded() const { return memory_->guarded(); }
+
+sim_internal::SimEngine& SimDevice::engine(SimEngineKind kind) const {
+  return *engines_[static_cast<size_t>(kind)];
+}
+
+char* SimDevice::Translate(const void* address, size_t size) const {
+  return memory_->Translate(address, size);
 }
 
 void SimDevice::ResetStats() {
@@ -361,7 +405,7 @@ absl::StatusOr<std::unique_ptr<Buffer>> SimDevice::AllocateDevice(size_t size) {
     }
     used_ += accounted;
   }
-  absl::StatusOr<char*> base = memory_.Map(size);
+  absl::StatusOr<char*> base = memory_->Map(size);
   if (!base.ok()) {
     std::lock_guard<std::mutex> lock(mu_);
     used_ -= accounted;
@@ -373,7 +417,7 @@ absl::StatusOr<std::unique_ptr<Buffer>> SimDevice::AllocateDevice(size_t size) {
 }
 
 void SimDevice::FreeDevice(char* base, size_t size) {
-  memory_.Unmap(base);
+  memory_->Unmap(base);
   const size_t accounted = (size + SimBufferType::kAlignment - 1) /
                            SimBufferType::kAlignment *
                            SimBufferType::kAlignment;
@@ -430,12 +474,14 @@ int64_t SimDevice::KernelNanos(int64_t flops, int64_t bytes) const {
   return config_.launch_ns + static_cast<int64_t>(std::llround(seconds * 1e9));
 }
 
-absl::Status SimDevice::RunSync(SimEngineKind kind, SimEngine::Body body) {
+absl::Status SimDevice::RunSync(
+    SimEngineKind kind,
+    absl::AnyInvocable<absl::Status(std::vector<SimWork>&) &&> body) {
   auto status = std::make_shared<absl::Status>();
   Event done = engine(kind).Enqueue(
       {}, std::move(body),
       [status](absl::Status result, int64_t) { *status = std::move(result); });
-  FERRY_RETURN_IF_ERROR(done.Synchronize());
+  FERRY_RETURN_IF_ERROR(done.WaitBlocking());
   return *status;
 }
 
@@ -451,25 +497,17 @@ void* SimDevice::ComputeScratch(size_t bytes) {
   return scratch_.get();
 }
 
-namespace {
+absl::Status RegisterSimFamily(Registry& registry) {
+  if (registry.HasFamily("sim")) return absl::OkStatus();
+  return registry.RegisterFamily(
+      "sim",
+      [](int index,
+         absl::string_view options) -> absl::StatusOr<std::unique_ptr<Device>> {
+        FERRY_ASSIGN_OR_RETURN(
+            std::unique_ptr<SimDevice> device,
+            SimDevice::Create(absl::StrCat("sim", index), options));
+        return std::unique_ptr<Device>(std::move(device));
+      });
+}
 
-// Registers the "sim" device family with the global registry at static-init
-// time: Registry::Global().AddDevice("sim", "mem=...") makes sim0, sim1...
-[[maybe_unused]] const bool registered_sim_family = [] {
-  FERRY_CHECK(
-      Registry::Global()
-          .RegisterFamily("sim",
-                          [](int index, absl::string_view options)
-                              -> absl::StatusOr<std::unique_ptr<Device>> {
-                            FERRY_ASSIGN_OR_RETURN(
-                                std::unique_ptr<SimDevice> device,
-                                SimDevice::Create(absl::StrCat("sim", index),
-                                                  options));
-                            return std::unique_ptr<Device>(std::move(device));
-                          })
-          .ok());
-  return true;
-}();
-
-}  // namespace
 }  // namespace ferry

@@ -17,7 +17,7 @@
 //   FERRY_ASSIGN_OR_RETURN(auto buffer,
 //                          sim->default_buffer_type()->Allocate(bytes));
 //   FERRY_ASSIGN_OR_RETURN(auto backend, sim->CreateBackend());
-//   backend->SetTensorAsync(...); backend->EnqueueCompute(...); ...
+//   backend->EnqueueSetTensor(...); backend->EnqueueCompute(...); ...
 #ifndef FERRY_BACKENDS_SIM_SIM_DEVICE_H_
 #define FERRY_BACKENDS_SIM_SIM_DEVICE_H_
 
@@ -28,8 +28,10 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -37,15 +39,24 @@
 #include "ferry/backends/buffer.h"
 #include "ferry/backends/device.h"
 #include "ferry/backends/event.h"
-#include "ferry/backends/sim/internal/sim_engine.h"
-#include "ferry/backends/sim/internal/sim_memory.h"
 #include "ferry/backends/sim/sim_config.h"
 #include "ferry/backends/sim/sim_stats.h"
 #include "ferry/graph/tensor.h"
 
 namespace ferry {
 
+class Registry;
 class SimDevice;
+namespace sim_internal {
+class SimEngine;
+class SimMemory;
+struct SimWork;
+}  // namespace sim_internal
+
+// Registers the device family "sim" in `registry` (nothing if a family of
+// that name is there already): registry.AddDevice("sim", "mem=8GiB") or a
+// device list naming sim0, sim1... makes simulated devices.
+absl::Status RegisterSimFamily(Registry& registry);
 
 // A simulated device's own memory: not host memory. Buffer::base() and
 // Tensor::data are device addresses; the host moves data only through the
@@ -115,6 +126,11 @@ class SimDevice final : public Device {
       absl::string_view params = "") override;
   BufferType* default_buffer_type() override { return &buffer_type_; }
   BufferType* host_buffer_type() override { return &pinned_type_; }
+  // Registers the caller's host memory as pinned (copies with it are then
+  // asynchronous, as after cudaHostRegister) while the returned buffer
+  // lives. AlreadyExists if it is pinned already.
+  absl::StatusOr<std::unique_ptr<Buffer>> BufferFromHostPointer(
+      void* data, size_t size) override;
   // True when `node`'s op is in the configured op set and the CPU kernels
   // compute it.
   bool SupportsOp(const Tensor& node) const override;
@@ -126,13 +142,20 @@ class SimDevice final : public Device {
 
   const SimConfig& config() const { return config_; }
   // True when host code touching device memory faults.
-  bool guarded() const { return memory_.guarded(); }
+  bool guarded() const;
   size_t memory_used() const;
 
   // Arms `faults`, counted from now (replacing armed ones).
   void SetFaults(const SimFaults& faults);
 
   SimEngineStats stats(SimEngineKind kind) const;
+  // The same for every engine, as generic counters (modelled busy time).
+  std::vector<EngineStats> engine_stats() const override;
+  int64_t ClockNanos() const override { return ModelNowNanos(); }
+  // Its engines hold later work for any event: device-side.
+  EventWaitMode WaitMode(const Event&) const override {
+    return EventWaitMode::kDevice;
+  }
   void ResetStats();
   // The modelled clock now, in nanoseconds (shared by all sim devices with
   // the same time scale).
@@ -152,9 +175,7 @@ class SimDevice final : public Device {
 
   SimDevice(std::string name, const SimConfig& config);
 
-  sim_internal::SimEngine& engine(SimEngineKind kind) const {
-    return *engines_[static_cast<size_t>(kind)];
-  }
+  sim_internal::SimEngine& engine(SimEngineKind kind) const;
   // Runs the waits that no other work follows (Record() after Wait()), so
   // they hold up no engine.
   sim_internal::SimEngine& wait_engine() const { return *wait_engine_; }
@@ -164,9 +185,7 @@ class SimDevice final : public Device {
   // `tensor`, which must be in this device's memory.
   absl::StatusOr<char*> TensorAlias(const Tensor& tensor, size_t offset,
                                     size_t size, absl::string_view what) const;
-  char* Translate(const void* address, size_t size) const {
-    return memory_.Translate(address, size);
-  }
+  char* Translate(const void* address, size_t size) const;
   // Counts one operation against an armed fault; true if it must fail.
   static bool TakeFault(std::atomic<int64_t>& countdown);
   bool TakeCopyFault() { return TakeFault(fail_copy_); }
@@ -175,13 +194,16 @@ class SimDevice final : public Device {
   int64_t KernelNanos(int64_t flops, int64_t bytes) const;
   // Runs `body` on `kind`'s engine and waits for it (synchronous buffer
   // operations, which belong to no stream).
-  absl::Status RunSync(SimEngineKind kind, sim_internal::SimEngine::Body body);
+  absl::Status RunSync(
+      SimEngineKind kind,
+      absl::AnyInvocable<absl::Status(std::vector<sim_internal::SimWork>&) &&>
+          body);
   // Scratch for the compute engine's kernels; compute worker only.
   void* ComputeScratch(size_t bytes);
 
   const std::string name_;
   const SimConfig config_;
-  sim_internal::SimMemory memory_;
+  std::unique_ptr<sim_internal::SimMemory> memory_;
   SimBufferType buffer_type_;
   SimPinnedBufferType pinned_type_;
   mutable std::mutex mu_;

@@ -118,6 +118,7 @@ Setup& GetSetup(int max_chunks) {
       absl::StrAppend(&config, ",", extra);
     }
     table.config = config;
+    Check(RegisterSimFamily(Registry::Global()));
     Device* device = Check(Registry::Global().AddDevice("sim", config));
     s->device = static_cast<SimDevice*>(device);
     s->weight = Check(s->ctx.NewTensor(DType::kF32, {kK, kK}, "w"));
@@ -164,7 +165,7 @@ std::pair<int64_t, int64_t> Timed(Setup& s, Enqueue enqueue) {
   Event done = enqueue(gate.event());
   const int64_t wall_begin = TraceRecorder::NowNanos();
   gate.Open();
-  Check(done.Synchronize());
+  Check(done.WaitBlocking());
   const int64_t wall = TraceRecorder::NowNanos() - wall_begin;
   const int64_t begin = Check(SimDevice::EventTime(gate.event()));
   const int64_t end = Check(SimDevice::EventTime(done));
@@ -181,9 +182,9 @@ void BM_CopyComputeOverlap(benchmark::State& state) {
     // (a) Serial on one stream.
     s.device->ResetStats();
     auto [serial, wall_serial] = Timed(s, [&](const Event& gate) {
-      Check(ks.Wait(gate));
+      Check(ks.EnqueueWait(gate));
       for (int i = 0; i < n; ++i) {
-        Check(ks.SetTensorAsync(*s.x[0], Chunk(s, i), 0, kChunkBytes));
+        Check(ks.EnqueueSetTensor(*s.x[0], Chunk(s, i), 0, kChunkBytes));
         Check(ks.EnqueueCompute({&s.y[0], 1}));
       }
       return ks.Record();
@@ -196,14 +197,14 @@ void BM_CopyComputeOverlap(benchmark::State& state) {
     // (b) Double-buffered over a copy and a compute stream.
     s.device->ResetStats();
     auto [overlap, wall_overlap] = Timed(s, [&](const Event& gate) {
-      Check(cs.Wait(gate));
-      Check(ks.Wait(gate));
+      Check(cs.EnqueueWait(gate));
+      Check(ks.EnqueueWait(gate));
       std::vector<Event> computed(static_cast<size_t>(n));
       for (int i = 0; i < n; ++i) {
         const int slot = i % 2;
-        if (i >= 2) Check(cs.Wait(computed[static_cast<size_t>(i - 2)]));
-        Check(cs.SetTensorAsync(*s.x[slot], Chunk(s, i), 0, kChunkBytes));
-        Check(ks.Wait(cs.Record()));
+        if (i >= 2) Check(cs.EnqueueWait(computed[static_cast<size_t>(i - 2)]));
+        Check(cs.EnqueueSetTensor(*s.x[slot], Chunk(s, i), 0, kChunkBytes));
+        Check(ks.EnqueueWait(cs.Record()));
         Check(ks.EnqueueCompute({&s.y[slot], 1}));
         computed[static_cast<size_t>(i)] = ks.Record();
       }

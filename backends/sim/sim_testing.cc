@@ -9,7 +9,7 @@ SimGate::SimGate(SimDevice& device)
   absl::StatusOr<std::unique_ptr<Backend>> backend = device.CreateBackend();
   FERRY_CHECK(backend.ok());
   backend_ = *std::move(backend);
-  FERRY_CHECK(backend_->Wait(Event(semaphore_, 1)).ok());
+  FERRY_CHECK(backend_->EnqueueWait(Event(semaphore_, 1)).ok());
   event_ = backend_->Record();
 }
 

@@ -290,6 +290,22 @@ absl::Status Compute(Tensor& node, std::vector<double>& out) {
     case Op::kCont:
       out = LoadAll(*a);
       return absl::OkStatus();
+    case Op::kSetRows: {
+      // a: rows [E, N]; b: ids [N]; node aliases dst and keeps its rows.
+      out = LoadAll(node);
+      for (int64_t n = 0; n < a->ne[1]; ++n) {
+        const auto id = static_cast<int64_t>(Load(*b, {n, 0, 0, 0}));
+        if (id < 0 || id >= ne[1]) {
+          return absl::OutOfRangeError(
+              absl::StrCat("reference: set_rows id ", id, " at [", n,
+                           "] outside [0, ", ne[1], ")"));
+        }
+        for (int64_t e = 0; e < ne[0]; ++e) {
+          out[Flat(ne, {e, id, 0, 0})] = Load(*a, {e, n, 0, 0});
+        }
+      }
+      return absl::OkStatus();
+    }
     case Op::kConcat: {
       const int dim = node.ParamI32(0);
       ForEachIndex(ne, [&](const Index& i) {

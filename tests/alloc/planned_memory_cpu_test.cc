@@ -11,13 +11,15 @@
 #include "absl/strings/str_cat.h"
 #include "ferry/alloc/graph_allocator.h"
 #include "ferry/alloc/testing/alloc_checker.h"
-#include "ferry/alloc/testing/llama_graph.h"
 #include "ferry/alloc/testing/random_graph.h"
 #include "ferry/alloc/weights.h"
 #include "ferry/backends/cpu/kernels/kernel_runner.h"
 #include "ferry/backends/host_buffer.h"
 #include "ferry/graph/graph.h"
 #include "ferry/graph/testing/reference.h"
+#include "ferry/models/llama/llama_graph.h"
+#include "ferry/models/llama/llama_model.h"
+#include "ferry/models/llama/testing/llama_testing.h"
 #include "ferry/runtime/status_macros.h"
 #include "ferry/runtime/status_matchers.h"
 #include "gtest/gtest.h"
@@ -77,8 +79,8 @@ std::vector<std::vector<uint8_t>> Bytes(const std::vector<Tensor*>& ts) {
 class PlannedMemoryTest : public ::testing::Test {
  protected:
   std::vector<::ferry::testing::RandomGraph> keep_random_;
-  std::vector<::ferry::testing::LlamaGraph> keep_llama_;
-  std::vector<std::unique_ptr<::ferry::testing::LlamaModel>> keep_models_;
+  std::vector<::ferry::llama::LlamaGraph> keep_llama_;
+  std::vector<std::unique_ptr<::ferry::llama::LlamaModel>> keep_models_;
   HostBufferType weights_type_{"weights", 64, nullptr};
   HostBufferType a_{"a32", 32, nullptr};
   HostBufferType b_{"b256", 256, nullptr};
@@ -136,13 +138,14 @@ TEST_F(PlannedMemoryTest, RandomGraphsAreBitIdentical) {
 
 TEST_F(PlannedMemoryTest, LlamaGraphIsBitIdentical) {
   cpu_kernels::KernelRunner runner(2);
-  const ::ferry::testing::LlamaConfig config{
+  const ::ferry::llama::LlamaConfig config{
       .n_layer = 2, .n_embd = 64, .n_head = 4, .n_ff = 160, .n_vocab = 100};
   for (bool last_only : {false, true}) {
     SCOPED_TRACE(absl::StrCat("last_only ", last_only));
-    auto own_model = *::ferry::testing::MakeLlamaModel(config);
-    auto own = *::ferry::testing::BuildLlamaGraph(*own_model, 8, last_only);
-    ASSERT_THAT(own_model->ctx.AllocateHostData(), IsOk());
+    auto own_model = *::ferry::llama::LlamaModel::CreateUnplaced(config);
+    auto own = *::ferry::llama::BuildLlamaGraph(
+        *own_model, {.n_tokens = 8, .last_token_only = last_only});
+    ASSERT_THAT(own_model->weight_contexts()[0]->AllocateHostData(), IsOk());
     ASSERT_THAT(own.ctx->AllocateHostData(), IsOk());
     ASSERT_THAT(FillLeafs(own.graph, 7), IsOk());
     ASSERT_THAT(::ferry::testing::FillLlamaInputs(own, config.n_vocab, 3),
@@ -150,10 +153,11 @@ TEST_F(PlannedMemoryTest, LlamaGraphIsBitIdentical) {
     ASSERT_THAT(runner.Run(own.graph.nodes()), IsOk());
     const auto expected = Bytes({own.logits});
 
-    auto model = *::ferry::testing::MakeLlamaModel(config);
-    auto planned = *::ferry::testing::BuildLlamaGraph(*model, 8, last_only);
+    auto model = *::ferry::llama::LlamaModel::CreateUnplaced(config);
+    auto planned = *::ferry::llama::BuildLlamaGraph(
+        *model, {.n_tokens = 8, .last_token_only = last_only});
     absl::StatusOr<std::vector<std::unique_ptr<Buffer>>> weights =
-        AllocateWeights(model->ctx, weights_type_);
+        AllocateWeights(*model->weight_contexts()[0], weights_type_);
     ASSERT_THAT(weights.status(), IsOk());
     GraphAllocator galloc({&c_});
     ASSERT_THAT(galloc.Reserve(planned.graph), IsOk());

@@ -1,20 +1,19 @@
-// The CPU backend runs the backend conformance suite.
+// The CPU backend runs the backend conformance suite, with one worker
+// thread and with several.
 #include "ferry/backends/cpu/cpu_backend.h"
-#include "ferry/tests/conformance/backend_conformance.h"
+#include "ferry/tests/conformance/conformance.h"
 
 namespace ferry::testing {
 namespace {
 
-INSTANTIATE_TEST_SUITE_P(
-    Cpu, BackendConformanceTest,
-    ::testing::Values(
-        BackendFactory{
-            "cpu_1thread",
-            [] { return GetCpuDevice().CreateBackend("threads=1"); }},
-        BackendFactory{
-            "cpu_3threads",
-            [] { return GetCpuDevice().CreateBackend("threads=3"); }}),
-    FactoryName);
+FERRY_INSTANTIATE_CONFORMANCE(
+    Cpu,
+    ConformanceBackend{
+        .name = "cpu_1thread",
+        .create = [] { return GetCpuDevice().CreateBackend("threads=1"); }},
+    ConformanceBackend{.name = "cpu_3threads", .create = [] {
+                         return GetCpuDevice().CreateBackend("threads=3");
+                       }});
 
 }  // namespace
 }  // namespace ferry::testing

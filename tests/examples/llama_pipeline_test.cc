@@ -9,13 +9,16 @@
 #include "ferry/backends/cpu/cpu_backend.h"
 #include "ferry/backends/event.h"
 #include "ferry/backends/sim/sim_device.h"
-#include "ferry/examples/llama_model.h"
 #include "ferry/graph/testing/reference.h"
+#include "ferry/models/llama/llama_batch.h"
+#include "ferry/models/llama/llama_graph.h"
+#include "ferry/models/llama/llama_kv_cache.h"
+#include "ferry/models/llama/llama_model.h"
 #include "ferry/runtime/status_matchers.h"
 #include "ferry/sched/scheduler.h"
 #include "gtest/gtest.h"
 
-namespace ferry::examples {
+namespace ferry::llama {
 namespace {
 
 constexpr LlamaConfig kConfig = {.n_layer = 4,
@@ -84,13 +87,13 @@ class LlamaPipelineTest : public ::testing::Test {
       // With one copy slot, inputs on their own backend are read in place
       // when the batch runs, not at Submit: wait before rewriting them.
       if (n_copies == 1 && k > 0) {
-        EXPECT_TRUE(previous.Synchronize().ok());
+        EXPECT_TRUE(previous.WaitBlocking().ok());
       }
       EXPECT_TRUE(SetLlamaInputs(*g, kConfig.n_vocab, Prompt(k, kUbatch)).ok());
       auto done = (*sched)->Submit(g->graph);
       EXPECT_TRUE(done.ok()) << done.status();
       if (done.ok()) previous = *done;
-      EXPECT_TRUE(out->GetTensorAsync(*g->logits, dst[k], 0, bytes).ok());
+      EXPECT_TRUE(out->EnqueueGetTensor(*g->logits, dst[k], 0, bytes).ok());
     }
     EXPECT_TRUE((*sched)->Synchronize().ok());
     if (pinned_type != nullptr) {
@@ -128,45 +131,68 @@ TEST_F(LlamaPipelineTest, SplitPlacesLayersOnEachBackend) {
   EXPECT_EQ(on, (std::vector<int>{3, 1, 0}));
   EXPECT_EQ(model->layers()[0].wq->buffer->type(),
             sims_[0]->device().default_buffer_type());
-  EXPECT_EQ(model->layers()[0].k_cache->buffer->type(),
+  FERRY_ASSERT_OK_AND_ASSIGN(auto cache, LlamaKvCache::Create(*model, 8));
+  EXPECT_EQ(cache->k(0)->buffer->type(),
             sims_[0]->device().default_buffer_type());
+  EXPECT_EQ(cache->v(3)->buffer->type(),
+            sims_[1]->device().default_buffer_type());
   EXPECT_TRUE(model->tok_embd()->buffer->is_host());
   EXPECT_FALSE(
       LlamaModel::Create(kConfig, {cpu_.get()}, {.split = {1, 2}}).ok());
 }
 
-// Prompt then token-by-token generation with the KV cache (split over the
-// sims) gives the logits of a cache-free pass over the whole context.
+// Prompt then token-by-token generation through the engine's micro-batch
+// graph, with the KV cache split over the sims (set_rows and get_rows run
+// where each layer's cache lives), gives the logits of a cache-free pass
+// over the whole context.
 TEST_F(LlamaPipelineTest, KvCacheMatchesFullRecompute) {
   std::vector<Backend*> backends = {sims_[0].get(), sims_[1].get(), cpu_.get()};
   FERRY_ASSERT_OK_AND_ASSIGN(auto model, LlamaModel::Create(kConfig, backends));
   FERRY_ASSERT_OK(model->FillRandom(3));
+  FERRY_ASSERT_OK_AND_ASSIGN(auto cache,
+                             LlamaKvCache::Create(*model, kConfig.n_ctx + 1));
+  const LlamaBatchShape shape{
+      .n_tokens = kUbatch, .n_window = 24, .n_outputs = 2};
+  FERRY_ASSERT_OK_AND_ASSIGN(LlamaBatchGraph g,
+                             BuildLlamaBatchGraph(*model, *cache, shape));
+  LlamaBatchBuilder batch(shape, static_cast<int32_t>(kConfig.n_ctx));
+  std::vector<int32_t> cells;
+  for (int32_t c = 0; c < kConfig.n_ctx; ++c) cells.push_back(c);
   FERRY_ASSERT_OK_AND_ASSIGN(auto sched, Scheduler::Create(backends));
   std::vector<int32_t> context = Prompt(1, kUbatch);
   std::vector<int32_t> next = context;
   int64_t n_past = 0;
   for (int step = 0; step < 5; ++step) {
-    const int64_t nt = static_cast<int64_t>(next.size());
-    FERRY_ASSERT_OK_AND_ASSIGN(
-        LlamaGraph g, BuildLlamaGraph(*model, {.n_tokens = nt,
-                                               .n_past = n_past,
-                                               .use_kv_cache = true,
-                                               .last_token_only = true}));
-    FERRY_ASSERT_OK(sched->AllocGraph(g.graph));
-    FERRY_ASSERT_OK(SetLlamaInputs(g, kConfig.n_vocab, next));
-    FERRY_ASSERT_OK(sched->Compute(g.graph));
-    std::vector<float> cached(kConfig.n_vocab);
-    FERRY_ASSERT_OK(GetTensorData(*g.logits, cached.data()));
+    const int nt = static_cast<int>(next.size());
+    batch.Clear();
+    FERRY_ASSERT_OK_AND_ASSIGN(std::vector<int> rows,
+                               batch.Add(next, n_past, cells, {nt - 1}));
+    std::vector<float> logits(kConfig.n_vocab * shape.n_outputs);
+    BatchIo io;
+    io.In(*g.tokens, batch.tokens().data(), batch.tokens().size() * 4)
+        .In(*g.pos, batch.pos().data(), batch.pos().size() * 4)
+        .In(*g.kv_dst, batch.kv_dst().data(), batch.kv_dst().size() * 4)
+        .In(*g.kv_window, batch.kv_window().data(),
+            batch.kv_window().size() * 4)
+        .In(*g.mask, batch.mask().data(), batch.mask().size() * 4)
+        .In(*g.out_rows, batch.out_rows().data(), batch.out_rows().size() * 4)
+        .Out(*g.logits, logits.data(), logits.size() * 4);
+    FERRY_ASSERT_OK(sched->Compute(g.graph, io));
+    const std::vector<float> cached(
+        logits.begin() + rows[0] * kConfig.n_vocab,
+        logits.begin() + (rows[0] + 1) * kConfig.n_vocab);
 
-    // The same context, all at once, without the cache.
+    // The same context, all at once, without the cache (its own scheduler:
+    // the batch graph's plan stays).
+    FERRY_ASSERT_OK_AND_ASSIGN(auto full_sched, Scheduler::Create(backends));
     FERRY_ASSERT_OK_AND_ASSIGN(
         LlamaGraph full,
         BuildLlamaGraph(*model,
                         {.n_tokens = static_cast<int64_t>(context.size()),
                          .last_token_only = true}));
-    FERRY_ASSERT_OK(sched->AllocGraph(full.graph));
+    FERRY_ASSERT_OK(full_sched->AllocGraph(full.graph));
     FERRY_ASSERT_OK(SetLlamaInputs(full, kConfig.n_vocab, context));
-    FERRY_ASSERT_OK(sched->Compute(full.graph));
+    FERRY_ASSERT_OK(full_sched->Compute(full.graph));
     std::vector<float> recomputed(kConfig.n_vocab);
     FERRY_ASSERT_OK(GetTensorData(*full.logits, recomputed.data()));
     EXPECT_LE(testing::Nmse(recomputed, cached), 1e-6) << "step " << step;
@@ -175,7 +201,9 @@ TEST_F(LlamaPipelineTest, KvCacheMatchesFullRecompute) {
     next = Argmax(cached, kConfig.n_vocab);
     context.push_back(next[0]);
   }
+  // The first scheduler planned the batch graph once.
+  EXPECT_EQ(sched->stats().graphs_planned, 1);
 }
 
 }  // namespace
-}  // namespace ferry::examples
+}  // namespace ferry::llama

@@ -21,26 +21,28 @@ class FakeBuggyReluBackend final : public Backend {
   FakeBuggyReluBackend() : inner_(*GetCpuDevice().CreateBackend("threads=1")) {}
   absl::string_view name() const override { return "buggy"; }
   Device& device() const override { return inner_->device(); }
-  absl::Status SetTensorAsync(Tensor& t, const void* d, size_t o,
-                              size_t n) override {
-    return inner_->SetTensorAsync(t, d, o, n);
+  absl::Status EnqueueSetTensor(Tensor& t, const void* d, size_t o,
+                                size_t n) override {
+    return inner_->EnqueueSetTensor(t, d, o, n);
   }
-  absl::Status GetTensorAsync(const Tensor& t, void* d, size_t o,
-                              size_t n) override {
-    return inner_->GetTensorAsync(t, d, o, n);
+  absl::Status EnqueueGetTensor(const Tensor& t, void* d, size_t o,
+                                size_t n) override {
+    return inner_->EnqueueGetTensor(t, d, o, n);
   }
   absl::Status EnqueueCompute(NodeSpan nodes) override {
     FERRY_RETURN_IF_ERROR(inner_->EnqueueCompute(nodes));
     for (Tensor* node : nodes) {
       if (node->op != Op::kRelu) continue;
-      FERRY_RETURN_IF_ERROR(inner_->SetTensorAsync(
+      FERRY_RETURN_IF_ERROR(inner_->EnqueueSetTensor(
           *node, garbage_.data(), 0,
           std::min<size_t>(garbage_.size() * 4, node->NumBytes())));
     }
     return absl::OkStatus();
   }
   Event Record() override { return inner_->Record(); }
-  absl::Status Wait(const Event& e) override { return inner_->Wait(e); }
+  absl::Status EnqueueWait(const Event& e) override {
+    return inner_->EnqueueWait(e);
+  }
   absl::Status Synchronize() override { return inner_->Synchronize(); }
 
  private:

@@ -6,13 +6,15 @@
 #include <string>
 #include <vector>
 
-#include "ferry/alloc/testing/llama_graph.h"
 #include "ferry/alloc/weights.h"
 #include "ferry/backends/cpu/cpu_backend.h"
 #include "ferry/backends/sim/sim_device.h"
 #include "ferry/graph/context.h"
 #include "ferry/graph/graph.h"
 #include "ferry/graph/ops.h"
+#include "ferry/models/llama/llama_graph.h"
+#include "ferry/models/llama/llama_model.h"
+#include "ferry/models/llama/testing/llama_testing.h"
 #include "ferry/runtime/status_matchers.h"
 #include "ferry/sched/scheduler.h"
 #include "gmock/gmock.h"
@@ -24,7 +26,7 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-constexpr testing::LlamaConfig kTinyLlama = {
+constexpr llama::LlamaConfig kTinyLlama = {
     .n_layer = 2, .n_embd = 64, .n_head = 4, .n_ff = 96, .n_vocab = 50};
 
 // x (input, [16, n]) -> a = x * 2 -> b = mul_mat(w, a) -> c = relu(b), with
@@ -340,18 +342,21 @@ TEST_F(PlanReuseTest, WeightMovedToAnotherBufferIsPlannedAgain) {
 // A llama split over a sim and the CPU: the reused plan computes what a
 // fresh scheduler computes (on its own copy of the graph), batch after batch.
 TEST_F(PlanReuseTest, LlamaReusedPlanEqualsFreshPlan) {
-  FERRY_ASSERT_OK_AND_ASSIGN(auto model, testing::MakeLlamaModel(kTinyLlama));
-  FERRY_ASSERT_OK_AND_ASSIGN(
-      auto bufs, AllocateWeights(model->ctx, *sim_->default_buffer_type()));
-  for (Tensor* t : model->ctx.tensors()) {
+  FERRY_ASSERT_OK_AND_ASSIGN(auto model,
+                             llama::LlamaModel::CreateUnplaced(kTinyLlama));
+  FERRY_ASSERT_OK_AND_ASSIGN(auto bufs,
+                             AllocateWeights(*model->weight_contexts()[0],
+                                             *sim_->default_buffer_type()));
+  for (Tensor* t : model->weight_contexts()[0]->tensors()) {
     std::vector<float> v(t->NumElements());
     for (size_t i = 0; i < v.size(); ++i) {
       v[i] = t->ne[1] == 1 ? 1.0f : 0.02f * static_cast<float>(i % 11) - 0.1f;
     }
     FERRY_ASSERT_OK(SetTensorData(*t, v.data()));
   }
-  FERRY_ASSERT_OK_AND_ASSIGN(auto graph,
-                             testing::BuildLlamaGraph(*model, 8, false));
+  FERRY_ASSERT_OK_AND_ASSIGN(
+      auto graph, llama::BuildLlamaGraph(
+                      *model, {.n_tokens = 8, .last_token_only = false}));
   auto sched = MakeScheduler();
   for (int k = 0; k < 3; ++k) {
     sched->Reset();
@@ -361,8 +366,9 @@ TEST_F(PlanReuseTest, LlamaReusedPlanEqualsFreshPlan) {
     std::vector<float> reused(graph.logits->NumElements());
     FERRY_ASSERT_OK(GetTensorData(*graph.logits, reused.data()));
 
-    FERRY_ASSERT_OK_AND_ASSIGN(auto other,
-                               testing::BuildLlamaGraph(*model, 8, false));
+    FERRY_ASSERT_OK_AND_ASSIGN(
+        auto other, llama::BuildLlamaGraph(
+                        *model, {.n_tokens = 8, .last_token_only = false}));
     auto fresh = MakeScheduler();
     FERRY_ASSERT_OK(fresh->AllocGraph(other.graph));
     FERRY_ASSERT_OK(testing::FillLlamaInputs(other, kTinyLlama.n_vocab, k));
@@ -380,16 +386,20 @@ TEST_F(PlanReuseTest, LlamaReusedPlanEqualsFreshPlan) {
 // the scheduler stops comparing keys part way and forgets every SupportsOp
 // answer from there on. Each plan must still be a fresh scheduler's.
 TEST_F(PlanReuseTest, LlamaAlternatingTokenCountsPlanAsFresh) {
-  FERRY_ASSERT_OK_AND_ASSIGN(auto model, testing::MakeLlamaModel(kTinyLlama));
+  FERRY_ASSERT_OK_AND_ASSIGN(auto model,
+                             llama::LlamaModel::CreateUnplaced(kTinyLlama));
+  FERRY_ASSERT_OK_AND_ASSIGN(auto bufs,
+                             AllocateWeights(*model->weight_contexts()[0],
+                                             *sim_->default_buffer_type()));
   FERRY_ASSERT_OK_AND_ASSIGN(
-      auto bufs, AllocateWeights(model->ctx, *sim_->default_buffer_type()));
-  FERRY_ASSERT_OK_AND_ASSIGN(auto a,
-                             testing::BuildLlamaGraph(*model, 8, false));
-  FERRY_ASSERT_OK_AND_ASSIGN(auto b,
-                             testing::BuildLlamaGraph(*model, 9, false));
+      auto a, llama::BuildLlamaGraph(
+                  *model, {.n_tokens = 8, .last_token_only = false}));
+  FERRY_ASSERT_OK_AND_ASSIGN(
+      auto b, llama::BuildLlamaGraph(
+                  *model, {.n_tokens = 9, .last_token_only = false}));
   auto sched = MakeScheduler();
   for (int k = 0; k < 4; ++k) {
-    const testing::LlamaGraph& graph = k % 2 == 0 ? a : b;
+    const llama::LlamaGraph& graph = k % 2 == 0 ? a : b;
     sched->Reset();
     // Graph a's tensors point into buffers freed when b grew them, and
     // (from k = 2) into the last fresh scheduler's freed buffers: they are

@@ -8,15 +8,16 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "ferry/alloc/testing/llama_graph.h"
 #include "ferry/alloc/weights.h"
 #include "ferry/backends/cpu/cpu_backend.h"
-#include "ferry/backends/sim/sim_backend.h"
 #include "ferry/backends/sim/sim_device.h"
 #include "ferry/graph/context.h"
 #include "ferry/graph/graph.h"
 #include "ferry/graph/ops.h"
 #include "ferry/graph/testing/reference.h"
+#include "ferry/models/llama/llama_graph.h"
+#include "ferry/models/llama/llama_model.h"
+#include "ferry/models/llama/testing/llama_testing.h"
 #include "ferry/runtime/status_matchers.h"
 #include "ferry/runtime/sync_wait.h"
 #include "ferry/runtime/trace.h"
@@ -31,13 +32,13 @@ using ::ferry::testing::IsOk;
 using ::ferry::testing::StatusIs;
 using ::testing::HasSubstr;
 
-constexpr testing::LlamaConfig kTinyLlama = {
+constexpr llama::LlamaConfig kTinyLlama = {
     .n_layer = 2, .n_embd = 64, .n_head = 4, .n_ff = 96, .n_vocab = 50};
 
-using PlacedModel = testing::PlacedLlamaModel;
+using PlacedModel = std::unique_ptr<llama::LlamaModel>;
 
 absl::StatusOr<PlacedModel> MakeModel(BufferType& type) {
-  return testing::MakePlacedLlamaModel(kTinyLlama, type, 0.2f);
+  return testing::MakePlacedLlamaModel(kTinyLlama, type);
 }
 
 absl::StatusOr<std::vector<float>> ReadLogits(const Tensor& logits) {
@@ -68,7 +69,8 @@ class SchedulerTest : public ::testing::Test {
   std::vector<float> CpuOnlyLogits(int64_t n_tokens, uint64_t seed) {
     auto model = MakeModel(*cpu_->default_buffer_type());
     EXPECT_THAT(model, IsOk());
-    auto graph = testing::BuildLlamaGraph(*model->model, n_tokens, false);
+    auto graph = llama::BuildLlamaGraph(
+        **model, {.n_tokens = n_tokens, .last_token_only = false});
     EXPECT_THAT(graph, IsOk());
     auto sched = Scheduler::Create({cpu_.get()});
     EXPECT_THAT(sched, IsOk());
@@ -213,8 +215,10 @@ TEST_F(SchedulerTest, LlamaAcrossSimsAndCpuEqualsCpuOnly) {
   Backend* sim1 = AddSim("ops=-soft_max");
   FERRY_ASSERT_OK_AND_ASSIGN(PlacedModel model,
                              MakeModel(*sim0->default_buffer_type()));
-  FERRY_ASSERT_OK_AND_ASSIGN(testing::LlamaGraph graph,
-                             testing::BuildLlamaGraph(*model.model, 8, false));
+  FERRY_ASSERT_OK_AND_ASSIGN(
+      llama::LlamaGraph graph,
+      llama::BuildLlamaGraph(*model,
+                             {.n_tokens = 8, .last_token_only = false}));
   FERRY_ASSERT_OK_AND_ASSIGN(auto sched,
                              Scheduler::Create({sim0, sim1, cpu_.get()}));
   FERRY_ASSERT_OK(sched->AllocGraph(graph.graph));
@@ -231,8 +235,10 @@ TEST_F(SchedulerTest, PipelinedBatchesMatchOneAtATime) {
   Backend* sim0 = AddSim("");
   FERRY_ASSERT_OK_AND_ASSIGN(PlacedModel model,
                              MakeModel(*sim0->default_buffer_type()));
-  FERRY_ASSERT_OK_AND_ASSIGN(testing::LlamaGraph graph,
-                             testing::BuildLlamaGraph(*model.model, 8, false));
+  FERRY_ASSERT_OK_AND_ASSIGN(
+      llama::LlamaGraph graph,
+      llama::BuildLlamaGraph(*model,
+                             {.n_tokens = 8, .last_token_only = false}));
   FERRY_ASSERT_OK_AND_ASSIGN(
       auto sched, Scheduler::Create({sim0, cpu_.get()}, {.n_copies = 4}));
   FERRY_ASSERT_OK(sched->AllocGraph(graph.graph));
@@ -260,13 +266,13 @@ TEST_F(SchedulerTest, PipelinedBatchesMatchOneAtATime) {
     FERRY_ASSERT_OK(
         testing::FillLlamaInputs(graph, kTinyLlama.n_vocab, 100 + k));
     FERRY_ASSERT_OK_AND_ASSIGN(Event event, sched->Submit(graph.graph));
-    FERRY_ASSERT_OK(logits_backend->GetTensorAsync(
+    FERRY_ASSERT_OK(logits_backend->EnqueueGetTensor(
         *graph.logits, pipelined[k].data(), 0, graph.logits->NumBytes()));
     done.push_back(event);
   }
   FERRY_ASSERT_OK(sched->Synchronize());
   for (int k = 0; k < kBatches; ++k) {
-    FERRY_EXPECT_OK(done[k].Synchronize());
+    FERRY_EXPECT_OK(done[k].WaitBlocking());
     EXPECT_EQ(pipelined[k], one_at_a_time[k]) << "batch " << k;
   }
   EXPECT_EQ(sched->stats().re_reserves, 0);
@@ -276,8 +282,9 @@ TEST_F(SchedulerTest, ComputeAsyncFromSeveralCoroutines) {
   Backend* sim0 = AddSim("");
   FERRY_ASSERT_OK_AND_ASSIGN(PlacedModel model,
                              MakeModel(*sim0->default_buffer_type()));
-  FERRY_ASSERT_OK_AND_ASSIGN(testing::LlamaGraph graph,
-                             testing::BuildLlamaGraph(*model.model, 4, true));
+  FERRY_ASSERT_OK_AND_ASSIGN(
+      llama::LlamaGraph graph,
+      llama::BuildLlamaGraph(*model, {.n_tokens = 4, .last_token_only = true}));
   FERRY_ASSERT_OK_AND_ASSIGN(auto sched, Scheduler::Create({sim0, cpu_.get()}));
   FERRY_ASSERT_OK(sched->AllocGraph(graph.graph));
   FERRY_ASSERT_OK(testing::FillLlamaInputs(graph, kTinyLlama.n_vocab, 1));
@@ -305,8 +312,10 @@ TEST_F(SchedulerTest, MoreComputeAsyncCallersThanSlots) {
   for (int n_copies : {1, 2}) {
     // A graph per scheduler: its activations point into that scheduler's
     // buffers.
-    FERRY_ASSERT_OK_AND_ASSIGN(testing::LlamaGraph graph,
-                               testing::BuildLlamaGraph(*model.model, 4, true));
+    FERRY_ASSERT_OK_AND_ASSIGN(
+        llama::LlamaGraph graph,
+        llama::BuildLlamaGraph(*model,
+                               {.n_tokens = 4, .last_token_only = true}));
     FERRY_ASSERT_OK_AND_ASSIGN(
         auto sched, Scheduler::Create({cpu_.get()}, {.n_copies = n_copies}));
     FERRY_ASSERT_OK(sched->AllocGraph(graph.graph));
@@ -356,7 +365,7 @@ TEST_F(SchedulerTest, MoreComputeAsyncCallersThanSlots) {
     trace.Clear();
     // Submit after them takes the next turn.
     FERRY_ASSERT_OK_AND_ASSIGN(Event done, sched->Submit(graph.graph));
-    FERRY_ASSERT_OK(done.Synchronize());
+    FERRY_ASSERT_OK(done.WaitBlocking());
   }
 }
 
@@ -366,8 +375,9 @@ TEST_F(SchedulerTest, EnqueueSpansForEachSplitAndCopy) {
   Backend* sim = AddSim("ops=mul_mat");
   FERRY_ASSERT_OK_AND_ASSIGN(PlacedModel model,
                              MakeModel(*sim->default_buffer_type()));
-  FERRY_ASSERT_OK_AND_ASSIGN(testing::LlamaGraph graph,
-                             testing::BuildLlamaGraph(*model.model, 4, true));
+  FERRY_ASSERT_OK_AND_ASSIGN(
+      llama::LlamaGraph graph,
+      llama::BuildLlamaGraph(*model, {.n_tokens = 4, .last_token_only = true}));
   FERRY_ASSERT_OK_AND_ASSIGN(
       auto sched, Scheduler::Create({sim, cpu_.get()}, {.n_copies = 2}));
   FERRY_ASSERT_OK(sched->AllocGraph(graph.graph));
@@ -402,8 +412,9 @@ TEST_F(SchedulerTest, FaultMidGraphIsAStatusAndSchedulerRecovers) {
   Backend* sim0 = AddSim("");
   FERRY_ASSERT_OK_AND_ASSIGN(PlacedModel model,
                              MakeModel(*sim0->default_buffer_type()));
-  FERRY_ASSERT_OK_AND_ASSIGN(testing::LlamaGraph graph,
-                             testing::BuildLlamaGraph(*model.model, 4, true));
+  FERRY_ASSERT_OK_AND_ASSIGN(
+      llama::LlamaGraph graph,
+      llama::BuildLlamaGraph(*model, {.n_tokens = 4, .last_token_only = true}));
   FERRY_ASSERT_OK_AND_ASSIGN(auto sched, Scheduler::Create({sim0, cpu_.get()}));
   FERRY_ASSERT_OK(sched->AllocGraph(graph.graph));
   FERRY_ASSERT_OK(testing::FillLlamaInputs(graph, kTinyLlama.n_vocab, 1));
@@ -423,8 +434,9 @@ TEST_F(SchedulerTest, EvalCallbackObservesAndCancels) {
   Backend* sim0 = AddSim("");
   FERRY_ASSERT_OK_AND_ASSIGN(PlacedModel model,
                              MakeModel(*sim0->default_buffer_type()));
-  FERRY_ASSERT_OK_AND_ASSIGN(testing::LlamaGraph graph,
-                             testing::BuildLlamaGraph(*model.model, 4, true));
+  FERRY_ASSERT_OK_AND_ASSIGN(
+      llama::LlamaGraph graph,
+      llama::BuildLlamaGraph(*model, {.n_tokens = 4, .last_token_only = true}));
   FERRY_ASSERT_OK_AND_ASSIGN(auto sched, Scheduler::Create({sim0, cpu_.get()}));
   FERRY_ASSERT_OK(sched->AllocGraph(graph.graph));
   FERRY_ASSERT_OK(testing::FillLlamaInputs(graph, kTinyLlama.n_vocab, 1));

@@ -189,6 +189,26 @@ absl::Status CheckGetRows(const Tensor& node, const Tensor& a,
   return CheckContiguousResult(node);
 }
 
+absl::Status CheckSetRows(const Tensor& node, const Tensor& rows,
+                          const Tensor& ids, const Tensor& dst) {
+  FERRY_RETURN_IF_ERROR(
+      CheckDType(node, "dst", dst, {DType::kF32, DType::kF16, DType::kBF16}));
+  FERRY_RETURN_IF_ERROR(CheckDType(node, "rows", rows, {DType::kF32}));
+  FERRY_RETURN_IF_ERROR(CheckDType(node, "ids", ids, {DType::kI32}));
+  FERRY_RETURN_IF_ERROR(CheckRows(node, "rows", rows));
+  FERRY_RETURN_IF_ERROR(CheckRows(node, "ids", ids));
+  FERRY_RETURN_IF_ERROR(CheckRows(node, "result", node));
+  if (node.dtype != dst.dtype || node.ne != dst.ne || node.nb != dst.nb) {
+    return Invalid(node, "result must have dst's dtype, shape and strides");
+  }
+  if (node.ne[2] != 1 || node.ne[3] != 1 || rows.ne[0] != node.ne[0] ||
+      rows.ne[1] != ids.ne[0] || rows.NumRows() != rows.ne[1] ||
+      ids.NumElements() != ids.ne[0]) {
+    return Invalid(node, "needs dst [E, R], rows [E, N], ids [N]");
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CheckCpy(const Tensor& node, const Tensor& a, const Tensor& b) {
   if (a.dtype != b.dtype && !(IsFloat(a.dtype) && IsFloat(b.dtype))) {
     return Unimplemented(
@@ -567,6 +587,21 @@ void GetRowsKernel(const Tensor& node, int ith, int nth) {
   });
 }
 
+// Thread ith writes its share of the N rows (ids are distinct, so threads
+// never write the same row); rows with an id outside [0, R) are skipped.
+void SetRowsKernel(const Tensor& node, int ith, int nth) {
+  const Tensor& rows = *node.src[0];
+  const Tensor& ids = *node.src[1];
+  const Range range = Split(rows.ne[1], ith, nth);
+  for (int64_t n = range.begin; n < range.end; ++n) {
+    const int32_t id = *reinterpret_cast<const int32_t*>(
+        static_cast<const std::byte*>(ids.data) + n * ids.nb[0]);
+    if (id < 0 || id >= node.ne[1]) continue;
+    vec::ConvertRow(DType::kF32, RowPtr(rows, n, 0, 0), node.dtype,
+                    RowPtr(node, id, 0, 0), node.ne[0]);
+  }
+}
+
 // A position in a tensor walked in logical order (i0 fastest).
 struct Cursor {
   const Tensor* t;
@@ -757,6 +792,9 @@ absl::Status CheckSupported(const Tensor& node) {
     case Op::kCpy:
       FERRY_RETURN_IF_ERROR(CheckSources(node, 2));
       return CheckCpy(node, *node.src[0], *node.src[1]);
+    case Op::kSetRows:
+      FERRY_RETURN_IF_ERROR(CheckSources(node, 3));
+      return CheckSetRows(node, *node.src[0], *node.src[1], *node.src[2]);
     case Op::kCont:
       FERRY_RETURN_IF_ERROR(CheckSources(node, 1));
       if (node.dtype != node.src[0]->dtype) {
@@ -823,6 +861,8 @@ void ComputeNode(const Tensor& node, int ith, int nth,
       return CopyKernel(*node.src[0], node, ith, nth);
     case Op::kConcat:
       return ConcatKernel(node, ith, nth);
+    case Op::kSetRows:
+      return SetRowsKernel(node, ith, nth);
     default:
       return;  // Leafs and views compute nothing.
   }

@@ -594,6 +594,64 @@ TEST_P(KernelsTest, GetRowsOutOfRangeGivesNan) {
   }
 }
 
+// set_rows writes the listed rows of dst and no other: the kernels (on
+// 1 and 3 threads) and the reference, each on its own copy of the same
+// data, leave identical bytes in dst.
+TEST_P(KernelsTest, SetRows) {
+  std::mt19937 rng(8);
+  for (DType dtype : {DType::kF32, DType::kF16, DType::kBF16}) {
+    for (int nth : {0, 1, 3}) {  // 0: the reference.
+      SCOPED_TRACE(absl::StrCat(DTypeName(dtype), " nth=", nth));
+      std::vector<std::vector<float>> results;
+      for (int run = 0; run < 2; ++run) {
+        Context ctx;
+        Tensor* dst = *ctx.NewTensor(dtype, {37, 20});
+        Tensor* rows = *ctx.NewTensor(DType::kF32, {37, 6});
+        Tensor* ids = *ctx.NewTensor(DType::kI32, {6});
+        FERRY_ASSERT_OK_AND_ASSIGN(Tensor * out, SetRows(ctx, dst, rows, ids));
+        EXPECT_EQ(out->view_src, dst);
+        FERRY_ASSERT_OK(ctx.AllocateHostData());
+        FERRY_ASSERT_OK(FillRandom(*dst, 1));
+        FERRY_ASSERT_OK(FillRandom(*rows, 2));
+        FERRY_ASSERT_OK(WriteTensor(*ids, {19, 0, 7, 3, 12, 5}));
+        FERRY_ASSERT_OK_AND_ASSIGN(Graph graph, Graph::Build({out}));
+        if (run == 0) {
+          FERRY_ASSERT_OK(EvaluateReference(graph));
+        } else {
+          KernelRunner runner(nth == 0 ? 1 : nth);
+          FERRY_ASSERT_OK(runner.Run(graph.nodes()));
+        }
+        FERRY_ASSERT_OK_AND_ASSIGN(results.emplace_back(), ReadTensor(*dst));
+        if (run == 0) {
+          // Row 19 holds rows' row 0; row 1 was not written.
+          FERRY_ASSERT_OK_AND_ASSIGN(std::vector<float> src, ReadTensor(*rows));
+          EXPECT_NEAR(results[0][19 * 37 + 4], src[4], 1e-2);
+        }
+      }
+      EXPECT_EQ(results[0], results[1]);
+    }
+  }
+}
+
+TEST_P(KernelsTest, SetRowsSkipsOutOfRangeIds) {
+  Context ctx;
+  Tensor* dst = *ctx.NewTensor(DType::kF32, {4, 3});
+  Tensor* rows = *ctx.NewTensor(DType::kF32, {4, 2});
+  Tensor* ids = *ctx.NewTensor(DType::kI32, {2});
+  Tensor* out = *SetRows(ctx, dst, rows, ids);
+  FERRY_ASSERT_OK(ctx.AllocateHostData());
+  FERRY_ASSERT_OK(WriteTensor(*dst, std::vector<float>(12, 5.0f)));
+  FERRY_ASSERT_OK(WriteTensor(*rows, {1, 2, 3, 4, 6, 7, 8, 9}));
+  FERRY_ASSERT_OK(WriteTensor(*ids, {3, 1}));
+  FERRY_ASSERT_OK_AND_ASSIGN(Graph graph, Graph::Build({out}));
+  KernelRunner runner(2);
+  FERRY_ASSERT_OK(runner.Run(graph.nodes()));
+  FERRY_ASSERT_OK_AND_ASSIGN(std::vector<float> got, ReadTensor(*dst));
+  EXPECT_EQ(got, (std::vector<float>{5, 5, 5, 5, 6, 7, 8, 9, 5, 5, 5, 5}));
+  EXPECT_THAT(EvaluateReference(graph),
+              StatusIs(absl::StatusCode::kOutOfRange));
+}
+
 TEST_P(KernelsTest, CpyAllFloatPairs) {
   const DType types[] = {DType::kF32, DType::kF16, DType::kBF16};
   int seed = 0;

@@ -103,7 +103,8 @@ TEST(HostEmulationCoverageTest, CasesCoverEveryOpAndDtype) {
   }
   for (int i = 0; i < kNumOps; ++i) {
     const Op op = static_cast<Op>(i);
-    if (op == Op::kNone || IsViewOp(op)) continue;
+    // set_rows has no CUDA kernel yet (CudaDevice::SupportsOp says no).
+    if (op == Op::kNone || IsViewOp(op) || op == Op::kSetRows) continue;
     EXPECT_TRUE(ops.contains(op)) << OpName(op);
     EXPECT_EQ(in_place_ops.contains(op), OpCanRunInPlace(op)) << OpName(op);
   }

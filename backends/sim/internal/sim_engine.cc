@@ -96,7 +96,7 @@ void SimEngine::Run(int64_t submit_ns, const std::vector<Event>& waits,
   int64_t start = in_order_ ? std::max(submit_ns, cursor_ns_) : submit_ns;
   absl::Status status;
   for (const Event& event : waits) {
-    status = event.Synchronize();
+    status = event.WaitBlocking();
     if (!status.ok()) break;
     std::optional<int64_t> complete = EventTimes::Global().Lookup(event);
     start = std::max(start, complete ? *complete : ModelNowNanos(time_scale_));

@@ -1,0 +1,488 @@
+#include "ferry/engine/engine.h"
+
+#include <algorithm>
+#include <chrono>
+#include <utility>
+
+#include "absl/memory/memory.h"
+#include "absl/strings/str_cat.h"
+#include "ferry/runtime/default_executor.h"
+#include "ferry/runtime/executor.h"
+#include "ferry/runtime/status_macros.h"
+
+namespace ferry::engine {
+
+struct Engine::Sequence {
+  uint64_t id = 0;
+  Request request;
+  Promise<Result> promise;
+  std::shared_ptr<RequestHandle::Shared> shared;
+  Result result;
+  Sampler sampler;
+  std::vector<int32_t> tokens;  // Prompt, then generated.
+  int64_t prompt_len = 0;
+  int64_t n_fed = 0;       // Tokens whose K/V are in the cache.
+  size_t next_logits = 0;  // Into request.logits_positions (sorted).
+  int slot = -1;
+  std::vector<int32_t> cells;  // Cell of each position.
+  bool in_flight = false;
+  bool done = false;
+
+  explicit Sequence(Request r)
+      : request(std::move(r)), sampler(request.sampling) {}
+  bool cancelled() const { return shared->cancelled.load(); }
+};
+
+struct Engine::MicroBatch {
+  struct Entry {
+    Sequence* seq = nullptr;
+    int64_t n = 0;                                // Tokens fed.
+    std::vector<std::pair<int64_t, int>> wanted;  // (position, logits row)
+    int sample_row = -1;
+  };
+  llama::LlamaBatchBuilder builder;
+  std::vector<float> logits;
+  std::vector<Entry> entries;
+  Event done;
+
+  MicroBatch(const llama::LlamaBatchShape& shape, int32_t pad_cell,
+             size_t logits_size)
+      : builder(shape, pad_cell), logits(logits_size) {}
+};
+
+void RequestHandle::Cancel() {
+  if (shared_ == nullptr) return;
+  shared_->cancelled.store(true);
+  if (shared_->engine != nullptr) shared_->engine->Wake();
+}
+
+absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(
+    const llama::LlamaModel& model, const EngineOptions& options) {
+  const llama::LlamaConfig& c = model.config();
+  if (model.backends().empty()) {
+    return absl::InvalidArgumentError(
+        "engine: the model has no backends (use LlamaModel::Create)");
+  }
+  auto bad = [](absl::string_view what) {
+    return absl::InvalidArgumentError(absl::StrCat("engine: ", what));
+  };
+  if (options.max_sequences < 1 || options.max_sequences > 65536) {
+    return bad(absl::StrCat("max_sequences ", options.max_sequences,
+                            " must be in [1, 65536]"));
+  }
+  if (options.max_sequence_len < 1 || options.max_sequence_len > c.n_ctx) {
+    return bad(absl::StrCat("max_sequence_len ", options.max_sequence_len,
+                            " must be in [1, the model's context ", c.n_ctx,
+                            "]"));
+  }
+  if (options.n_copies < 1 || options.n_copies > 64) {
+    return bad(
+        absl::StrCat("n_copies ", options.n_copies, " must be in [1, 64]"));
+  }
+  if (options.prefill_chunk < 0 || options.batch_window < 0 ||
+      options.batch_outputs < 0) {
+    return bad("prefill_chunk, batch_window and batch_outputs must be >= 0");
+  }
+  const int64_t n_cells =
+      int64_t{options.max_sequences} * options.max_sequence_len + 1;
+  if (n_cells > (int64_t{1} << 24)) {
+    return bad(absl::StrCat("max_sequences x max_sequence_len = ", n_cells - 1,
+                            " cells; at most 2^24"));
+  }
+  auto engine = absl::WrapUnique(new Engine(model, options));
+  EngineOptions& o = engine->options_;
+  if (!o.clock) {
+    o.clock = [] {
+      return std::chrono::duration_cast<std::chrono::nanoseconds>(
+                 std::chrono::steady_clock::now().time_since_epoch())
+          .count();
+    };
+  }
+  if (o.prefill_chunk == 0) o.prefill_chunk = o.batch_tokens;
+  llama::LlamaBatchShape& shape = engine->shape_;
+  shape.n_tokens = o.batch_tokens;
+  shape.n_outputs = o.batch_outputs > 0 ? o.batch_outputs : o.batch_tokens;
+  shape.n_window = o.batch_window > 0
+                       ? o.batch_window
+                       : std::min<int64_t>(o.max_sequences, o.batch_tokens) *
+                                 o.max_sequence_len +
+                             1;
+  FERRY_RETURN_IF_ERROR(shape.Validate());
+  // A sequence's whole context is in one micro-batch's window.
+  engine->slot_len_ = std::min(o.max_sequence_len, shape.n_window - 1);
+  FERRY_ASSIGN_OR_RETURN(engine->cache_,
+                         llama::LlamaKvCache::Create(model, n_cells));
+  FERRY_ASSIGN_OR_RETURN(engine->graph_, llama::BuildLlamaBatchGraph(
+                                             model, *engine->cache_, shape));
+  FERRY_ASSIGN_OR_RETURN(
+      engine->sched_,
+      Scheduler::Create(model.backends(), {.n_copies = o.n_copies}));
+  FERRY_RETURN_IF_ERROR(engine->sched_->AllocGraph(engine->graph_.graph));
+  for (int s = o.max_sequences - 1; s >= 0; --s) {
+    engine->free_slots_.push_back(s);
+  }
+  engine->thread_ = std::thread([e = engine.get()] { e->Loop(); });
+  return engine;
+}
+
+Engine::Engine(const llama::LlamaModel& model, const EngineOptions& options)
+    : model_(model), options_(options) {}
+
+Engine::~Engine() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void Engine::Wake() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    wake_ = true;
+  }
+  cv_.notify_all();
+}
+
+absl::StatusOr<RequestHandle> Engine::Submit(Request request) {
+  const int64_t n_vocab = model_.config().n_vocab;
+  const std::string who = absl::StrCat("request '", request.id, "': ");
+  if (request.prompt.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(who, "empty prompt"));
+  }
+  if (static_cast<int64_t>(request.prompt.size()) > slot_len_) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        who, "prompt of ", request.prompt.size(),
+        " tokens is longer than a sequence may be (", slot_len_,
+        ": max_sequence_len, and the micro-batch window less one)"));
+  }
+  for (size_t i = 0; i < request.prompt.size(); ++i) {
+    const int32_t t = request.prompt[i];
+    if (t < 0 || t >= n_vocab) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          who, "token ", t, " at ", i, " outside [0, ", n_vocab, ")"));
+    }
+  }
+  if (request.max_new_tokens < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        who, "max_new_tokens ", request.max_new_tokens, " must be >= 1"));
+  }
+  if (absl::Status s = request.sampling.Validate(); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(who, s.message()));
+  }
+  auto& positions = request.logits_positions;
+  for (int64_t p : positions) {
+    if (p < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(who, "logits position ", p, " is negative"));
+    }
+  }
+  std::sort(positions.begin(), positions.end());
+  positions.erase(std::unique(positions.begin(), positions.end()),
+                  positions.end());
+
+  auto seq = std::make_unique<Sequence>(std::move(request));
+  seq->shared = std::make_shared<RequestHandle::Shared>();
+  seq->shared->engine = this;
+  seq->tokens = seq->request.prompt;
+  seq->prompt_len = static_cast<int64_t>(seq->tokens.size());
+  seq->result.id = seq->request.id;
+  seq->result.submitted_ns = options_.clock();
+  RequestHandle handle(seq->promise.GetFuture(), seq->shared);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stop_) return absl::FailedPreconditionError("engine: shutting down");
+    seq->id = next_id_++;
+    idle_ = false;
+    incoming_.push_back(std::move(seq));
+  }
+  cv_.notify_all();
+  return handle;
+}
+
+Task<absl::StatusOr<Result>> Engine::Generate(Request request) {
+  absl::StatusOr<RequestHandle> handle = Submit(std::move(request));
+  if (!handle.ok()) co_return handle.status();
+  Executor* here = Executor::Current();
+  co_return co_await handle->future_.Get(
+      {.resume_on = here != nullptr ? here : &DefaultExecutor()});
+}
+
+void Engine::WaitIdle() {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [&] { return idle_ && incoming_.empty(); });
+}
+
+EngineStats Engine::stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stats_;
+}
+
+void Engine::FreeSlot(int slot) { free_slots_.push_back(slot); }
+
+void Engine::Finish(Sequence& seq, absl::Status status) {
+  if (seq.done) return;
+  seq.done = true;
+  seq.result.finished_ns = options_.clock();
+  if (seq.slot >= 0) {
+    FreeSlot(seq.slot);
+    seq.slot = -1;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++(status.ok() ? stats_.requests_done : stats_.requests_failed);
+  }
+  if (status.ok()) {
+    seq.promise.SetValue(std::move(seq.result));
+  } else {
+    seq.promise.SetError(std::move(status));
+  }
+}
+
+void Engine::Intake() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    while (!incoming_.empty()) {
+      waiting_.push_back(std::move(incoming_.front()));
+      incoming_.pop_front();
+    }
+    wake_ = false;
+  }
+  const absl::Status cancelled = absl::CancelledError("request cancelled");
+  for (auto& seq : waiting_) {
+    if (seq->cancelled()) Finish(*seq, cancelled);
+  }
+  for (auto& seq : active_) {
+    if (seq->cancelled() && !seq->in_flight) Finish(*seq, cancelled);
+  }
+  auto is_done = [](const std::unique_ptr<Sequence>& s) { return s->done; };
+  waiting_.erase(std::remove_if(waiting_.begin(), waiting_.end(), is_done),
+                 waiting_.end());
+  active_.erase(std::remove_if(active_.begin(), active_.end(), is_done),
+                active_.end());
+  if (options_.static_batching && !active_.empty()) return;
+  while (!waiting_.empty() && !free_slots_.empty()) {
+    std::unique_ptr<Sequence> seq = std::move(waiting_.front());
+    waiting_.pop_front();
+    seq->slot = free_slots_.back();
+    free_slots_.pop_back();
+    const int64_t base = int64_t{seq->slot} * options_.max_sequence_len;
+    seq->cells.resize(static_cast<size_t>(slot_len_));
+    for (int64_t p = 0; p < slot_len_; ++p) {
+      seq->cells[static_cast<size_t>(p)] = static_cast<int32_t>(base + p);
+    }
+    active_.push_back(std::move(seq));
+  }
+}
+
+bool Engine::FormMicroBatch(MicroBatch& mb) {
+  llama::LlamaBatchBuilder& b = mb.builder;
+  b.Clear();
+  mb.entries.clear();
+  const size_t n = active_.size();
+  for (size_t k = 0; k < n && b.tokens_left() > 0; ++k) {
+    Sequence& seq = *active_[(next_seq_ + k) % n];
+    if (seq.in_flight || seq.done || seq.cancelled()) continue;
+    const int64_t first = seq.n_fed;
+    const auto known = static_cast<int64_t>(seq.tokens.size());
+    int64_t count = known - first;
+    if (first < seq.prompt_len) count = std::min(count, options_.prefill_chunk);
+    count = std::min({count, b.tokens_left(), b.window_left() - first});
+    const auto& positions = seq.request.logits_positions;
+    std::vector<int> logits_at;
+    int sample_index = -1;
+    // Shrinks the chunk until its logits rows fit.
+    for (; count > 0; --count) {
+      logits_at.clear();
+      for (size_t i = seq.next_logits;
+           i < positions.size() && positions[i] < first + count; ++i) {
+        logits_at.push_back(static_cast<int>(positions[i] - first));
+      }
+      sample_index = -1;
+      if (first + count == known) {
+        sample_index = static_cast<int>(count - 1);
+        if (logits_at.empty() || logits_at.back() != sample_index) {
+          logits_at.push_back(sample_index);
+        }
+      }
+      if (static_cast<int64_t>(logits_at.size()) <= b.outputs_left()) break;
+    }
+    if (count <= 0) continue;
+    absl::StatusOr<std::vector<int>> rows = b.Add(
+        absl::MakeConstSpan(seq.tokens)
+            .subspan(static_cast<size_t>(first), static_cast<size_t>(count)),
+        first, seq.cells, logits_at);
+    if (!rows.ok()) continue;  // Cannot happen: the sizes were checked.
+    MicroBatch::Entry entry;
+    entry.seq = &seq;
+    entry.n = count;
+    for (size_t i = 0; i < logits_at.size(); ++i) {
+      if (logits_at[i] == sample_index) entry.sample_row = (*rows)[i];
+      const int64_t pos = first + logits_at[i];
+      if (seq.next_logits < positions.size() &&
+          positions[seq.next_logits] == pos) {
+        entry.wanted.emplace_back(pos, (*rows)[i]);
+        ++seq.next_logits;
+      }
+    }
+    seq.in_flight = true;
+    mb.entries.push_back(std::move(entry));
+  }
+  if (n > 0) next_seq_ = (next_seq_ + 1) % n;
+  return !mb.entries.empty();
+}
+
+absl::Status Engine::SubmitMicroBatch(MicroBatch& mb) {
+  const llama::LlamaBatchBuilder& b = mb.builder;
+  const llama::LlamaBatchGraph& g = graph_;
+  auto bytes = [](const auto& v) { return v.size() * sizeof(v[0]); };
+  BatchIo io;
+  io.In(*g.tokens, b.tokens().data(), bytes(b.tokens()))
+      .In(*g.pos, b.pos().data(), bytes(b.pos()))
+      .In(*g.kv_dst, b.kv_dst().data(), bytes(b.kv_dst()))
+      .In(*g.kv_window, b.kv_window().data(), bytes(b.kv_window()))
+      .In(*g.mask, b.mask().data(), bytes(b.mask()))
+      .In(*g.out_rows, b.out_rows().data(), bytes(b.out_rows()))
+      .Out(*g.logits, mb.logits.data(), bytes(mb.logits));
+  FERRY_ASSIGN_OR_RETURN(mb.done, sched_->Submit(g.graph, io));
+  std::lock_guard<std::mutex> lock(mu_);
+  ++stats_.micro_batches;
+  stats_.padded_tokens += b.tokens_left();
+  for (const MicroBatch::Entry& e : mb.entries) {
+    const int64_t prefill =
+        std::max<int64_t>(0, std::min(e.seq->prompt_len - e.seq->n_fed, e.n));
+    stats_.prefill_tokens += prefill;
+    stats_.decode_tokens += e.n - prefill;
+  }
+  stats_.max_in_flight = std::max<int64_t>(
+      stats_.max_in_flight, static_cast<int64_t>(in_flight_.size()) + 1);
+  return absl::OkStatus();
+}
+
+void Engine::CompleteMicroBatch(MicroBatch& mb) {
+  const absl::Status status = mb.done.WaitBlocking();
+  const int64_t n_vocab = model_.config().n_vocab;
+  const int64_t now = options_.clock();
+  for (MicroBatch::Entry& e : mb.entries) {
+    Sequence& seq = *e.seq;
+    seq.in_flight = false;
+    if (!status.ok()) {
+      Finish(seq,
+             absl::Status(status.code(), absl::StrCat("micro-batch failed: ",
+                                                      status.message())));
+      continue;
+    }
+    seq.n_fed += e.n;
+    auto row = [&](int r) {
+      return absl::MakeConstSpan(mb.logits).subspan(
+          static_cast<size_t>(r * n_vocab), static_cast<size_t>(n_vocab));
+    };
+    for (const auto& [pos, r] : e.wanted) {
+      auto values = row(r);
+      seq.result.logits.emplace_back(
+          pos, std::vector<float>(values.begin(), values.end()));
+    }
+    if (seq.cancelled()) {
+      Finish(seq, absl::CancelledError("request cancelled"));
+      continue;
+    }
+    if (e.sample_row < 0) continue;
+    auto values = row(e.sample_row);
+    seq.result.non_finite_logits += CountNonFinite(values);
+    const int32_t token = seq.sampler.Sample(values);
+    seq.tokens.push_back(token);
+    Result& r = seq.result;
+    if (r.tokens.empty()) r.first_token_ns = now;
+    r.tokens.push_back(token);
+    r.token_ns.push_back(now);
+    if (seq.request.on_token) seq.request.on_token(token);
+    const auto& stops = seq.request.stop_tokens;
+    if (std::find(stops.begin(), stops.end(), token) != stops.end()) {
+      r.finish = FinishReason::kStop;
+    } else if (static_cast<int>(r.tokens.size()) >=
+               seq.request.max_new_tokens) {
+      r.finish = FinishReason::kLength;
+    } else if (static_cast<int64_t>(seq.tokens.size()) > slot_len_) {
+      r.finish = FinishReason::kContext;  // No cell for the next token.
+    } else {
+      continue;
+    }
+    Finish(seq, absl::OkStatus());
+  }
+  active_.erase(std::remove_if(
+                    active_.begin(), active_.end(),
+                    [](const std::unique_ptr<Sequence>& s) { return s->done; }),
+                active_.end());
+}
+
+void Engine::Loop() {
+  const size_t logits_size =
+      static_cast<size_t>(model_.config().n_vocab * shape_.n_outputs);
+  const auto pad_cell = static_cast<int32_t>(cache_->n_cells() - 1);
+  while (true) {
+    Intake();
+    bool stopping;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stopping = stop_;
+    }
+    if (stopping) break;
+    while (static_cast<int>(in_flight_.size()) < options_.n_copies) {
+      std::unique_ptr<MicroBatch> mb;
+      if (!spare_.empty()) {
+        mb = std::move(spare_.back());
+        spare_.pop_back();
+      } else {
+        mb = std::make_unique<MicroBatch>(shape_, pad_cell, logits_size);
+      }
+      if (!FormMicroBatch(*mb)) {
+        spare_.push_back(std::move(mb));
+        break;
+      }
+      if (absl::Status s = SubmitMicroBatch(*mb); !s.ok()) {
+        for (MicroBatch::Entry& e : mb->entries) {
+          e.seq->in_flight = false;
+          Finish(*e.seq, s);
+        }
+        spare_.push_back(std::move(mb));
+        continue;
+      }
+      in_flight_.push_back(std::move(mb));
+    }
+    if (!in_flight_.empty()) {
+      CompleteMicroBatch(*in_flight_.front());
+      spare_.push_back(std::move(in_flight_.front()));
+      in_flight_.pop_front();
+      continue;
+    }
+    std::unique_lock<std::mutex> lock(mu_);
+    if (active_.empty() && waiting_.empty() && incoming_.empty()) {
+      idle_ = true;
+      cv_.notify_all();
+    }
+    cv_.wait(lock, [&] { return !incoming_.empty() || stop_ || wake_; });
+  }
+  // Shutting down: let the micro-batches in flight finish, fail the rest.
+  while (!in_flight_.empty()) {
+    CompleteMicroBatch(*in_flight_.front());
+    in_flight_.pop_front();
+  }
+  const absl::Status shut = absl::CancelledError("engine shut down");
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    while (!incoming_.empty()) {
+      waiting_.push_back(std::move(incoming_.front()));
+      incoming_.pop_front();
+    }
+  }
+  for (auto& seq : waiting_) Finish(*seq, shut);
+  for (auto& seq : active_) Finish(*seq, shut);
+  waiting_.clear();
+  active_.clear();
+  std::lock_guard<std::mutex> lock(mu_);
+  idle_ = true;
+  cv_.notify_all();
+}
+
+}  // namespace ferry::engine

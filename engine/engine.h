@@ -1,0 +1,184 @@
+// Engine: batch inference on a llama model placed across backends, with
+// continuous batching and pipelined micro-batches.
+//
+// Requests are submitted from any thread (Submit) or coroutine (Generate);
+// each returns its Result when done and may stream tokens. One engine thread
+// runs the batching loop:
+//   - admits waiting requests while KV slots are free (continuous batching:
+//     new requests join while others run; with static_batching, only when
+//     none is active, the baseline it is measured against);
+//   - forms micro-batches of one fixed shape (llama_batch.h) from every
+//     active sequence that is not already in flight: prefill chunks and
+//     decode tokens together, padded, so the scheduler plans once and keeps
+//     n_copies micro-batches in flight across the pipeline stages. A
+//     sequence is in at most one micro-batch in flight (its next token
+//     depends on the last one), so with n_copies in flight the sequences
+//     rotate through them;
+//   - when the oldest micro-batch completes, samples each sequence's next
+//     token, streams it, finishes sequences (stop token, max_new_tokens, a
+//     full slot) and frees their slots.
+// The KV cache holds max_sequences slots of max_sequence_len cells per
+// layer on that layer's device (llama_kv_cache.h), plus padding's cell.
+// Cancelling a request frees its slot (at once, or when its micro-batch
+// in flight completes).
+#ifndef FERRY_ENGINE_ENGINE_H_
+#define FERRY_ENGINE_ENGINE_H_
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "ferry/backends/event.h"
+#include "ferry/engine/request.h"
+#include "ferry/engine/sampler.h"
+#include "ferry/models/llama/llama_batch.h"
+#include "ferry/models/llama/llama_kv_cache.h"
+#include "ferry/models/llama/llama_model.h"
+#include "ferry/runtime/promise.h"
+#include "ferry/runtime/task.h"
+#include "ferry/sched/scheduler.h"
+
+namespace ferry::engine {
+
+struct EngineOptions {
+  int max_sequences = 16;          // KV slots: sequences active at once.
+  int64_t max_sequence_len = 256;  // Cells per slot: prompt + generated.
+  int64_t batch_tokens = 32;       // Tokens per micro-batch (padded).
+  // Cache cells one micro-batch attends over; 0: enough for
+  // min(max_sequences, batch_tokens) full slots.
+  int64_t batch_window = 0;
+  // Logits rows per micro-batch; 0: batch_tokens.
+  int64_t batch_outputs = 0;
+  // Most prompt tokens of one sequence per micro-batch; 0: batch_tokens.
+  int64_t prefill_chunk = 0;
+  int n_copies = 4;  // Micro-batches in flight.
+  bool static_batching = false;
+  // Nanoseconds for Result times; default: the steady clock. (Programs on
+  // simulated devices pass the modelled clock.)
+  std::function<int64_t()> clock;
+};
+
+struct EngineStats {
+  int64_t micro_batches = 0;
+  int64_t prefill_tokens = 0;  // Prompt tokens computed.
+  int64_t decode_tokens = 0;   // Generated tokens fed back.
+  int64_t padded_tokens = 0;   // Token slots of micro-batches left empty.
+  int64_t max_in_flight = 0;
+  int64_t requests_done = 0;
+  int64_t requests_failed = 0;  // Cancelled or failed.
+};
+
+// A submitted request: its result, and a way to cancel it. Move-only.
+class RequestHandle {
+ public:
+  // Blocks until the result (or the error: Cancelled when cancelled).
+  absl::StatusOr<Result> Wait() { return future_.GetBlocking(); }
+  // The same, awaited.
+  Task<absl::StatusOr<Result>> Get() { return future_.Get(); }
+  // Asks the engine to stop the request and free its slot; its result is
+  // then Cancelled. Thread-safe; no effect once it finished.
+  void Cancel();
+
+ private:
+  friend class Engine;
+  struct Shared {
+    std::atomic<bool> cancelled{false};
+    class Engine* engine = nullptr;
+  };
+  RequestHandle(Future<Result> future, std::shared_ptr<Shared> shared)
+      : future_(std::move(future)), shared_(std::move(shared)) {}
+
+  Future<Result> future_;
+  std::shared_ptr<Shared> shared_;
+};
+
+// Thread-safe. Does not own the model, which must outlive it.
+class Engine {
+ public:
+  // Makes the KV cache, the micro-batch graph and a scheduler over the
+  // model's backends, plans the graph, and starts the batching thread.
+  static absl::StatusOr<std::unique_ptr<Engine>> Create(
+      const llama::LlamaModel& model, const EngineOptions& options);
+  // Finishes the micro-batches in flight, fails the remaining requests with
+  // Cancelled, and stops the thread.
+  ~Engine();
+
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Queues `request`. InvalidArgument (naming the field) for a request that
+  // can never run: no prompt, token ids outside the vocabulary, a prompt
+  // longer than a slot or the window, bad sampling parameters.
+  absl::StatusOr<RequestHandle> Submit(Request request);
+  // Submits and awaits the result.
+  Task<absl::StatusOr<Result>> Generate(Request request);
+
+  // Blocks until no request is waiting, active or in flight.
+  void WaitIdle();
+
+  EngineStats stats() const;
+  const EngineOptions& options() const { return options_; }
+  const llama::LlamaBatchShape& batch_shape() const { return shape_; }
+  Scheduler& scheduler() { return *sched_; }
+  const llama::LlamaKvCache& kv_cache() const { return *cache_; }
+  int64_t NowNanos() const { return options_.clock(); }
+
+ private:
+  friend class RequestHandle;
+  struct Sequence;
+  struct MicroBatch;
+
+  Engine(const llama::LlamaModel& model, const EngineOptions& options);
+  void Loop();
+  void Wake();
+  // Moves newly submitted requests in, admits what fits, drops cancelled
+  // sequences that are not in flight.
+  void Intake();
+  // Fills the next micro-batch from sequences not in flight; false if
+  // there was nothing to add.
+  bool FormMicroBatch(MicroBatch& mb);
+  absl::Status SubmitMicroBatch(MicroBatch& mb);
+  void CompleteMicroBatch(MicroBatch& mb);
+  void Finish(Sequence& seq, absl::Status status);
+  void FreeSlot(int slot);
+
+  const llama::LlamaModel& model_;
+  EngineOptions options_;
+  llama::LlamaBatchShape shape_;
+  int64_t slot_len_ = 0;  // Usable positions per sequence.
+  std::unique_ptr<llama::LlamaKvCache> cache_;
+  llama::LlamaBatchGraph graph_;
+  std::unique_ptr<Scheduler> sched_;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::unique_ptr<Sequence>> incoming_ ABSL_GUARDED_BY(mu_);
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  bool wake_ ABSL_GUARDED_BY(mu_) = false;
+  bool idle_ ABSL_GUARDED_BY(mu_) = true;
+  EngineStats stats_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 0;
+
+  // The loop's own state (engine thread only).
+  std::deque<std::unique_ptr<Sequence>> waiting_;
+  std::vector<std::unique_ptr<Sequence>> active_;
+  std::vector<int> free_slots_;
+  std::deque<std::unique_ptr<MicroBatch>> in_flight_;
+  std::vector<std::unique_ptr<MicroBatch>> spare_;
+  size_t next_seq_ = 0;  // Round-robin start among active sequences.
+
+  std::thread thread_;
+};
+
+}  // namespace ferry::engine
+
+#endif  // FERRY_ENGINE_ENGINE_H_

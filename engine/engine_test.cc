@@ -1,0 +1,339 @@
+#include "ferry/engine/engine.h"
+
+#include <atomic>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "ferry/backends/cpu/cpu_backend.h"
+#include "ferry/backends/sim/sim_device.h"
+#include "ferry/graph/testing/reference.h"
+#include "ferry/models/llama/llama_graph.h"
+#include "ferry/models/llama/llama_model.h"
+#include "ferry/runtime/status_matchers.h"
+#include "ferry/runtime/sync_wait.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace ferry::engine {
+namespace {
+
+using ::ferry::testing::IsOk;
+using ::ferry::testing::StatusIs;
+using ::testing::HasSubstr;
+
+constexpr llama::LlamaConfig kConfig = {.n_layer = 4,
+                                        .n_embd = 64,
+                                        .n_head = 4,
+                                        .n_head_kv = 2,
+                                        .n_ff = 96,
+                                        .n_vocab = 64,
+                                        .n_ctx = 64};
+
+std::vector<int32_t> Prompt(int k, int n) {
+  std::vector<int32_t> out;
+  for (int i = 0; i < n; ++i) out.push_back((k * 31 + i * 17 + 5) % 64);
+  return out;
+}
+
+class EngineTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    FERRY_ASSERT_OK_AND_ASSIGN(cpu_, GetCpuDevice().CreateBackend("threads=2"));
+    for (int i = 0; i < 2; ++i) {
+      FERRY_ASSERT_OK_AND_ASSIGN(
+          auto device, SimDevice::Create(absl::StrCat("engine_sim", i), ""));
+      FERRY_ASSERT_OK_AND_ASSIGN(auto backend, device->CreateBackend());
+      sim_devices_.push_back(std::move(device));
+      sims_.push_back(std::move(backend));
+    }
+    FERRY_ASSERT_OK_AND_ASSIGN(
+        model_, llama::LlamaModel::Create(
+                    kConfig, {sims_[0].get(), sims_[1].get(), cpu_.get()}));
+    FERRY_ASSERT_OK(model_->FillRandom(11));
+    FERRY_ASSERT_OK_AND_ASSIGN(
+        cpu_model_, llama::LlamaModel::Create(kConfig, {cpu_.get()}));
+    FERRY_ASSERT_OK(cpu_model_->FillRandom(11));
+  }
+
+  // Logits of every position of `tokens` by the plain forward pass on the
+  // CPU alone: the reference the engine's cached, batched, pipelined path
+  // must match.
+  std::vector<float> FullLogits(const std::vector<int32_t>& tokens) {
+    auto g = llama::BuildLlamaGraph(
+        *cpu_model_, {.n_tokens = static_cast<int64_t>(tokens.size())});
+    EXPECT_THAT(g.status(), IsOk());
+    auto sched = Scheduler::Create({cpu_.get()});
+    EXPECT_THAT(sched.status(), IsOk());
+    EXPECT_THAT((*sched)->AllocGraph(g->graph), IsOk());
+    EXPECT_THAT(llama::SetLlamaInputs(*g, kConfig.n_vocab, tokens), IsOk());
+    std::vector<float> out(static_cast<size_t>(g->logits->NumElements()));
+    EXPECT_THAT(
+        (*sched)->Compute(
+            g->graph, BatchIo().Out(*g->logits, out.data(), out.size() * 4)),
+        IsOk());
+    return out;
+  }
+
+  // Greedy continuation of `prompt` by full recomputation at every step.
+  std::vector<int32_t> ReferenceGreedy(std::vector<int32_t> tokens, int n) {
+    std::vector<int32_t> out;
+    for (int i = 0; i < n; ++i) {
+      const std::vector<float> logits = FullLogits(tokens);
+      const auto last = logits.end() - kConfig.n_vocab;
+      const int32_t next = llama::Argmax(
+          absl::MakeConstSpan(&*last, kConfig.n_vocab), kConfig.n_vocab)[0];
+      out.push_back(next);
+      tokens.push_back(next);
+    }
+    return out;
+  }
+
+  std::unique_ptr<Engine> MakeEngine(EngineOptions options) {
+    auto engine = Engine::Create(*model_, options);
+    EXPECT_THAT(engine.status(), IsOk());
+    return engine.ok() ? std::move(*engine) : nullptr;
+  }
+
+  // Runs `requests` concurrently; returns their results in order.
+  std::vector<Result> RunAll(Engine& engine, std::vector<Request> requests) {
+    std::vector<RequestHandle> handles;
+    for (Request& r : requests) {
+      auto h = engine.Submit(std::move(r));
+      EXPECT_THAT(h.status(), IsOk());
+      if (h.ok()) handles.push_back(std::move(*h));
+    }
+    std::vector<Result> out;
+    for (RequestHandle& h : handles) {
+      auto r = h.Wait();
+      EXPECT_THAT(r.status(), IsOk());
+      out.push_back(r.ok() ? std::move(*r) : Result{});
+    }
+    return out;
+  }
+
+  std::vector<Request> MixedRequests(bool sampled) {
+    std::vector<Request> out;
+    for (int k = 0; k < 6; ++k) {
+      Request r;
+      r.id = absl::StrCat("r", k);
+      r.prompt = Prompt(k, 3 + 5 * k);  // 3 to 28 tokens: chunked prefill.
+      r.max_new_tokens = 4 + k;
+      if (sampled) {
+        r.sampling = {.temperature = 0.8f,
+                      .top_k = 20,
+                      .top_p = 0.9f,
+                      .seed = static_cast<uint64_t>(k)};
+      }
+      out.push_back(std::move(r));
+    }
+    return out;
+  }
+
+  std::unique_ptr<Backend> cpu_;
+  std::vector<std::unique_ptr<SimDevice>> sim_devices_;
+  std::vector<std::unique_ptr<Backend>> sims_;
+  std::unique_ptr<llama::LlamaModel> model_;
+  std::unique_ptr<llama::LlamaModel> cpu_model_;
+};
+
+// Many sequences at once, chunked prefill beside decode, pipelined over two
+// sims: each request's greedy tokens are those of recomputing its whole
+// context on the CPU at every step, and the logits it asked for match.
+TEST_F(EngineTest, GreedyTokensMatchFullRecompute) {
+  auto engine = MakeEngine({.max_sequences = 4,
+                            .max_sequence_len = 40,
+                            .batch_tokens = 8,
+                            .n_copies = 4});
+  std::vector<Request> requests = MixedRequests(false);
+  requests[2].logits_positions = {0, 5, 12};  // Prompt of 13 tokens.
+  std::vector<Result> results = RunAll(*engine, requests);
+  for (size_t k = 0; k < results.size(); ++k) {
+    SCOPED_TRACE(absl::StrCat("request ", k));
+    EXPECT_EQ(results[k].id, requests[k].id);
+    EXPECT_EQ(results[k].finish, FinishReason::kLength);
+    EXPECT_EQ(results[k].tokens,
+              ReferenceGreedy(requests[k].prompt, requests[k].max_new_tokens));
+    EXPECT_EQ(results[k].non_finite_logits, 0);
+  }
+  const std::vector<float> full = FullLogits(requests[2].prompt);
+  ASSERT_EQ(results[2].logits.size(), 3u);
+  for (const auto& [pos, logits] : results[2].logits) {
+    const std::vector<float> want(full.begin() + pos * kConfig.n_vocab,
+                                  full.begin() + (pos + 1) * kConfig.n_vocab);
+    EXPECT_LE(testing::Nmse(want, logits), 1e-8) << "position " << pos;
+  }
+  const EngineStats stats = engine->stats();
+  EXPECT_EQ(stats.requests_done, 6);
+  EXPECT_GT(stats.max_in_flight, 1);  // Micro-batches were pipelined.
+  // One plan for every micro-batch.
+  EXPECT_EQ(engine->scheduler().stats().graphs_planned, 1);
+}
+
+// Sampled and greedy tokens do not depend on how requests were batched:
+// micro-batch size, in-flight count, static or continuous batching.
+TEST_F(EngineTest, SameTokensWhateverTheBatching) {
+  for (bool sampled : {false, true}) {
+    SCOPED_TRACE(sampled ? "sampled" : "greedy");
+    std::vector<std::vector<int32_t>> first;
+    for (EngineOptions options : {EngineOptions{.max_sequences = 6,
+                                 .max_sequence_len = 40,
+                                 .batch_tokens = 16,
+                                 .n_copies = 4},
+                                  EngineOptions{.max_sequences = 2,
+                                  .max_sequence_len = 40,
+                                  .batch_tokens = 4,
+                                  .n_copies = 1},
+                                  EngineOptions{.max_sequences = 3,
+                                  .max_sequence_len = 40,
+                                  .batch_tokens = 8,
+                                  .n_copies = 2,
+                                  .static_batching = true}}) {
+      auto engine = MakeEngine(options);
+      std::vector<Result> results = RunAll(*engine, MixedRequests(sampled));
+      std::vector<std::vector<int32_t>> tokens;
+      for (const Result& r : results) tokens.push_back(r.tokens);
+      if (first.empty()) {
+        first = tokens;
+      } else {
+        EXPECT_EQ(tokens, first);
+      }
+    }
+  }
+}
+
+// A request submitted while another runs joins it, and finishes first.
+TEST_F(EngineTest, NewRequestsJoinWhileOthersRun) {
+  auto engine = MakeEngine({.max_sequences = 2,
+                            .max_sequence_len = 64,
+                            .batch_tokens = 8,
+                            .n_copies = 2});
+  absl::Notification started;
+  std::atomic<int> streamed{0};
+  Request long_request{
+      .id = "long", .prompt = Prompt(1, 4), .max_new_tokens = 50};
+  long_request.on_token = [&](int32_t) {
+    if (++streamed == 2) started.Notify();
+  };
+  FERRY_ASSERT_OK_AND_ASSIGN(RequestHandle long_handle,
+                             engine->Submit(std::move(long_request)));
+  started.WaitForNotification();
+  FERRY_ASSERT_OK_AND_ASSIGN(
+      RequestHandle short_handle,
+      engine->Submit(
+          {.id = "short", .prompt = Prompt(2, 4), .max_new_tokens = 3}));
+  FERRY_ASSERT_OK_AND_ASSIGN(Result short_result, short_handle.Wait());
+  FERRY_ASSERT_OK_AND_ASSIGN(Result long_result, long_handle.Wait());
+  EXPECT_LT(short_result.finished_ns, long_result.finished_ns);
+  EXPECT_GT(short_result.submitted_ns, long_result.first_token_ns);
+  EXPECT_EQ(long_result.tokens.size(), 50u);
+  EXPECT_EQ(streamed.load(), 50);
+}
+
+// Cancelling frees the slot: with one slot, a second request runs only
+// because the first was cancelled.
+TEST_F(EngineTest, CancelFreesTheSlot) {
+  auto engine = MakeEngine({.max_sequences = 1,
+                            .max_sequence_len = 64,
+                            .batch_tokens = 8,
+                            .n_copies = 2});
+  absl::Notification first_token;
+  Request endless{
+      .id = "endless", .prompt = Prompt(3, 4), .max_new_tokens = 1000000};
+  endless.on_token = [&](int32_t) {
+    if (!first_token.HasBeenNotified()) first_token.Notify();
+  };
+  FERRY_ASSERT_OK_AND_ASSIGN(RequestHandle a, engine->Submit(endless));
+  FERRY_ASSERT_OK_AND_ASSIGN(
+      RequestHandle b,
+      engine->Submit({.id = "b", .prompt = Prompt(4, 4), .max_new_tokens = 2}));
+  first_token.WaitForNotification();
+  a.Cancel();
+  EXPECT_THAT(a.Wait().status(), StatusIs(absl::StatusCode::kCancelled));
+  FERRY_ASSERT_OK_AND_ASSIGN(Result rb, b.Wait());
+  EXPECT_EQ(rb.tokens.size(), 2u);
+  // A waiting request is cancelled without ever running.
+  FERRY_ASSERT_OK_AND_ASSIGN(RequestHandle c, engine->Submit(endless));
+  FERRY_ASSERT_OK_AND_ASSIGN(RequestHandle d, engine->Submit(endless));
+  d.Cancel();
+  EXPECT_THAT(d.Wait().status(), StatusIs(absl::StatusCode::kCancelled));
+  c.Cancel();
+  EXPECT_THAT(c.Wait().status(), StatusIs(absl::StatusCode::kCancelled));
+  engine->WaitIdle();
+  EXPECT_EQ(engine->stats().requests_failed, 3);
+}
+
+// A sequence that fills its slot stops with kContext; stop tokens stop it.
+TEST_F(EngineTest, StopsAtStopTokensAndFullSlots) {
+  auto engine = MakeEngine({.max_sequences = 2,
+                            .max_sequence_len = 10,
+                            .batch_tokens = 8,
+                            .n_copies = 2});
+  FERRY_ASSERT_OK_AND_ASSIGN(
+      Result full,
+      SyncWait(engine->Generate(
+          {.id = "full", .prompt = Prompt(5, 6), .max_new_tokens = 100})));
+  EXPECT_EQ(full.finish, FinishReason::kContext);
+  EXPECT_EQ(full.tokens.size(), 5u);  // 6 + 5 = 11 > 10 cells.
+  EXPECT_EQ(full.tokens, ReferenceGreedy(Prompt(5, 6), 5));
+  Request stop{.id = "stop", .prompt = Prompt(5, 6), .max_new_tokens = 100};
+  stop.stop_tokens = {full.tokens[2]};
+  FERRY_ASSERT_OK_AND_ASSIGN(Result stopped, SyncWait(engine->Generate(stop)));
+  EXPECT_EQ(stopped.finish, FinishReason::kStop);
+  EXPECT_EQ(stopped.tokens.back(), full.tokens[2]);
+  EXPECT_LE(stopped.tokens.size(), 3u);
+}
+
+TEST_F(EngineTest, RejectsRequestsThatCanNeverRun) {
+  auto engine = MakeEngine(
+      {.max_sequences = 2, .max_sequence_len = 16, .batch_tokens = 8});
+  EXPECT_THAT(engine->Submit({.id = "a"}).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("request 'a': empty prompt")));
+  EXPECT_THAT(engine->Submit({.id = "b", .prompt = {1, 64}}).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("token 64 at 1 outside [0, 64)")));
+  EXPECT_THAT(engine->Submit({.id = "c", .prompt = Prompt(1, 17)}).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("longer than a sequence may be (16")));
+  EXPECT_THAT(
+      engine->Submit({.id = "d", .prompt = {1}, .max_new_tokens = 0}).status(),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr("max_new_tokens")));
+  EXPECT_THAT(
+      engine
+          ->Submit({.id = "e", .prompt = {1}, .sampling = {.temperature = -1}})
+          .status(),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr("request 'e': sampling: temperature")));
+  EXPECT_THAT(Engine::Create(*model_, {.max_sequence_len = 65}).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("model's context 64")));
+  EXPECT_THAT(Engine::Create(*model_, {.n_copies = 0}).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
+// Destroying the engine with requests queued fails them, without hanging.
+TEST_F(EngineTest, ShutdownCancelsWhatIsLeft) {
+  auto engine = MakeEngine(
+      {.max_sequences = 1, .max_sequence_len = 64, .batch_tokens = 8});
+  std::vector<RequestHandle> handles;
+  for (int k = 0; k < 4; ++k) {
+    FERRY_ASSERT_OK_AND_ASSIGN(
+        RequestHandle h,
+        engine->Submit({.prompt = Prompt(k, 8), .max_new_tokens = 40}));
+    handles.push_back(std::move(h));
+  }
+  engine.reset();
+  int cancelled = 0;
+  for (RequestHandle& h : handles) {
+    absl::StatusOr<Result> r = h.Wait();
+    cancelled += r.status().code() == absl::StatusCode::kCancelled;
+  }
+  EXPECT_GE(cancelled, 3);
+}
+
+}  // namespace
+}  // namespace ferry::engine

@@ -1,0 +1,104 @@
+#include "ferry/examples/workload.h"
+
+#include "absl/strings/str_cat.h"
+#include "ferry/runtime/status_matchers.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+
+namespace ferry::examples {
+namespace {
+
+using ::ferry::testing::StatusIs;
+using ::testing::HasSubstr;
+
+TEST(WorkloadTest, ParsesJsonLines) {
+  FERRY_ASSERT_OK_AND_ASSIGN(
+      auto requests,
+      ParseRequests(
+          absl::StrCat(R"({"id": "a", "tokens": [1, 2, 3], )",
+                       R"("max_new_tokens": 5, "stop": [9], )",
+                       R"("temperature": 0.5, "top_k": 4, "top_p": 0.9, )",
+                       R"("seed": 7, "logits_positions": [2]})",
+                       "\n\n  {\"tokens\": [4]}\n"),
+          "p.jsonl", 10, 16));
+  ASSERT_EQ(requests.size(), 2u);
+  EXPECT_EQ(requests[0].id, "a");
+  EXPECT_EQ(requests[0].prompt, (std::vector<int32_t>{1, 2, 3}));
+  EXPECT_EQ(requests[0].max_new_tokens, 5);
+  EXPECT_EQ(requests[0].stop_tokens, (std::vector<int32_t>{9}));
+  EXPECT_EQ(requests[0].sampling.top_k, 4);
+  EXPECT_EQ(requests[0].sampling.seed, 7u);
+  EXPECT_FLOAT_EQ(requests[0].sampling.temperature, 0.5f);
+  EXPECT_EQ(requests[0].logits_positions, (std::vector<int64_t>{2}));
+  EXPECT_EQ(requests[1].id, "3");  // Its line number.
+  EXPECT_EQ(requests[1].max_new_tokens, 16);
+}
+
+TEST(WorkloadTest, ErrorsNameFileLineAndField) {
+  auto parse = [](const char* text) {
+    return ParseRequests(text, "p.jsonl", 10, 16).status();
+  };
+  EXPECT_THAT(parse("{\"tokens\": [1]}\n{oops"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("p.jsonl:2: not a JSON object")));
+  EXPECT_THAT(parse(R"({"tokens": [1, 10]})"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("p.jsonl:1: \"tokens\"[1] = 10 outside")));
+  EXPECT_THAT(parse(R"({"id": "x"})"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("missing \"tokens\"")));
+  EXPECT_THAT(parse(R"({"tokens": []})"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("empty \"tokens\"")));
+  EXPECT_THAT(parse(R"({"tokens": [1], "max_new_tokens": 0})"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("\"max_new_tokens\" = 0")));
+  EXPECT_THAT(parse(R"({"tokens": [1], "top_p": 2})"),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("top_p")));
+  EXPECT_THAT(parse(R"({"tokens": [1], "temperature": "hot"})"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("\"temperature\" must be a number")));
+  EXPECT_THAT(parse("\n\n"), StatusIs(absl::StatusCode::kInvalidArgument,
+                                      HasSubstr("no requests")));
+}
+
+TEST(WorkloadTest, SyntheticRequestsAreInRangeAndRepeatable) {
+  const SyntheticWorkload w{.requests = 20,
+                            .min_prompt = 3,
+                            .max_prompt = 9,
+                            .min_new = 2,
+                            .max_new = 5,
+                            .seed = 4};
+  auto a = MakeRequests(w, 50);
+  auto b = MakeRequests(w, 50);
+  ASSERT_EQ(a.size(), 20u);
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_GE(a[i].prompt.size(), 3u);
+    EXPECT_LE(a[i].prompt.size(), 9u);
+    EXPECT_GE(a[i].max_new_tokens, 2);
+    EXPECT_LE(a[i].max_new_tokens, 5);
+    for (int32_t t : a[i].prompt) EXPECT_LT(t, 50);
+    EXPECT_EQ(a[i].prompt, b[i].prompt);
+  }
+}
+
+TEST(WorkloadTest, ResultsAreJsonLines) {
+  engine::Result r;
+  r.id = "q";
+  r.tokens = {5, 6};
+  r.submitted_ns = 0;
+  r.first_token_ns = 2000000;
+  r.finished_ns = 5000000;
+  r.token_ns = {2000000, 5000000};
+  const auto j = nlohmann::json::parse(ResultToJson(r, 3, {{2, 0}}));
+  EXPECT_EQ(j["id"], "q");
+  EXPECT_EQ(j["tokens"], nlohmann::json::array({5, 6}));
+  EXPECT_EQ(j["finish"], "length");
+  EXPECT_DOUBLE_EQ(j["ttft_ms"].get<double>(), 2.0);
+  EXPECT_DOUBLE_EQ(j["itl_ms_mean"].get<double>(), 3.0);
+  EXPECT_EQ(j["logits_rows"]["2"], 0);
+}
+
+}  // namespace
+}  // namespace ferry::examples

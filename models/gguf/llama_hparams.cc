@@ -1,0 +1,171 @@
+#include "ferry/models/gguf/llama_hparams.h"
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "ferry/runtime/status_macros.h"
+
+namespace ferry::gguf {
+namespace {
+
+// Sizes past these are not a llama model but a corrupt or hostile file.
+constexpr int64_t kMaxLayers = 1 << 12;
+constexpr int64_t kMaxWidth = int64_t{1} << 20;
+constexpr int64_t kMaxVocab = int64_t{1} << 24;
+constexpr int64_t kMaxContext = int64_t{1} << 26;
+
+absl::Status CheckRange(const char* field, int64_t value, int64_t lo,
+                        int64_t hi) {
+  if (value < lo || value > hi) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, " is ", value, ", outside [", lo, ", ", hi, "]"));
+  }
+  return absl::OkStatus();
+}
+
+// An integer key, or `fallback` when absent and `fallback` >= 0.
+absl::StatusOr<int64_t> IntKey(const GgufFile& file, const std::string& key,
+                               int64_t fallback = -1) {
+  if (fallback >= 0 && !file.Has(key)) return fallback;
+  return file.GetInt(key);
+}
+
+absl::Status CheckTensor(const GgufFile& file, const std::string& name,
+                         std::vector<int64_t> dims) {
+  const GgufTensorInfo* t = file.FindTensor(name);
+  if (t == nullptr) {
+    return file.Error(absl::StatusCode::kNotFound,
+                      absl::StrCat("tensor '", name, "' is missing"));
+  }
+  // Trailing 1s are equivalent ([576] == [576, 1]).
+  std::vector<int64_t> have = t->dims;
+  while (have.size() > 1 && have.back() == 1) have.pop_back();
+  while (dims.size() > 1 && dims.back() == 1) dims.pop_back();
+  if (have != dims) {
+    return file.Error(absl::StatusCode::kInvalidArgument,
+                      absl::StrCat("tensor '", name, "' has dims [",
+                                   absl::StrJoin(have, ", "),
+                                   "], the hyperparameters imply [",
+                                   absl::StrJoin(dims, ", "), "]"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status LlamaHParams::Validate() const {
+  FERRY_RETURN_IF_ERROR(CheckRange("n_layer", n_layer, 1, kMaxLayers));
+  FERRY_RETURN_IF_ERROR(CheckRange("n_embd", n_embd, 1, kMaxWidth));
+  FERRY_RETURN_IF_ERROR(CheckRange("n_head", n_head, 1, n_embd));
+  FERRY_RETURN_IF_ERROR(CheckRange("n_head_kv", n_head_kv, 1, n_head));
+  FERRY_RETURN_IF_ERROR(CheckRange("n_ff", n_ff, 1, kMaxWidth));
+  FERRY_RETURN_IF_ERROR(CheckRange("n_ctx_train", n_ctx_train, 1, kMaxContext));
+  FERRY_RETURN_IF_ERROR(CheckRange("n_vocab", n_vocab, 1, kMaxVocab));
+  if (n_embd % n_head != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "n_embd ", n_embd, " is not a multiple of n_head ", n_head));
+  }
+  if (n_head % n_head_kv != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "n_head ", n_head, " is not a multiple of n_head_kv ", n_head_kv));
+  }
+  FERRY_RETURN_IF_ERROR(CheckRange("n_rot", n_rot, 2, head_dim()));
+  if (n_rot % 2 != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("n_rot ", n_rot, " is odd"));
+  }
+  auto positive = [](const char* field, float v) -> absl::Status {
+    if (!(v > 0) || !std::isfinite(v)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, " is ", v, ", not a positive finite number"));
+    }
+    return absl::OkStatus();
+  };
+  FERRY_RETURN_IF_ERROR(positive("rope_freq_base", rope_freq_base));
+  FERRY_RETURN_IF_ERROR(positive("rope_freq_scale", rope_freq_scale));
+  FERRY_RETURN_IF_ERROR(positive("rms_norm_eps", rms_norm_eps));
+  if (rms_norm_eps >= 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("rms_norm_eps is ", rms_norm_eps, ", not below 1"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<LlamaHParams> ReadLlamaHParams(const GgufFile& file) {
+  FERRY_ASSIGN_OR_RETURN(std::string arch,
+                         file.GetString("general.architecture"));
+  if (arch != "llama") {
+    return file.Error(
+        absl::StatusCode::kInvalidArgument,
+        absl::StrCat("general.architecture is '", arch, "', not 'llama'"));
+  }
+  LlamaHParams hp;
+  FERRY_ASSIGN_OR_RETURN(hp.n_layer, IntKey(file, "llama.block_count"));
+  FERRY_ASSIGN_OR_RETURN(hp.n_embd, IntKey(file, "llama.embedding_length"));
+  FERRY_ASSIGN_OR_RETURN(hp.n_head, IntKey(file, "llama.attention.head_count"));
+  FERRY_ASSIGN_OR_RETURN(hp.n_head_kv,
+                         IntKey(file, "llama.attention.head_count_kv",
+                                std::max<int64_t>(hp.n_head, 0)));
+  FERRY_ASSIGN_OR_RETURN(hp.n_ff, IntKey(file, "llama.feed_forward_length"));
+  FERRY_ASSIGN_OR_RETURN(hp.n_ctx_train, IntKey(file, "llama.context_length"));
+  if (file.Has("llama.vocab_size")) {
+    FERRY_ASSIGN_OR_RETURN(hp.n_vocab, file.GetInt("llama.vocab_size"));
+  } else {
+    FERRY_ASSIGN_OR_RETURN(auto tokens,
+                           file.GetStringArray("tokenizer.ggml.tokens"));
+    hp.n_vocab = static_cast<int64_t>(tokens.size());
+  }
+  const int64_t head_dim = hp.n_head > 0 ? hp.n_embd / hp.n_head : 0;
+  FERRY_ASSIGN_OR_RETURN(hp.n_rot, IntKey(file, "llama.rope.dimension_count",
+                                          std::max<int64_t>(head_dim, 0)));
+  if (file.Has("llama.rope.freq_base")) {
+    FERRY_ASSIGN_OR_RETURN(double base, file.GetFloat("llama.rope.freq_base"));
+    hp.rope_freq_base = static_cast<float>(base);
+  }
+  if (file.Has("llama.rope.scaling.type")) {
+    FERRY_ASSIGN_OR_RETURN(std::string type,
+                           file.GetString("llama.rope.scaling.type"));
+    if (type == "linear") {
+      FERRY_ASSIGN_OR_RETURN(double factor,
+                             file.GetFloat("llama.rope.scaling.factor"));
+      hp.rope_freq_scale = factor > 0 ? static_cast<float>(1.0 / factor) : 0;
+    } else if (type != "none") {
+      return file.Error(absl::StatusCode::kUnimplemented,
+                        absl::StrCat("llama.rope.scaling.type '", type,
+                                     "' is not supported"));
+    }
+  }
+  FERRY_ASSIGN_OR_RETURN(
+      double eps, file.GetFloat("llama.attention.layer_norm_rms_epsilon"));
+  hp.rms_norm_eps = static_cast<float>(eps);
+  hp.tied_embeddings = file.FindTensor("output.weight") == nullptr;
+  if (absl::Status s = hp.Validate(); !s.ok()) {
+    return file.Error(absl::StatusCode::kInvalidArgument,
+                      absl::StrCat("llama hyperparameters: ", s.message()));
+  }
+
+  const int64_t e = hp.n_embd, kv = hp.kv_dim(), ff = hp.n_ff;
+  FERRY_RETURN_IF_ERROR(
+      CheckTensor(file, "token_embd.weight", {e, hp.n_vocab}));
+  FERRY_RETURN_IF_ERROR(CheckTensor(file, "output_norm.weight", {e}));
+  if (!hp.tied_embeddings) {
+    FERRY_RETURN_IF_ERROR(CheckTensor(file, "output.weight", {e, hp.n_vocab}));
+  }
+  for (int64_t il = 0; il < hp.n_layer; ++il) {
+    const std::string p = absl::StrCat("blk.", il, ".");
+    FERRY_RETURN_IF_ERROR(CheckTensor(file, p + "attn_norm.weight", {e}));
+    FERRY_RETURN_IF_ERROR(CheckTensor(file, p + "attn_q.weight", {e, e}));
+    FERRY_RETURN_IF_ERROR(CheckTensor(file, p + "attn_k.weight", {e, kv}));
+    FERRY_RETURN_IF_ERROR(CheckTensor(file, p + "attn_v.weight", {e, kv}));
+    FERRY_RETURN_IF_ERROR(CheckTensor(file, p + "attn_output.weight", {e, e}));
+    FERRY_RETURN_IF_ERROR(CheckTensor(file, p + "ffn_norm.weight", {e}));
+    FERRY_RETURN_IF_ERROR(CheckTensor(file, p + "ffn_gate.weight", {e, ff}));
+    FERRY_RETURN_IF_ERROR(CheckTensor(file, p + "ffn_up.weight", {e, ff}));
+    FERRY_RETURN_IF_ERROR(CheckTensor(file, p + "ffn_down.weight", {ff, e}));
+  }
+  return hp;
+}
+
+}  // namespace ferry::gguf

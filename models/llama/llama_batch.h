@@ -1,0 +1,112 @@
+// The fixed-shape micro-batch graph the engine runs: tokens of several
+// sequences (prefill chunks and decode tokens together) over a KV cache.
+//
+// Every micro-batch has the same shape (n_tokens, n_window, n_outputs), so
+// the scheduler plans it once and keeps several in flight; what varies is
+// data, given as inputs:
+//   tokens, pos   [n_tokens] i32: token ids and their positions;
+//   kv_dst        [n_tokens] i32: the cache cell each token's K/V goes to
+//                 (set_rows into every layer's cache);
+//   kv_window     [n_window] i32: the cells attended to (get_rows of the
+//                 written cache), the cells of this batch's sequences;
+//   mask          [n_window, n_tokens] f32: 0 where token t may see window
+//                 entry w (same sequence, position <= its own), else -inf;
+//   out_rows      [n_outputs] i32: the tokens whose logits come out.
+// The output is logits [n_vocab, n_outputs]. Unused token slots are padding:
+// they write a scratch cell and see only the last window entry, which
+// LlamaBatchBuilder keeps for them, so no row of soft_max is fully masked.
+#ifndef FERRY_MODELS_LLAMA_LLAMA_BATCH_H_
+#define FERRY_MODELS_LLAMA_LLAMA_BATCH_H_
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "ferry/graph/context.h"
+#include "ferry/graph/graph.h"
+#include "ferry/graph/tensor.h"
+#include "ferry/models/llama/llama_kv_cache.h"
+#include "ferry/models/llama/llama_model.h"
+
+namespace ferry::llama {
+
+struct LlamaBatchShape {
+  int64_t n_tokens = 16;
+  int64_t n_window = 256;  // >= 2: the last entry is padding's.
+  int64_t n_outputs = 16;  // In [1, n_tokens].
+
+  absl::Status Validate() const;
+};
+
+// One micro-batch graph. Owns the activations' context.
+struct LlamaBatchGraph {
+  std::unique_ptr<Context> ctx;
+  Graph graph;
+  LlamaBatchShape shape;
+  Tensor* tokens = nullptr;
+  Tensor* pos = nullptr;
+  Tensor* kv_dst = nullptr;
+  Tensor* kv_window = nullptr;
+  Tensor* mask = nullptr;
+  Tensor* out_rows = nullptr;
+  Tensor* logits = nullptr;  // f32 [n_vocab, n_outputs], output.
+};
+
+// Builds the graph over `cache` (which must hold at least 2 cells: the last
+// is padding's scratch cell).
+absl::StatusOr<LlamaBatchGraph> BuildLlamaBatchGraph(
+    const LlamaModel& model, const LlamaKvCache& cache,
+    const LlamaBatchShape& shape);
+
+// The input values of one micro-batch, built sequence by sequence.
+// Thread-compatible.
+class LlamaBatchBuilder {
+ public:
+  // `pad_cell`: the scratch cell padding writes (no sequence's).
+  LlamaBatchBuilder(const LlamaBatchShape& shape, int32_t pad_cell);
+
+  // Starts an empty batch (all padding).
+  void Clear();
+  int64_t tokens_used() const { return n_tokens_; }
+  int64_t tokens_left() const { return shape_.n_tokens - n_tokens_; }
+  // Window entries left for sequences (the last one is padding's).
+  int64_t window_left() const { return shape_.n_window - 1 - n_window_; }
+  int64_t outputs_left() const { return shape_.n_outputs - n_outputs_; }
+  bool empty() const { return n_tokens_ == 0; }
+
+  // Adds `tokens` of one sequence at positions first_pos.., where cells[p]
+  // is the cache cell of position p for every p < first_pos + tokens.size()
+  // (the cells already written and those these tokens write). The sequence
+  // sees its own cells only, causally. `logits_at` lists indices into
+  // `tokens` whose logits are wanted; returns their rows in the logits
+  // output, in order. OutOfRange when the batch lacks tokens, window
+  // entries or outputs for it (nothing is added then).
+  absl::StatusOr<std::vector<int>> Add(absl::Span<const int32_t> tokens,
+                                       int64_t first_pos,
+                                       absl::Span<const int32_t> cells,
+                                       absl::Span<const int> logits_at);
+
+  // The values, sized for the graph's inputs.
+  const std::vector<int32_t>& tokens() const { return tokens_; }
+  const std::vector<int32_t>& pos() const { return pos_; }
+  const std::vector<int32_t>& kv_dst() const { return kv_dst_; }
+  const std::vector<int32_t>& kv_window() const { return kv_window_; }
+  const std::vector<float>& mask() const { return mask_; }
+  const std::vector<int32_t>& out_rows() const { return out_rows_; }
+
+ private:
+  LlamaBatchShape shape_;
+  int32_t pad_cell_;
+  int64_t n_tokens_ = 0;
+  int64_t n_window_ = 0;
+  int64_t n_outputs_ = 0;
+  std::vector<int32_t> tokens_, pos_, kv_dst_, kv_window_, out_rows_;
+  std::vector<float> mask_;
+};
+
+}  // namespace ferry::llama
+
+#endif  // FERRY_MODELS_LLAMA_LLAMA_BATCH_H_

@@ -1,0 +1,280 @@
+#include "ferry/models/llama/llama_model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+#include "absl/memory/memory.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "ferry/alloc/weights.h"
+#include "ferry/graph/ops.h"
+#include "ferry/runtime/status_macros.h"
+
+namespace ferry::llama {
+namespace {
+
+uint64_t SplitMix64(uint64_t& state) {
+  uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+uint64_t HashName(const std::string& name) {
+  uint64_t h = 1469598103934665603ull;
+  for (char c : name) h = (h ^ static_cast<uint8_t>(c)) * 1099511628211ull;
+  return h;
+}
+
+absl::StatusOr<Tensor*> NewWeight(Context& ctx, std::vector<int64_t> shape,
+                                  const std::string& name) {
+  FERRY_ASSIGN_OR_RETURN(Tensor * t, ctx.NewTensor(DType::kF32, shape, name));
+  SetWeight(*t);
+  return t;
+}
+
+std::string MiB(size_t bytes) {
+  return absl::StrFormat("%.1f MiB", static_cast<double>(bytes) / (1 << 20));
+}
+
+}  // namespace
+
+void RandomWeightValues(const std::string& name, int64_t ne1, uint64_t seed,
+                        absl::Span<float> out) {
+  uint64_t state = seed ^ HashName(name);
+  const bool norm = ne1 == 1;
+  const int64_t ne0 = ne1 > 0 ? static_cast<int64_t>(out.size()) / ne1 : 1;
+  // Matrices: uniform with variance 1/fan_in; norms: uniform in [0.9, 1.1].
+  const float lo = norm ? 0.9f : -std::sqrt(3.0f / static_cast<float>(ne0));
+  const float hi = norm ? 1.1f : -lo;
+  for (float& v : out) {
+    const double u = static_cast<double>(SplitMix64(state) >> 11) * 0x1.0p-53;
+    v = lo + static_cast<float>(u) * (hi - lo);
+  }
+}
+
+absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Create(
+    const LlamaConfig& config, std::vector<Backend*> backends,
+    const LlamaModelOptions& options) {
+  FERRY_RETURN_IF_ERROR(config.Validate());
+  const int nb = static_cast<int>(backends.size());
+  if (nb == 0) return absl::InvalidArgumentError("llama: no backends");
+  std::vector<double> split = options.split;
+  if (split.empty()) {
+    // Equal layer counts on every accelerator (measured better than
+    // weighting the output matrix in at this granularity), none on the CPU.
+    split.assign(nb, nb == 1 ? 1.0 : 0.0);
+    for (int b = 0; b + 1 < nb; ++b) split[b] = 1.0;
+  }
+  if (static_cast<int>(split.size()) != nb) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("llama: --split has ", split.size(), " proportions for ",
+                     nb, " backends"));
+  }
+  double total = 0;
+  for (double s : split) {
+    if (!(s >= 0) || !std::isfinite(s)) {
+      return absl::InvalidArgumentError(
+          "llama: split proportions must be finite and >= 0");
+    }
+    total += s;
+  }
+  if (total <= 0) {
+    return absl::InvalidArgumentError("llama: split proportions sum to 0");
+  }
+  if (!std::isfinite(total)) {
+    return absl::InvalidArgumentError(
+        "llama: split proportions overflow when summed; use smaller numbers");
+  }
+
+  auto model = absl::WrapUnique(new LlamaModel());
+  model->config_ = config;
+  model->backends_ = backends;
+  for (int b = 0; b < nb; ++b) {
+    model->weight_ctx_.push_back(std::make_unique<Context>());
+  }
+  // Layer il goes to the first backend whose cumulative share passes it,
+  // unless the caller chose each layer's backend.
+  std::vector<int> layer_backend(static_cast<size_t>(config.n_layer));
+  if (!options.layer_backends.empty()) {
+    if (static_cast<int>(options.layer_backends.size()) != config.n_layer) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("llama: ", options.layer_backends.size(),
+                       " layer backends for ", config.n_layer, " layers"));
+    }
+    layer_backend = options.layer_backends;
+  } else {
+    std::vector<int> end_layer(nb);
+    double cum = 0;
+    for (int b = 0; b < nb; ++b) {
+      cum += split[b];
+      end_layer[b] =
+          static_cast<int>(std::lround(cum / total * config.n_layer));
+    }
+    end_layer[nb - 1] = config.n_layer;
+    int b = 0;
+    for (int il = 0; il < config.n_layer; ++il) {
+      while (il >= end_layer[b]) ++b;
+      layer_backend[il] = b;
+    }
+  }
+  for (int b : layer_backend) {
+    if (b < 0 || b >= nb) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("llama: layer backend ", b, " is not in [0, ", nb, ")"));
+    }
+  }
+  const int embedding =
+      options.embedding_backend < 0 ? nb - 1 : options.embedding_backend;
+  const int output = options.output_backend < 0 ? layer_backend.back()
+                                                : options.output_backend;
+  if (embedding >= nb || output >= nb) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("llama: embedding/output backend outside [0, ", nb, ")"));
+  }
+  model->embedding_backend_ = embedding;
+  model->output_backend_ = output;
+
+  FERRY_RETURN_IF_ERROR(model->MakeTensors(layer_backend, embedding, output));
+  // One weights buffer per backend that has any.
+  const int cpu = nb - 1;
+  model->weight_bytes_.assign(nb, 0);
+  for (int i = 0; i < nb; ++i) {
+    BufferType* type = backends[i]->device().default_buffer_type();
+    if (i == cpu && options.cpu_weights_type != nullptr) {
+      type = options.cpu_weights_type;
+    }
+    Context& ctx = *model->weight_ctx_[i];
+    if (ctx.num_tensors() == 0) continue;
+    auto buffers = AllocateWeights(ctx, *type);
+    if (!buffers.ok()) {
+      return absl::Status(
+          buffers.status().code(),
+          absl::StrCat("llama: allocating weights on ", backends[i]->name(),
+                       ": ", buffers.status().message()));
+    }
+    for (auto& buffer : *buffers) {
+      model->weight_bytes_[i] += buffer->size();
+      model->buffers_.push_back(std::move(buffer));
+    }
+  }
+  return model;
+}
+
+absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::CreateUnplaced(
+    const LlamaConfig& config) {
+  FERRY_RETURN_IF_ERROR(config.Validate());
+  auto model = absl::WrapUnique(new LlamaModel());
+  model->config_ = config;
+  model->weight_ctx_.push_back(std::make_unique<Context>());
+  model->weight_bytes_.assign(1, 0);
+  FERRY_RETURN_IF_ERROR(model->MakeTensors(
+      std::vector<int>(static_cast<size_t>(config.n_layer), 0), 0, 0));
+  return model;
+}
+
+absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::CreateInBufferType(
+    const LlamaConfig& config, BufferType& type) {
+  FERRY_ASSIGN_OR_RETURN(std::unique_ptr<LlamaModel> model,
+                         CreateUnplaced(config));
+  FERRY_ASSIGN_OR_RETURN(auto buffers,
+                         AllocateWeights(*model->weight_ctx_[0], type));
+  for (auto& buffer : buffers) {
+    model->weight_bytes_[0] += buffer->size();
+    model->buffers_.push_back(std::move(buffer));
+  }
+  return model;
+}
+
+absl::Status LlamaModel::MakeTensors(const std::vector<int>& layer_backend,
+                                     int embedding, int output) {
+  const LlamaConfig& config = config_;
+  const int64_t e = config.n_embd;
+  const int64_t kv = config.kv_dim();
+  FERRY_ASSIGN_OR_RETURN(tok_embd_, NewWeight(*weight_ctx_[embedding],
+                                              {e, config.n_vocab}, "tok_embd"));
+  for (int il = 0; il < config.n_layer; ++il) {
+    const int b = layer_backend[il];
+    Context& ctx = *weight_ctx_[b];
+    const std::string p = absl::StrCat("blk.", il, ".");
+    LlamaLayer l;
+    l.backend = b;
+    FERRY_ASSIGN_OR_RETURN(l.attn_norm, NewWeight(ctx, {e}, p + "attn_norm"));
+    FERRY_ASSIGN_OR_RETURN(l.wq, NewWeight(ctx, {e, e}, p + "attn_q"));
+    FERRY_ASSIGN_OR_RETURN(l.wk, NewWeight(ctx, {e, kv}, p + "attn_k"));
+    FERRY_ASSIGN_OR_RETURN(l.wv, NewWeight(ctx, {e, kv}, p + "attn_v"));
+    FERRY_ASSIGN_OR_RETURN(l.wo, NewWeight(ctx, {e, e}, p + "attn_output"));
+    FERRY_ASSIGN_OR_RETURN(l.ffn_norm, NewWeight(ctx, {e}, p + "ffn_norm"));
+    FERRY_ASSIGN_OR_RETURN(l.w_gate,
+                           NewWeight(ctx, {e, config.n_ff}, p + "ffn_gate"));
+    FERRY_ASSIGN_OR_RETURN(l.w_up,
+                           NewWeight(ctx, {e, config.n_ff}, p + "ffn_up"));
+    FERRY_ASSIGN_OR_RETURN(l.w_down,
+                           NewWeight(ctx, {config.n_ff, e}, p + "ffn_down"));
+    layers_.push_back(l);
+  }
+  FERRY_ASSIGN_OR_RETURN(output_norm_,
+                         NewWeight(*weight_ctx_[output], {e}, "output_norm"));
+  if (config.tie_embeddings) {
+    output_ = tok_embd_;
+  } else {
+    FERRY_ASSIGN_OR_RETURN(output_, NewWeight(*weight_ctx_[output],
+                                              {e, config.n_vocab}, "output"));
+  }
+  return absl::OkStatus();
+}
+
+std::vector<Tensor*> LlamaModel::Weights() const {
+  std::vector<Tensor*> out = {tok_embd_};
+  for (const LlamaLayer& l : layers_) {
+    out.insert(out.end(), {l.attn_norm, l.wq, l.wk, l.wv, l.wo, l.ffn_norm,
+                           l.w_gate, l.w_up, l.w_down});
+  }
+  out.push_back(output_norm_);
+  if (output_ != tok_embd_) out.push_back(output_);
+  return out;
+}
+
+Tensor* LlamaModel::FindWeight(absl::string_view name) const {
+  for (Tensor* t : Weights()) {
+    if (t->name == name) return t;
+  }
+  return nullptr;
+}
+
+std::string LlamaModel::DescribePlacement() const {
+  std::string out;
+  const int nb = static_cast<int>(backends_.size());
+  for (int b = 0; b < nb; ++b) {
+    int first = -1, last = -1;
+    for (int il = 0; il < config_.n_layer; ++il) {
+      if (layers_[il].backend != b) continue;
+      if (first < 0) first = il;
+      last = il;
+    }
+    absl::StrAppend(&out, "  ", backends_[b]->name(), ": ");
+    if (first < 0) {
+      absl::StrAppend(&out, "no layers");
+    } else {
+      absl::StrAppend(&out, "layers ", first, "-", last);
+    }
+    if (b == embedding_backend_) absl::StrAppend(&out, " + token embedding");
+    if (b == output_backend_) absl::StrAppend(&out, " + output");
+    absl::StrAppend(&out, " (weights ", MiB(weight_bytes_[b]), ")\n");
+  }
+  return out;
+}
+
+absl::Status LlamaModel::FillRandom(uint64_t seed) {
+  std::vector<float> values;
+  for (Tensor* t : Weights()) {
+    values.resize(static_cast<size_t>(t->NumElements()));
+    RandomWeightValues(t->name, t->ne[1], seed, absl::MakeSpan(values));
+    FERRY_RETURN_IF_ERROR(SetTensorData(*t, values.data()));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace ferry::llama

@@ -1,0 +1,139 @@
+// LlamaModel: the weights of a llama-style transformer (llama_config.h),
+// placed across backends.
+//
+// LlamaModel::Create makes the weights of a LlamaConfig and places them:
+// layer il goes to a backend chosen by the split proportions (contiguous
+// runs of layers, as llama.cpp's --tensor-split does with layers), and each
+// backend gets one weights buffer (BufferUsage::kWeights) holding the
+// weights of its layers; the token embedding lives on the CPU (the last
+// backend), the output norm and output matrix with the last layer.
+// CreateUnplaced (metadata only, for planners) and CreateInBufferType (every
+// weight in one buffer type, for tests) make the same tensors.
+//
+// Weights carry canonical names ("tok_embd", "blk.3.attn_q", "output");
+// a loader for another layout (GGUF, Hugging Face safetensors) maps its
+// names onto them and fills the tensors (FindWeight, SetTensorData). The
+// graphs are in llama_graph.h (one forward pass) and llama_batch.h (the
+// fixed-shape micro-batch over a KV cache that the engine runs).
+#ifndef FERRY_MODELS_LLAMA_LLAMA_MODEL_H_
+#define FERRY_MODELS_LLAMA_LLAMA_MODEL_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "ferry/backends/backend.h"
+#include "ferry/backends/buffer.h"
+#include "ferry/graph/context.h"
+#include "ferry/graph/graph.h"
+#include "ferry/graph/tensor.h"
+#include "ferry/models/llama/llama_config.h"
+
+namespace ferry::llama {
+
+struct LlamaLayer {
+  Tensor* attn_norm = nullptr;  // [n_embd]
+  Tensor* wq = nullptr;         // [n_embd, n_embd]
+  Tensor* wk = nullptr;         // [n_embd, kv_dim]
+  Tensor* wv = nullptr;         // [n_embd, kv_dim]
+  Tensor* wo = nullptr;         // [n_embd, n_embd]
+  Tensor* ffn_norm = nullptr;   // [n_embd]
+  Tensor* w_gate = nullptr;     // [n_embd, n_ff]
+  Tensor* w_up = nullptr;       // [n_embd, n_ff]
+  Tensor* w_down = nullptr;     // [n_ff, n_embd]
+  int backend = 0;  // Index into LlamaModel::backends() (0 when unplaced).
+};
+
+struct LlamaModelOptions {
+  // Proportions of layers per backend (same length as the backend list);
+  // empty: equal shares for every backend but the CPU, or everything on the
+  // CPU when it is the only one.
+  std::vector<double> split;
+  // The backend of each layer (indices into the backend list), in place of
+  // `split` (e.g. {0, 0, 2, 1, 1}: a layer on the CPU between two devices).
+  std::vector<int> layer_backends;
+  // Where the token embedding and the output norm and matrix live; -1: the
+  // CPU and the last layer's backend.
+  int embedding_backend = -1;
+  int output_backend = -1;
+  // Memory of the weights the CPU holds; nullptr: the CPU's own (pageable).
+  // A device's host_buffer_type() gives pinned weights.
+  BufferType* cpu_weights_type = nullptr;
+};
+
+// Thread-compatible. Owns the weights' metadata and buffers.
+class LlamaModel {
+ public:
+  // `backends` in the scheduler's order (the last is the CPU); not owned.
+  // Nothing stays allocated on error.
+  static absl::StatusOr<std::unique_ptr<LlamaModel>> Create(
+      const LlamaConfig& config, std::vector<Backend*> backends,
+      const LlamaModelOptions& options = {});
+  // Every weight in one context without memory (backends() is empty): for
+  // planning and allocator tests and benchmarks.
+  static absl::StatusOr<std::unique_ptr<LlamaModel>> CreateUnplaced(
+      const LlamaConfig& config);
+  // Every weight in buffers of `type` (backends() is empty).
+  static absl::StatusOr<std::unique_ptr<LlamaModel>> CreateInBufferType(
+      const LlamaConfig& config, BufferType& type);
+
+  const LlamaConfig& config() const { return config_; }
+  const std::vector<Backend*>& backends() const { return backends_; }
+  const std::vector<LlamaLayer>& layers() const { return layers_; }
+  Tensor* tok_embd() const { return tok_embd_; }
+  Tensor* output_norm() const { return output_norm_; }
+  // The output matrix: tok_embd() when the config ties them.
+  Tensor* output() const { return output_; }
+  int embedding_backend() const { return embedding_backend_; }
+  int output_backend() const { return output_backend_; }
+
+  // Every weight once, in file order.
+  std::vector<Tensor*> Weights() const;
+  // The weight called `name`, or nullptr.
+  Tensor* FindWeight(absl::string_view name) const;
+  // The contexts holding the weights (one per backend; one when unplaced).
+  const std::vector<std::unique_ptr<Context>>& weight_contexts() const {
+    return weight_ctx_;
+  }
+  // Bytes of weights per backend.
+  const std::vector<size_t>& weight_bytes() const { return weight_bytes_; }
+  // "sim0: layers 0-1 (3.1 MiB)\n..." per backend.
+  std::string DescribePlacement() const;
+
+  // Fills every weight with deterministic random values (a function of the
+  // seed and the tensor's name only).
+  absl::Status FillRandom(uint64_t seed);
+
+ private:
+  LlamaModel() = default;
+  // Makes the tensors, layer il's in weight_ctx_[layer_backend[il]].
+  absl::Status MakeTensors(const std::vector<int>& layer_backend, int embedding,
+                           int output);
+
+  LlamaConfig config_;
+  std::vector<Backend*> backends_;
+  std::vector<LlamaLayer> layers_;
+  Tensor* tok_embd_ = nullptr;
+  Tensor* output_norm_ = nullptr;
+  Tensor* output_ = nullptr;
+  int embedding_backend_ = 0;
+  int output_backend_ = 0;
+  // Per backend: the weights' metadata and their buffers.
+  std::vector<std::unique_ptr<Context>> weight_ctx_;
+  std::vector<std::unique_ptr<Buffer>> buffers_;
+  std::vector<size_t> weight_bytes_;
+};
+
+// Random values for the weight called `name`: norms near 1, matrices small
+// (keeps activations well scaled). Used by FillRandom and by the weights
+// file writer, so a file and FillRandom with one seed hold the same model.
+void RandomWeightValues(const std::string& name, int64_t ne1, uint64_t seed,
+                        absl::Span<float> out);
+
+}  // namespace ferry::llama
+
+#endif  // FERRY_MODELS_LLAMA_LLAMA_MODEL_H_

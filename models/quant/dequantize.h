@@ -1,0 +1,24 @@
+// Dequantization of ggml rows to f32.
+#ifndef FERRY_MODELS_QUANT_DEQUANTIZE_H_
+#define FERRY_MODELS_QUANT_DEQUANTIZE_H_
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "ferry/models/quant/quant_type.h"
+
+namespace ferry::quant {
+
+// Whether DequantizeRow supports `type`.
+bool CanDequantize(QuantType type);
+
+// Expands the RowBytes(type, n) bytes at `src` into `n` floats at `dst`.
+// Supports f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0 and q8_1.
+// InvalidArgument if `n` is not a whole number of blocks, Unimplemented for
+// other types. `src` must be 2-byte aligned.
+absl::Status DequantizeRow(QuantType type, const void* src, float* dst,
+                           int64_t n);
+
+}  // namespace ferry::quant
+
+#endif  // FERRY_MODELS_QUANT_DEQUANTIZE_H_

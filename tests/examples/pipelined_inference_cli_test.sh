@@ -1,0 +1,113 @@
+#!/bin/bash
+# The inference program as a new user meets it: bad flags and files are
+# refused at once with a reason, outputs are what they claim, and nothing
+# else is printed. Each case is a bug once found by trying it.
+set -u
+bin="$TEST_SRCDIR/$TEST_WORKSPACE/examples/pipelined_inference"
+tmp="${TEST_TMPDIR:-$(mktemp -d)}"
+small=(--layers=2 --embd=64 --heads=4 --kv_heads=2 --ff=96 --vocab=128
+       --requests=4 --prompt_tokens=12 --gen_tokens=4 --batch_tokens=8
+       "--sim=flops=1T,bw=1TB/s")
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+
+# expect_error NAME SUBSTRING ARGS...: exits non-zero within 20 s, stderr
+# has SUBSTRING.
+expect_error() {
+  local name="$1" want="$2"; shift 2
+  local err rc
+  err=$(timeout 20 "$bin" "$@" 2>&1 >/dev/null); rc=$?
+  if [[ $rc -eq 0 ]]; then fail "$name: exit 0"; return; fi
+  if [[ $rc -eq 124 ]]; then fail "$name: hung"; return; fi
+  [[ "$err" == *"$want"* ]] || fail "$name: stderr lacks '$want': $err"
+}
+
+expect_error batches-zero "--requests: 0 must be >= 1" --requests=0
+expect_error prompt-zero "--prompt_tokens: 0 must be >= 1" --prompt_tokens=0
+expect_error gen-negative "--gen_tokens: -5 must be >= 1" --gen_tokens=-5
+expect_error threads-negative "--cpu_threads: -4 must be >= 0" --cpu_threads=-4
+expect_error stray-argument "unexpected argument 'extra'" "${small[@]}" extra
+expect_error huge-split "overflow" "${small[@]}" --split=1e308,1e308,0
+expect_error nan-split "--split: 'nan'" "${small[@]}" --split=nan,1,0
+expect_error spaced-backends "item ' cpu' is not a device name" \
+  "${small[@]}" "--backends=sim0, cpu"
+start=$(date +%s)
+expect_error trace-missing-dir "directory '$tmp/no/such' does not exist" \
+  "${small[@]}" --trace="$tmp/no/such/t.json"
+(( $(date +%s) - start < 10 )) || fail "trace-missing-dir: not refused at once"
+mkfifo "$tmp/fifo"
+expect_error weights-fifo "is a FIFO" "${small[@]}" --weights="$tmp/fifo"
+expect_error weights-directory "is a directory" "${small[@]}" --weights="$tmp"
+
+# --help and a default-sized run say nothing about CUDA on a machine
+# without it (nobody asked for a CUDA device).
+help=$("$bin" --help 2>&1)
+[[ "$help" != *"CUDA"* ]] || fail "--help mentions CUDA"
+out=$("$bin" "${small[@]}" 2>"$tmp/err"); rc=$?
+[[ $rc -eq 0 ]] || fail "small run: exit $rc: $(cat "$tmp/err")"
+[[ "$(cat "$tmp/err")" != *"CUDA"* ]] || fail "run mentions CUDA"
+[[ "$out" == *"speedup of pipelined x4 over one in flight"* ]] ||
+  fail "report lacks the speedup: $out"
+[[ "$out" == *"0 of 4 requests' tokens differ"* ]] ||
+  fail "pipelined and one-in-flight runs disagree: $out"
+
+# Requests from a file: results as JSON lines on stdout, logits as .npy.
+cat > "$tmp/prompts.jsonl" <<'JSONL'
+{"id": "a", "tokens": [1, 2, 3, 4], "max_new_tokens": 3, "logits_positions": [1, 3]}
+{"id": "b", "tokens": [5, 6], "max_new_tokens": 2, "temperature": 0.7, "seed": 3}
+JSONL
+"$bin" "${small[@]}" --prompts="$tmp/prompts.jsonl" \
+  --dump_logits="$tmp/l.npy" >"$tmp/results.jsonl" 2>"$tmp/err" ||
+  fail "prompts run: $(cat "$tmp/err")"
+python3 - "$tmp/results.jsonl" "$tmp/l.npy" <<'PY' || fail "prompts outputs"
+import json, struct, sys
+lines = [json.loads(l) for l in open(sys.argv[1])]
+assert [l["id"] for l in lines] == ["a", "b"], lines
+assert len(lines[0]["tokens"]) == 3 and len(lines[1]["tokens"]) == 2, lines
+assert lines[0]["logits_rows"] == {"1": 0, "3": 1}, lines[0]
+data = open(sys.argv[2], "rb").read()
+assert data[:6] == b"\x93NUMPY", data[:8]
+n = struct.unpack("<H", data[8:10])[0]
+header = data[10:10 + n].decode()
+assert "'shape': (2, 128)" in header, header
+assert len(data) == 10 + n + 2 * 128 * 4
+PY
+
+# Loading weights with a trace: one clock for the load and the run (the
+# trace spans seconds, not the machine's uptime) and a drawn timeline.
+"$bin" "${small[@]}" --write_weights="$tmp/w.safetensors" >/dev/null ||
+  fail "write_weights"
+"$bin" "${small[@]}" --weights="$tmp/w.safetensors" --trace="$tmp/t.json" \
+  --timeline="$tmp/t.svg" >/dev/null 2>"$tmp/err" ||
+  fail "weights+trace: $(cat "$tmp/err")"
+python3 - "$tmp/t.json" "$tmp/t.svg" <<'PY' || fail "trace clocks"
+import json, sys
+events = json.load(open(sys.argv[1]))["traceEvents"]
+spans = [e for e in events if e["ph"] == "X"]
+pids = {e["args"]["name"]: e["pid"] for e in events
+        if e["ph"] == "M" and e["name"] == "process_name"}
+names = set(pids)
+assert any(e["pid"] == pids["disk"] for e in spans), "no load spans"
+end = max(e["ts"] + e["dur"] for e in spans)
+assert end < 60e6, f"trace spans {end / 1e6:.0f} s"
+assert {"sim0", "sim1", "sched", "disk"} <= names, names
+assert len({e["pid"] for e in spans}) > 1
+svg = open(sys.argv[2]).read()
+assert svg.count("<rect") > 20, "empty timeline"
+PY
+
+# All-NaN weights: the run says so and fails, instead of "max |diff| 0".
+python3 - "$tmp/w.safetensors" "$tmp/nan.safetensors" <<'PY'
+import struct, sys
+data = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", data[:8])[0]
+nan = struct.pack("<f", float("nan"))
+body = nan * ((len(data) - 8 - n) // 4)
+open(sys.argv[2], "wb").write(data[:8 + n] + body)
+PY
+out=$("$bin" "${small[@]}" --weights="$tmp/nan.safetensors" 2>&1); rc=$?
+[[ $rc -ne 0 ]] || fail "NaN weights: exit 0"
+[[ "$out" == *"NaN/Inf logits"* ]] || fail "NaN weights not reported: $out"
+
+if [[ $failures -eq 0 ]]; then echo "all CLI checks passed"; fi
+exit $failures
