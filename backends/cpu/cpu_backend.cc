@@ -58,14 +58,19 @@ absl::StatusOr<void*> LocateHostTensor(const Tensor& t) {
         "has no memory (allocate the graph first)");
   }
   if (t.buffer == nullptr) return t.data;  // Host memory its owner placed.
-  if (!t.buffer->is_host()) {
+  // Packed weights are the CPU's own memory in the GEMM's layout (the
+  // kernels check the layout fits the op); they take their packed size.
+  const auto* packed =
+      dynamic_cast<const CpuPackedBufferType*>(t.buffer->type());
+  if (!t.buffer->is_host() && packed == nullptr) {
     return absl::InvalidArgumentError(
         absl::StrCat("lives in ", t.buffer->type()->name(),
                      " memory, which the CPU cannot read"));
   }
   const auto* base = static_cast<const char*>(t.buffer->base());
   const auto* data = static_cast<const char*>(t.data);
-  const size_t bytes = static_cast<size_t>(t.NumBytes());
+  const size_t bytes = packed != nullptr ? packed->AllocSize(t)
+                                         : static_cast<size_t>(t.NumBytes());
   if (data < base || static_cast<size_t>(data - base) > t.buffer->size() ||
       bytes > t.buffer->size() - static_cast<size_t>(data - base)) {
     return absl::OutOfRangeError(
