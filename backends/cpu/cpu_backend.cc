@@ -26,10 +26,18 @@ namespace {
 // Matches the widest vector loads the kernels use (AVX-512).
 constexpr size_t kCpuAlignment = 64;
 
+// True for host memory the CPU reads in place, whether row-major (host
+// buffers) or packed (its weights buffers).
+bool IsCpuMemory(const Buffer* buffer) {
+  return buffer != nullptr &&
+         (buffer->is_host() ||
+          dynamic_cast<const CpuPackedBuffer*>(buffer) != nullptr);
+}
+
 absl::Status CheckHostTensor(const Tensor& tensor, size_t offset, size_t size,
                              absl::string_view what) {
   const size_t bytes = static_cast<size_t>(tensor.NumBytes());
-  if (tensor.buffer == nullptr || !tensor.buffer->is_host()) {
+  if (!IsCpuMemory(tensor.buffer)) {
     return absl::InvalidArgumentError(
         absl::StrCat("cpu: ", what, " of tensor '", tensor.name,
                      "', which is not in host memory"));
@@ -50,14 +58,19 @@ absl::StatusOr<void*> LocateHostTensor(const Tensor& t) {
         "has no memory (allocate the graph first)");
   }
   if (t.buffer == nullptr) return t.data;  // Host memory its owner placed.
-  if (!t.buffer->is_host()) {
+  // Packed weights are the CPU's own memory in the GEMM's layout (the
+  // kernels check the layout fits the op); they take their packed size.
+  const auto* packed =
+      dynamic_cast<const CpuPackedBufferType*>(t.buffer->type());
+  if (!t.buffer->is_host() && packed == nullptr) {
     return absl::InvalidArgumentError(
         absl::StrCat("lives in ", t.buffer->type()->name(),
                      " memory, which the CPU cannot read"));
   }
   const auto* base = static_cast<const char*>(t.buffer->base());
   const auto* data = static_cast<const char*>(t.data);
-  const size_t bytes = static_cast<size_t>(t.NumBytes());
+  const size_t bytes = packed != nullptr ? packed->AllocSize(t)
+                                         : static_cast<size_t>(t.NumBytes());
   if (data < base || static_cast<size_t>(data - base) > t.buffer->size() ||
       bytes > t.buffer->size() - static_cast<size_t>(data - base)) {
     return absl::OutOfRangeError(
@@ -128,7 +141,9 @@ std::vector<EngineStats> CpuDevice::engine_stats() const {
 }
 
 bool CpuDevice::SupportsBufferType(const BufferType* type) const {
-  return type != nullptr && type->is_host();
+  return type != nullptr &&
+         (type->is_host() ||
+          dynamic_cast<const CpuPackedBufferType*>(type) != nullptr);
 }
 
 CpuDevice& GetCpuDevice() {
@@ -177,6 +192,15 @@ void CpuBackend::SetAbortCallback(std::function<bool()> callback) {
 absl::Status CpuBackend::EnqueueSetTensor(Tensor& tensor, const void* data,
                                           size_t offset, size_t size) {
   FERRY_RETURN_IF_ERROR(CheckHostTensor(tensor, offset, size, "write"));
+  if (!tensor.buffer->is_host()) {
+    // Packed weights: the buffer packs the logical bytes as it copies.
+    Tensor* t = &tensor;
+    stream_.Enqueue([t, data, offset, size, track = copy_track_] {
+      ScopedTraceSpan span(track, "set");
+      return t->buffer->SetTensor(*t, data, offset, size);
+    });
+    return absl::OkStatus();
+  }
   char* dst = static_cast<char*>(tensor.data) + offset;
   stream_.Enqueue([dst, data, size, track = copy_track_] {
     ScopedTraceSpan span(track, "set");
@@ -189,6 +213,14 @@ absl::Status CpuBackend::EnqueueSetTensor(Tensor& tensor, const void* data,
 absl::Status CpuBackend::EnqueueGetTensor(const Tensor& tensor, void* data,
                                           size_t offset, size_t size) {
   FERRY_RETURN_IF_ERROR(CheckHostTensor(tensor, offset, size, "read"));
+  if (!tensor.buffer->is_host()) {
+    const Tensor* t = &tensor;
+    stream_.Enqueue([t, data, offset, size, track = copy_track_] {
+      ScopedTraceSpan span(track, "get");
+      return t->buffer->GetTensor(*t, data, offset, size);
+    });
+    return absl::OkStatus();
+  }
   const char* src = static_cast<const char*>(tensor.data) + offset;
   stream_.Enqueue([src, data, size, track = copy_track_] {
     ScopedTraceSpan span(track, "get");
