@@ -184,19 +184,19 @@ class UringReactor final : public IoReactor {
 
   // Returns false (do not suspend) if the request was refused.
   bool Enqueue(Request* request) {
-    bool wake;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (stopping_) {
-        request->status = absl::CancelledError("I/O reactor is shutting down");
-        return false;
-      }
-      // The poller drains `incoming_` after every batch of completions, so a
-      // request queued by a coroutine it resumed inline needs no wake-up.
-      wake =
-          incoming_.empty() && std::this_thread::get_id() != poller_.get_id();
-      incoming_.push_back(request);
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) {
+      request->status = absl::CancelledError("I/O reactor is shutting down");
+      return false;
     }
+    // The poller drains `incoming_` after every batch of completions, so a
+    // request queued by a coroutine it resumed inline needs no wake-up.
+    const bool wake =
+        incoming_.empty() && std::this_thread::get_id() != poller_.get_id();
+    incoming_.push_back(request);
+    // Wake under the lock: once the request is queued, the poller may finish
+    // it and its owner destroy the reactor (closing wake_fd_) before an
+    // unlocked write here would run. The destructor takes mu_ first.
     if (wake) Wake();
     return true;
   }

@@ -223,6 +223,35 @@ TEST(IoReactorErrorsTest, WriteThenReadBack) {
   }
 }
 
+// The owner may destroy the reactor the moment its last read returns, while
+// the pool thread that queued a read is still inside Read's submission (it
+// woke the poller after queuing). Many reads from pool threads, destroyed at
+// once, many times: TSan saw a write to the closed wake-up eventfd here.
+TEST(IoReactorErrorsTest, DestroyedAsSoonAsTheLastReadReturns) {
+  ThreadPool pool(2);
+  auto file = *File::Open(TestFile());
+  std::vector<AlignedBuffer> buffers;
+  for (int i = 0; i < 16; ++i) buffers.push_back(*AlignedBuffer::Create(4096));
+  auto read_on_pool = [](ThreadPool* p, IoReactor* r, const File* f,
+                         AlignedBuffer* b,
+                         int64_t offset) -> Task<absl::Status> {
+    co_await p->Schedule();
+    co_return co_await r->Read(*f, b->span(), offset);
+  };
+  for (int round = 0; round < 200; ++round) {
+    auto reactor = *IoReactor::Create(&pool);
+    std::vector<Task<absl::Status>> reads;
+    for (int i = 0; i < 16; ++i) {
+      reads.push_back(read_on_pool(&pool, reactor.get(), &file, &buffers[i],
+                                   int64_t{(round * 16 + i) % 4096} << 12));
+    }
+    for (const absl::Status& s : SyncWait(WhenAll(std::move(reads)))) {
+      ASSERT_THAT(s, IsOk());
+    }
+    reactor.reset();
+  }
+}
+
 TEST(IoReactorErrorsTest, ShutdownWithReadsInFlight) {
   ThreadPool pool(2);
   auto file = *File::Open(TestFile());
