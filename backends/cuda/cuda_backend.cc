@@ -7,6 +7,10 @@
 #include "absl/strings/str_cat.h"
 #include "ferry/backends/cuda/cuda_native_event.h"
 #include "ferry/backends/cuda/cuda_status.h"
+#include "ferry/backends/cuda/internal/caching_allocator.h"
+#include "ferry/backends/cuda/internal/completion_poller.h"
+#include "ferry/backends/cuda/internal/gated_issue_queue.h"
+#include "ferry/backends/cuda/internal/hazard_tracker.h"
 #include "ferry/backends/cuda/kernels/cuda_kernels.h"
 #include "ferry/backends/node_snapshot.h"
 #include "ferry/graph/op.h"
@@ -135,10 +139,21 @@ absl::Status CheckRange(const Tensor& tensor, size_t offset, size_t size,
 
 }  // namespace
 
+struct CudaBackend::IssueState {
+  explicit IssueState(cuda_internal::GatedIssueQueue::FailureHandler on_failure)
+      : queue(std::move(on_failure)) {}
+
+  cuda_internal::HazardTracker hazards{kNumStreams, /*max_pending=*/32};
+  cuda_internal::CachingAllocator::Block cublas_workspace;
+  cuda_internal::CachingAllocator::Block scratch;
+  cuda_internal::GatedIssueQueue queue;
+};
+
 CudaBackend::CudaBackend(CudaDevice& device)
     : device_(device),
       timeline_(std::make_shared<TimelineSemaphore>()),
-      queue_([this](absl::Status status) { FailTimelineLater(status); }) {}
+      issue_(std::make_unique<IssueState>(
+          [this](absl::Status status) { FailTimelineLater(status); })) {}
 
 absl::Status CudaBackend::Init() {
   CudaDevice::Scope scope(device_);
@@ -162,11 +177,11 @@ absl::Status CudaBackend::Init() {
                       streams_[static_cast<int>(StreamKind::kCompute)]),
       "cublasSetStream"));
   FERRY_ASSIGN_OR_RETURN(
-      cublas_workspace_,
+      issue_->cublas_workspace,
       device_.allocator().Allocate(kCublasWorkspaceBytes, compute_stream_id_));
   FERRY_RETURN_IF_ERROR(
-      CublasCheck(cublasSetWorkspace(cublas_, cublas_workspace_.ptr,
-                                     cublas_workspace_.size),
+      CublasCheck(cublasSetWorkspace(cublas_, issue_->cublas_workspace.ptr,
+                                     issue_->cublas_workspace.size),
                   "cublasSetWorkspace"));
   lane_ = device_.poller().NewLane();
   CudaDevice::AddBackend(this);
@@ -175,7 +190,7 @@ absl::Status CudaBackend::Init() {
 
 CudaBackend::~CudaBackend() {
   if (lane_ != 0) (void)Synchronize();
-  queue_.WaitIdle();
+  issue_->queue.WaitIdle();
   CudaDevice::RemoveBackend(this);
   CudaDevice::Scope scope(device_);
   for (int i = 0; i < kNumStreams; ++i) {
@@ -185,12 +200,13 @@ CudaBackend::~CudaBackend() {
   }
   if (cublas_ != nullptr) (void)cublasDestroy(cublas_);
   // The streams are idle: same-stream reuse is safe, others need no fence.
-  if (cublas_workspace_.ptr != nullptr) {
-    device_.allocator().Free(cublas_workspace_, cuda_internal::kNoStream,
+  if (issue_->cublas_workspace.ptr != nullptr) {
+    device_.allocator().Free(issue_->cublas_workspace, cuda_internal::kNoStream,
                              nullptr, {});
   }
-  if (scratch_.ptr != nullptr) {
-    device_.allocator().Free(scratch_, cuda_internal::kNoStream, nullptr, {});
+  if (issue_->scratch.ptr != nullptr) {
+    device_.allocator().Free(issue_->scratch, cuda_internal::kNoStream, nullptr,
+                             {});
   }
   for (int i = 0; i < kNumStreams; ++i) {
     if (chain_events_[i] != nullptr) {
@@ -219,7 +235,7 @@ absl::StatusOr<cudaStream_t> CudaBackend::Begin(
     StreamKind kind, cuda_internal::MemoryAccess access, bool wait_all) {
   const int k = static_cast<int>(kind);
   access.Finish();
-  for (int t : hazards_.Add(k, std::move(access), wait_all)) {
+  for (int t : issue_->hazards.Add(k, std::move(access), wait_all)) {
     // Wait for t's tail: record where it is now and wait for that.
     FERRY_RETURN_IF_ERROR(Check(cudaEventRecord(chain_events_[t], streams_[t]),
                                 "cudaEventRecord"));
@@ -243,7 +259,7 @@ absl::Status CudaBackend::EnqueueSetTensor(Tensor& tensor, const void* data,
   FERRY_RETURN_IF_ERROR(CheckRange(tensor, offset, size, "EnqueueSetTensor"));
   if (size == 0) return absl::OkStatus();
   void* dst = static_cast<char*>(tensor.data) + offset;
-  queue_.Run([this, dst, data, size]() -> absl::Status {
+  issue_->queue.Run([this, dst, data, size]() -> absl::Status {
     CudaDevice::Scope scope(device_);
     FERRY_RETURN_IF_ERROR(scope.status());
     cuda_internal::MemoryAccess access;
@@ -269,7 +285,7 @@ absl::Status CudaBackend::EnqueueGetTensor(const Tensor& tensor, void* data,
   FERRY_RETURN_IF_ERROR(CheckRange(tensor, offset, size, "EnqueueGetTensor"));
   if (size == 0) return absl::OkStatus();
   const void* src = static_cast<const char*>(tensor.data) + offset;
-  queue_.Run([this, src, data, size]() -> absl::Status {
+  issue_->queue.Run([this, src, data, size]() -> absl::Status {
     CudaDevice::Scope scope(device_);
     FERRY_RETURN_IF_ERROR(scope.status());
     cuda_internal::MemoryAccess access;
@@ -298,7 +314,7 @@ absl::Status CudaBackend::EnqueueCopyTensor(Backend& src_backend,
   const int src_ordinal = src_type->cuda_device().ordinal();
   const void* from = src.data;
   void* to = dst.data;
-  queue_.Run([this, src_ordinal, from, to, bytes]() -> absl::Status {
+  issue_->queue.Run([this, src_ordinal, from, to, bytes]() -> absl::Status {
     CudaDevice::Scope scope(device_);
     FERRY_RETURN_IF_ERROR(scope.status());
     // Peer copies pull over the inbound (h2d) engine; local ones are
@@ -325,8 +341,8 @@ absl::Status CudaBackend::EnqueueCopyTensor(Backend& src_backend,
 }
 
 absl::Status CudaBackend::EnsureScratch(size_t bytes) {
-  if (bytes <= scratch_.size) return absl::OkStatus();
-  if (scratch_.ptr != nullptr) {
+  if (bytes <= issue_->scratch.size) return absl::OkStatus();
+  if (issue_->scratch.ptr != nullptr) {
     // Kernels already queued on the compute stream may still use it: the
     // compute stream reuses it at once, others after this fence.
     FERRY_ASSIGN_OR_RETURN(std::shared_ptr<PooledCudaEvent> event,
@@ -335,13 +351,13 @@ absl::Status CudaBackend::EnsureScratch(size_t bytes) {
         Check(cudaEventRecord(event->get(),
                               streams_[static_cast<int>(StreamKind::kCompute)]),
               "cudaEventRecord"));
-    device_.allocator().Free(scratch_, compute_stream_id_,
+    device_.allocator().Free(issue_->scratch, compute_stream_id_,
                              std::make_shared<EventFence>(std::move(event)),
                              {});
-    scratch_ = {};
+    issue_->scratch = {};
   }
   FERRY_ASSIGN_OR_RETURN(
-      scratch_, device_.allocator().Allocate(bytes, compute_stream_id_));
+      issue_->scratch, device_.allocator().Allocate(bytes, compute_stream_id_));
   return absl::OkStatus();
 }
 
@@ -375,8 +391,8 @@ absl::Status CudaBackend::LaunchNodes(NodeSpan nodes) {
   cuda_kernels::LaunchContext context;
   context.stream = s;
   context.cublas = cublas_;
-  context.scratch = scratch_.ptr;
-  context.scratch_bytes = scratch_.size;
+  context.scratch = issue_->scratch.ptr;
+  context.scratch_bytes = issue_->scratch.size;
   for (const Tensor* node : nodes) {
     if (node->op == Op::kNone || IsViewOp(node->op)) continue;
     // A launch or cuBLAS call that finds the context ruined returns its
@@ -410,9 +426,9 @@ absl::Status CudaBackend::EnqueueCompute(NodeSpan nodes) {
     }
   }
   if (nodes.empty()) return absl::OkStatus();
-  if (!queue_.holding()) {
+  if (!issue_->queue.holding()) {
     // Runs now, while the caller's tensors are as they were enqueued.
-    queue_.Run([this, nodes]() { return LaunchNodes(nodes); });
+    issue_->queue.Run([this, nodes]() { return LaunchNodes(nodes); });
     return absl::OkStatus();
   }
   // Held: launch later from a snapshot of what the nodes read now (rule 1
@@ -423,7 +439,7 @@ absl::Status CudaBackend::EnqueueCompute(NodeSpan nodes) {
         return t.data;
       }));
   auto held = std::make_shared<NodeSnapshot>(std::move(snapshot));
-  queue_.Run([this, held]() { return LaunchNodes(held->nodes()); });
+  issue_->queue.Run([this, held]() { return LaunchNodes(held->nodes()); });
   return absl::OkStatus();
 }
 
@@ -454,12 +470,12 @@ Event CudaBackend::Record() {
   }
   if (!pooled.ok()) {
     // Fails the timeline in order, after the work before it.
-    queue_.Run([status = pooled.status()] { return status; });
+    issue_->queue.Run([status = pooled.status()] { return status; });
     last_native_.reset();
     return Event(target, value, &device_);
   }
   auto native = std::make_shared<CudaNativeEvent>(*std::move(pooled));
-  queue_.Run([this, target, value, native]() -> absl::Status {
+  issue_->queue.Run([this, target, value, native]() -> absl::Status {
     CudaDevice::Scope scope(device_);
     FERRY_RETURN_IF_ERROR(scope.status());
     // Join the streams with work since the last Record() on the join stream
@@ -510,7 +526,7 @@ absl::Status CudaBackend::EnqueueWait(const Event& event) {
   if (native != nullptr && native->issued()) {
     // A CUDA event (of any GPU of the process): wait on the device.
     auto held = std::static_pointer_cast<const CudaNativeEvent>(event.native());
-    queue_.Run([this, held]() -> absl::Status {
+    issue_->queue.Run([this, held]() -> absl::Status {
       CudaDevice::Scope scope(device_);
       FERRY_RETURN_IF_ERROR(scope.status());
       // Every later operation, on whichever stream, waits; and the next
@@ -527,7 +543,7 @@ absl::Status CudaBackend::EnqueueWait(const Event& event) {
   }
   // A host-side timeline, or a CUDA backend's work still held on the host:
   // hold what follows until the event completes.
-  queue_.WaitFor(event);
+  issue_->queue.WaitFor(event);
   return absl::OkStatus();
 }
 
@@ -535,7 +551,7 @@ std::shared_ptr<cuda_internal::Fence> CudaBackend::FenceForFree() {
   auto fence = std::make_shared<BackendFence>();
   // In order with the work enqueued so far, even after a failure: if that
   // work is held on the host, so is the fence's recording.
-  queue_.RunAlways([this, fence]() -> absl::Status {
+  issue_->queue.RunAlways([this, fence]() -> absl::Status {
     std::vector<std::shared_ptr<PooledCudaEvent>> events;
     CudaDevice::Scope scope(device_);
     if (scope.status().ok()) {
@@ -558,7 +574,7 @@ absl::Status CudaBackend::Synchronize() {
   FERRY_RETURN_IF_ERROR(device_.sticky_error());
   const Event done = Record();
   absl::Status status = done.WaitBlocking();
-  queue_.WaitIdle();
+  issue_->queue.WaitIdle();
   if (status.ok()) return device_.sticky_error();
   // Let work issued before the failure finish, then start a fresh timeline.
   {
@@ -579,8 +595,8 @@ absl::Status CudaBackend::Synchronize() {
   last_value_ = 0;
   work_since_record_ = false;
   last_native_.reset();
-  hazards_.Clear();  // Every stream is idle.
-  queue_.Reset();
+  issue_->hazards.Clear();  // Every stream is idle.
+  issue_->queue.Reset();
   return status;
 }
 

@@ -61,9 +61,6 @@
 #include "ferry/backends/backend.h"
 #include "ferry/backends/cuda/cuda_device.h"
 #include "ferry/backends/cuda/cuda_event_pool.h"
-#include "ferry/backends/cuda/internal/caching_allocator.h"
-#include "ferry/backends/cuda/internal/gated_issue_queue.h"
-#include "ferry/backends/cuda/internal/hazard_tracker.h"
 #include "ferry/backends/event.h"
 #include "ferry/graph/tensor.h"
 #include "ferry/runtime/timeline_semaphore.h"
@@ -71,6 +68,10 @@
 namespace ferry {
 
 class CudaNativeEvent;
+namespace cuda_internal {
+class Fence;
+class MemoryAccess;
+}  // namespace cuda_internal
 
 // Thread-compatible (one enqueuer at a time), like every Backend.
 class CudaBackend final : public Backend {
@@ -150,10 +151,7 @@ class CudaBackend final : public Backend {
   // another.
   cudaStream_t join_stream_ = nullptr;
   std::atomic<bool> dirty_[kNumStreams] = {};  // Work since last Record().
-  cuda_internal::HazardTracker hazards_{kNumStreams, /*max_pending=*/32};
   cublasHandle_t cublas_ = nullptr;
-  cuda_internal::CachingAllocator::Block cublas_workspace_;
-  cuda_internal::CachingAllocator::Block scratch_;
   uint64_t compute_stream_id_ = 0;  // For the caching allocator.
   uint64_t lane_ = 0;               // In the device's poller.
 
@@ -165,7 +163,11 @@ class CudaBackend final : public Backend {
   bool work_since_record_ = false;
   std::shared_ptr<CudaNativeEvent> last_native_;  // Of last_value_'s event.
 
-  cuda_internal::GatedIssueQueue queue_;
+  // The issue side's machinery (hazards, the issue queue, workspaces): in
+  // cuda_backend.cc, so this header includes no internal/ header. Last: it
+  // goes first (its queue runs nothing once the backend is being torn down).
+  struct IssueState;
+  std::unique_ptr<IssueState> issue_;
 };
 
 }  // namespace ferry

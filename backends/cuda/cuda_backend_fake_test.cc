@@ -17,6 +17,7 @@
 #include "ferry/backends/cpu/cpu_backend.h"
 #include "ferry/backends/cuda/cuda_backend.h"
 #include "ferry/backends/cuda/cuda_device.h"
+#include "ferry/backends/cuda/internal/completion_poller.h"
 #include "ferry/backends/cuda/testing/cuda_test_util.h"
 #include "ferry/backends/cuda/testing/fake_cuda.h"
 #include "ferry/graph/context.h"

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "ferry/backends/cpu/cpu_backend.h"
 #include "ferry/backends/cuda/cuda_device.h"
 #include "ferry/backends/cuda/cuda_probe.h"
@@ -197,13 +198,22 @@ TEST_F(CudaBackendTest, UploadIntoUnusedMemoryOverlapsKernels) {
   Tensor* t = NewPlaced(device_->default_buffer_type(), n, "t");
   Tensor* pinned = NewPlaced(device_->host_buffer_type(), n, "p");
   FERRY_ASSERT_OK(cuda_testing::LaunchSpinKernel(
-      backend_->stream(CudaBackend::StreamKind::kCompute), 200 * kMillisecond));
+      backend_->stream(CudaBackend::StreamKind::kCompute),
+      1000 * kMillisecond));
   FERRY_ASSERT_OK(
       backend_->EnqueueSetTensor(*t, pinned->data, 0, n * sizeof(float)));
-  absl::SleepFor(absl::Milliseconds(50));
-  // The upload ran on the h2d engine while the kernel still spins.
-  EXPECT_EQ(cudaStreamQuery(backend_->stream(CudaBackend::StreamKind::kH2D)),
-            cudaSuccess);
+  // The upload runs on the h2d engine while the kernel still spins: it
+  // completes well before the kernel does (polled, so a loaded machine or
+  // a sanitizer's slowdown cannot fail the test; an upload queued behind
+  // the kernel would not complete within the kernel's second).
+  const absl::Time deadline = absl::Now() + absl::Milliseconds(800);
+  cudaError_t h2d = cudaErrorNotReady;
+  while (absl::Now() < deadline) {
+    h2d = cudaStreamQuery(backend_->stream(CudaBackend::StreamKind::kH2D));
+    if (h2d != cudaErrorNotReady) break;
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  EXPECT_EQ(h2d, cudaSuccess);
   EXPECT_EQ(
       cudaStreamQuery(backend_->stream(CudaBackend::StreamKind::kCompute)),
       cudaErrorNotReady);

@@ -12,6 +12,8 @@
 #include "ferry/backends/cuda/cuda_native_event.h"
 #include "ferry/backends/cuda/cuda_probe.h"
 #include "ferry/backends/cuda/cuda_status.h"
+#include "ferry/backends/cuda/internal/caching_allocator.h"
+#include "ferry/backends/cuda/internal/completion_poller.h"
 #include "ferry/backends/host_buffer.h"
 #include "ferry/graph/op.h"
 #include "ferry/runtime/status_macros.h"
@@ -250,6 +252,16 @@ absl::StatusOr<std::unique_ptr<Buffer>> CudaPinnedBufferType::Allocate(
 
 // --- Raw memory for the pool. ---
 
+class CudaDevice::RawMemory final : public cuda_internal::RawDeviceMemory {
+ public:
+  explicit RawMemory(CudaDevice& device) : device_(device) {}
+  absl::StatusOr<void*> Allocate(size_t size) override;
+  void Free(void* ptr) override;
+
+ private:
+  CudaDevice& device_;
+};
+
 absl::StatusOr<void*> CudaDevice::RawMemory::Allocate(size_t size) {
   Scope scope(device_);
   FERRY_RETURN_IF_ERROR(scope.status());
@@ -304,8 +316,9 @@ CudaDevice::CudaDevice(CudaDeviceInfo info)
       name_(absl::StrCat("cuda", info_.ordinal)),
       buffer_type_(*this, name_),
       pinned_type_(*this, absl::StrCat(name_, "_pinned")),
-      raw_memory_(*this),
-      allocator_(&raw_memory_),
+      raw_memory_(std::make_unique<RawMemory>(*this)),
+      allocator_(
+          std::make_unique<cuda_internal::CachingAllocator>(raw_memory_.get())),
       events_(std::make_shared<CudaEventPool>(info_.ordinal)) {}
 
 CudaDevice::~CudaDevice() {
@@ -511,6 +524,19 @@ void CudaDevice::RemoveBackend(CudaBackend* backend) {
   backends.erase(std::remove(backends.begin(), backends.end(), backend),
                  backends.end());
 }
+
+CudaMemoryStats CudaDevice::memory_stats() const {
+  const cuda_internal::CachingAllocatorStats stats = allocator_->stats();
+  return CudaMemoryStats{.allocated_bytes = stats.allocated_bytes,
+                         .cached_bytes = stats.cached_bytes,
+                         .peak_bytes = stats.peak_bytes,
+                         .hits = stats.hits,
+                         .misses = stats.misses,
+                         .releases = stats.releases,
+                         .oom_retries = stats.oom_retries};
+}
+
+size_t CudaDevice::ReleaseCachedMemory() { return allocator_->ReleaseIdle(); }
 
 cuda_internal::FenceList CudaDevice::FencesForFree() {
   cuda_internal::FenceList fences;

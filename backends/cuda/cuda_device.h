@@ -49,8 +49,6 @@
 #include "absl/strings/string_view.h"
 #include "ferry/backends/buffer.h"
 #include "ferry/backends/cuda/cuda_event_pool.h"
-#include "ferry/backends/cuda/internal/caching_allocator.h"
-#include "ferry/backends/cuda/internal/completion_poller.h"
 #include "ferry/backends/device.h"
 #include "ferry/backends/event.h"
 #include "ferry/backends/registry.h"
@@ -60,6 +58,22 @@ namespace ferry {
 
 class CudaBackend;
 class CudaDevice;
+namespace cuda_internal {
+class CachingAllocator;
+class CompletionPoller;
+class Fence;
+}  // namespace cuda_internal
+
+// The counters of a device's caching pool of memory.
+struct CudaMemoryStats {
+  size_t allocated_bytes = 0;  // In blocks handed out.
+  size_t cached_bytes = 0;     // In free blocks kept.
+  size_t peak_bytes = 0;       // Peak of allocated + cached.
+  int64_t hits = 0;            // Requests served from the cache.
+  int64_t misses = 0;          // Requests that allocated from CUDA.
+  int64_t releases = 0;        // Cached blocks given back to CUDA.
+  int64_t oom_retries = 0;     // Out-of-memory retries after releasing.
+};
 
 // What the driver says about a GPU.
 struct CudaDeviceInfo {
@@ -159,11 +173,9 @@ class CudaDevice final : public Device {
   EventWaitMode WaitMode(const Event& event) const override;
 
   // The caching pool's counters.
-  cuda_internal::CachingAllocatorStats memory_stats() const {
-    return allocator_.stats();
-  }
+  CudaMemoryStats memory_stats() const;
   // Gives idle cached blocks back to CUDA; returns the bytes released.
-  size_t ReleaseCachedMemory() { return allocator_.ReleaseIdle(); }
+  size_t ReleaseCachedMemory();
 
   // OK, or the sticky error every call on this device now returns.
   absl::Status sticky_error() const;
@@ -195,14 +207,14 @@ class CudaDevice final : public Device {
   // the context is ruined now (recorded), else `status`.
   absl::Status CheckLaunch(absl::Status status);
 
-  cuda_internal::CachingAllocator& allocator() { return allocator_; }
+  cuda_internal::CachingAllocator& allocator() { return *allocator_; }
   // Started by the first call.
   cuda_internal::CompletionPoller& poller();
   // A timing-free event of this device (its context must be current).
   absl::StatusOr<std::shared_ptr<PooledCudaEvent>> AcquireEvent();
   // Fences after the work enqueued so far on every CUDA backend of the
   // process, for memory of this device freed outside any one stream.
-  cuda_internal::FenceList FencesForFree();
+  std::vector<std::shared_ptr<cuda_internal::Fence>> FencesForFree();
   // Lets this device's kernels and copies reach `peer`'s memory directly
   // (cudaDeviceEnablePeerAccess), once; nothing if the GPUs cannot (copies
   // then go through the host). This device must be current.
@@ -215,15 +227,8 @@ class CudaDevice final : public Device {
 
  private:
   friend class CudaBackend;
-  class RawMemory : public cuda_internal::RawDeviceMemory {
-   public:
-    explicit RawMemory(CudaDevice& device) : device_(device) {}
-    absl::StatusOr<void*> Allocate(size_t size) override;
-    void Free(void* ptr) override;
-
-   private:
-    CudaDevice& device_;
-  };
+  // The caching pool's source of memory (cudaMalloc/cudaFree).
+  class RawMemory;
 
   explicit CudaDevice(CudaDeviceInfo info);
   // Every CUDA backend of the process, for FencesForFree.
@@ -234,8 +239,8 @@ class CudaDevice final : public Device {
   const std::string name_;
   CudaBufferType buffer_type_;
   CudaPinnedBufferType pinned_type_;
-  RawMemory raw_memory_;
-  cuda_internal::CachingAllocator allocator_;
+  const std::unique_ptr<RawMemory> raw_memory_;
+  const std::unique_ptr<cuda_internal::CachingAllocator> allocator_;
   const std::shared_ptr<CudaEventPool> events_;
   std::atomic<bool> initialized_{false};
 

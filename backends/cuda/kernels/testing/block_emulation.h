@@ -1,12 +1,13 @@
 // Block-level emulation of CUDA kernels on the host, for the fake CUDA
-// runtime: every thread of a block runs on its own host thread, at the
-// same time as the block's others, with a barrier for __syncthreads and
-// warp shuffles emulated through per-warp slots and barriers. So a row
-// kernel's reductions run with the very sequence of shuffles, shared
-// memory writes and barriers the GPU runs, and ThreadSanitizer sees a
-// missing barrier as the data race it is. Threads that do not all reach a
-// barrier (divergence: a GPU would hang or misbehave) are reported instead
-// of hanging. Testonly.
+// runtime: every thread of a block is a fiber on the calling host thread
+// (ThreadSanitizer and AddressSanitizer are told about each), run until it
+// reaches a barrier for __syncthreads or a warp shuffle (emulated through
+// per-warp slots and barriers), then the next. So a row kernel's
+// reductions run with the very sequence of shuffles, shared memory writes
+// and barriers the GPU runs, and ThreadSanitizer sees a missing barrier as
+// the data race it is (only barriers order the fibers for it). Threads
+// that do not all reach a barrier (divergence: a GPU would hang or
+// misbehave) are reported instead of hanging. Testonly.
 #ifndef FERRY_BACKENDS_CUDA_KERNELS_TESTING_BLOCK_EMULATION_H_
 #define FERRY_BACKENDS_CUDA_KERNELS_TESTING_BLOCK_EMULATION_H_
 
@@ -14,7 +15,6 @@
 
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
-#include "absl/time/time.h"
 #include "ferry/backends/cuda/kernels/internal/index_math.h"
 
 namespace ferry::cuda_kernels_testing {
@@ -44,15 +44,11 @@ using ThreadBody =
                            HostSync& sync, float* shared)>;
 
 // Runs `body` for every thread of a launch of `blocks` blocks of
-// `threads` threads (a multiple of 32, at most 1024), the threads of a
-// block at once, blocks one after another. Internal error when the threads
-// of a block diverged at a barrier. Thread-safe (launches from several
-// threads run one at a time).
+// `threads` threads (a multiple of 32, at most 1024) on the calling thread:
+// the threads of a block interleaved at their barriers, blocks one after
+// another. Internal error when the threads of a block diverged at a
+// barrier. Thread-safe (each host thread has fibers of its own).
 absl::Status RunBlocks(int64_t blocks, int threads, ThreadBody body);
-
-// How long a barrier waits for the rest of its block before it reports
-// divergence (30 s by default: sanitizers slow threads down a lot).
-void SetBarrierTimeoutForTesting(absl::Duration timeout);
 
 }  // namespace ferry::cuda_kernels_testing
 
