@@ -1,5 +1,7 @@
 #include "ferry/backends/device.h"
 
+#include <chrono>
+
 #include "absl/strings/str_cat.h"
 
 namespace ferry {
@@ -25,6 +27,12 @@ absl::StatusOr<std::unique_ptr<Buffer>> Device::BufferFromHostPointer(
 }
 
 bool Device::OffloadOp(const Tensor& /*node*/) const { return false; }
+
+int64_t Device::ClockNanos() const {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
 
 EventWaitMode Device::WaitMode(const Event& event) const {
   return event.device() == this || event.IsComplete() ? EventWaitMode::kDevice

@@ -47,6 +47,8 @@ struct DeviceProps {
   size_t memory_free = 0;
   size_t memory_total = 0;
   DeviceCaps caps;
+  // ClockNanos is modelled time (a simulated device), not the host's clock.
+  bool modelled_clock = false;
 };
 
 // How later work on a device waits for an event (IREE's semaphore
@@ -102,6 +104,9 @@ class Device {
 
   // Per-engine counters (empty when the device keeps none).
   virtual std::vector<EngineStats> engine_stats() const { return {}; }
+  // The clock engine_stats and the device's trace spans are measured on, in
+  // nanoseconds: the host's steady clock unless props().modelled_clock.
+  virtual int64_t ClockNanos() const;
 };
 
 }  // namespace ferry

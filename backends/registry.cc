@@ -116,12 +116,76 @@ absl::Status Registry::RegisterFamily(std::string family,
         "device family name '", family, "' is not lowercase letters and _"));
   }
   std::lock_guard<std::mutex> lock(mu_);
-  if (FindFamilyLocked(family) != nullptr) {
+  if (FindFamilyLocked(family) != nullptr ||
+      FindAddressFamilyLocked(family) != nullptr) {
     return absl::AlreadyExistsError(absl::StrCat(
         "a device family named '", family, "' is already registered"));
   }
   families_.push_back(Family{std::move(family), std::move(factory), {}});
   return absl::OkStatus();
+}
+
+absl::Status Registry::RegisterAddressFamily(std::string family,
+                                             AddressCheck check,
+                                             AddressFactory factory) {
+  if (family.empty() ||
+      !std::all_of(family.begin(), family.end(), IsFamilyChar)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "device family name '", family, "' is not lowercase letters and _"));
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  if (FindFamilyLocked(family) != nullptr ||
+      FindAddressFamilyLocked(family) != nullptr) {
+    return absl::AlreadyExistsError(absl::StrCat(
+        "a device family named '", family, "' is already registered"));
+  }
+  address_families_.push_back(
+      AddressFamily{std::move(family), std::move(check), std::move(factory)});
+  return absl::OkStatus();
+}
+
+bool Registry::HasAddressFamily(absl::string_view family) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return FindAddressFamilyLocked(family) != nullptr;
+}
+
+const Registry::AddressFamily* Registry::FindAddressFamilyLocked(
+    absl::string_view name) const {
+  for (const AddressFamily& f : address_families_) {
+    if (f.name == name) return &f;
+  }
+  return nullptr;
+}
+
+absl::StatusOr<Device*> Registry::AddAddressDevice(
+    const std::string& name, const CreateBackendsOptions& options) {
+  const size_t colon = name.find(':');
+  const std::string family = name.substr(0, colon);
+  AddressFactory factory;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (Device* existing = FindLocked(name)) return existing;
+    const AddressFamily* f = FindAddressFamilyLocked(family);
+    if (f == nullptr) {
+      return absl::NotFoundError(
+          absl::StrCat("no address family '", family, "'"));
+    }
+    factory = f->factory;
+  }
+  auto it = options.family_options.find(family);
+  // Connecting may take a while: not under the lock.
+  FERRY_ASSIGN_OR_RETURN(std::unique_ptr<Device> device,
+                         factory(absl::string_view(name).substr(colon + 1),
+                                 it == options.family_options.end()
+                                     ? ""
+                                     : absl::string_view(it->second)));
+  if (device->name() != name) {
+    return absl::InternalError(absl::StrCat(
+        "family '", family, "' made '", device->name(), "' for '", name, "'"));
+  }
+  Device* raw = device.get();
+  FERRY_RETURN_IF_ERROR(RegisterDevice(std::move(device)));
+  return raw;
 }
 
 bool Registry::HasFamily(absl::string_view family) const {
@@ -232,6 +296,7 @@ absl::StatusOr<BackendList> Registry::CreateBackends(
     int index;
   };
   std::vector<ToMake> to_make;
+  std::vector<std::string> addresses_to_make;  // family:ADDRESS items.
   {
     std::lock_guard<std::mutex> lock(mu_);
     int position = 0;
@@ -241,6 +306,30 @@ absl::StatusOr<BackendList> Registry::CreateBackends(
       if (item.empty()) {
         return absl::InvalidArgumentError(absl::StrCat(
             "device list '", list, "': item ", position, " is empty"));
+      }
+      const size_t colon = item.find(':');
+      if (colon != absl::string_view::npos) {
+        const absl::string_view family = item.substr(0, colon);
+        const AddressFamily* f = FindAddressFamilyLocked(family);
+        if (f == nullptr) {
+          return absl::NotFoundError(absl::StrCat(
+              "device list '", list, "': item ", quoted,
+              ": no address family '", family, "'",
+              address_families_.empty() ? " (none registered)" : ""));
+        }
+        absl::Status valid = f->check(item.substr(colon + 1));
+        if (!valid.ok()) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("device list '", list, "': item ", quoted, ": ",
+                           valid.message()));
+        }
+        if (std::find(names.begin(), names.end(), item) != names.end()) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "device list '", list, "': ", quoted, " is listed twice"));
+        }
+        names.emplace_back(item);
+        if (FindLocked(item) == nullptr) addresses_to_make.emplace_back(item);
+        continue;
       }
       if (!std::all_of(item.begin(), item.end(), IsNameChar)) {
         return absl::InvalidArgumentError(absl::StrCat(
@@ -290,6 +379,15 @@ absl::StatusOr<BackendList> Registry::CreateBackends(
         it == options.family_options.end() ? ""
                                            : absl::string_view(it->second));
     if (!device.ok()) return roll_back(device.status());
+    made.push_back(*device);
+  }
+  for (const std::string& name : addresses_to_make) {
+    absl::StatusOr<Device*> device = AddAddressDevice(name, options);
+    if (!device.ok()) {
+      return roll_back(absl::Status(
+          device.status().code(),
+          absl::StrCat("device '", name, "': ", device.status().message())));
+    }
     made.push_back(*device);
   }
   for (const std::string& name : names) {

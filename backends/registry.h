@@ -15,6 +15,10 @@
 // device, or a family's device that is made if missing (sim3 is made as
 // sim3, whatever else exists). Names are exact: whitespace, empty items,
 // "sim00", "sim-1", "sim+1" and repeats are errors naming the item.
+// An item "family:ADDRESS" names a device of an address family (devices
+// elsewhere, e.g. "remote:10.0.0.2:7000/sim0", backends/remote): the
+// family checks the address's syntax before anything is made, and the
+// device is made (connected) if no device of that exact name exists.
 #ifndef FERRY_BACKENDS_REGISTRY_H_
 #define FERRY_BACKENDS_REGISTRY_H_
 
@@ -57,6 +61,12 @@ class Registry {
   // syntax). It must be named family + index.
   using DeviceFactory = std::function<absl::StatusOr<std::unique_ptr<Device>>(
       int index, absl::string_view options)>;
+  // Checks an address family's ADDRESS syntax, without connecting.
+  using AddressCheck = std::function<absl::Status(absl::string_view address)>;
+  // Makes the device at `address` from the family's `options`; it must be
+  // named family + ":" + address.
+  using AddressFactory = std::function<absl::StatusOr<std::unique_ptr<Device>>(
+      absl::string_view address, absl::string_view options)>;
   // Family indices are below this (a typo must not make thousands).
   static constexpr int kMaxFamilyIndex = 64;
 
@@ -75,6 +85,11 @@ class Registry {
   // letters and underscores.
   absl::Status RegisterFamily(std::string family, DeviceFactory factory);
   bool HasFamily(absl::string_view family) const;
+  // Registers a family whose devices are named "family:ADDRESS" (same name
+  // rules as RegisterFamily; the name space is shared with them).
+  absl::Status RegisterAddressFamily(std::string family, AddressCheck check,
+                                     AddressFactory factory);
+  bool HasAddressFamily(absl::string_view family) const;
 
   // Makes and registers device `index` of `family` from `options` and
   // returns it. A failed factory call registers nothing and uses up no
@@ -114,8 +129,18 @@ class Registry {
   // The device called `name`, or nullptr.
   Device* FindLocked(absl::string_view name) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  struct AddressFamily {
+    std::string name;
+    AddressCheck check;
+    AddressFactory factory;
+  };
   Family* FindFamilyLocked(absl::string_view name)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  const AddressFamily* FindAddressFamilyLocked(absl::string_view name) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Makes and registers the device `name` (family:address).
+  absl::StatusOr<Device*> AddAddressDevice(
+      const std::string& name, const CreateBackendsOptions& options);
   std::string DeviceNamesLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::string FamilyNamesLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Unregisters (and destroys, if owned) a device made by CreateBackends
@@ -126,6 +151,7 @@ class Registry {
   std::vector<std::unique_ptr<Device>> owned_ ABSL_GUARDED_BY(mu_);
   std::vector<Device*> devices_ ABSL_GUARDED_BY(mu_);  // In order.
   std::vector<Family> families_ ABSL_GUARDED_BY(mu_);
+  std::vector<AddressFamily> address_families_ ABSL_GUARDED_BY(mu_);
 };
 
 // Splits a device name into family and index: "sim12" -> ("sim", 12).

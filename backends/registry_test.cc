@@ -2,6 +2,8 @@
 
 #include <string>
 
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "ferry/backends/testing/fake_device.h"
 #include "ferry/runtime/status_matchers.h"
 #include "gmock/gmock.h"
@@ -123,6 +125,64 @@ TEST_F(RegistryTest, BestBackendPrefersAccelerators) {
   EXPECT_EQ(backend->name(), "host");  // FakeDevice is an accelerator.
   Registry empty;
   EXPECT_THAT(empty.CreateBackend(), StatusIs(absl::StatusCode::kNotFound));
+}
+
+// An address family as backends/remote registers it: "at:ADDR" items whose
+// address is checked first and made (as a fake device named after it).
+absl::Status RegisterAtFamily(Registry& registry, int* made) {
+  return registry.RegisterAddressFamily(
+      "at",
+      [](absl::string_view address) {
+        return address.find('/') != absl::string_view::npos
+                   ? absl::OkStatus()
+                   : absl::InvalidArgumentError("expected HOST/DEV");
+      },
+      [made](absl::string_view address,
+             absl::string_view) -> absl::StatusOr<std::unique_ptr<Device>> {
+        if (absl::StrContains(address, "down")) {
+          return absl::UnavailableError("cannot connect");
+        }
+        ++*made;
+        return std::unique_ptr<Device>(
+            FakeDevice::Create(absl::StrCat("at:", address)));
+      });
+}
+
+TEST_F(RegistryTest, AddressItemsAreCheckedThenMadeOnce) {
+  int made = 0;
+  FERRY_ASSERT_OK(RegisterAtFamily(registry_, &made));
+  EXPECT_TRUE(registry_.HasAddressFamily("at"));
+  FERRY_ASSERT_OK_AND_ASSIGN(
+      BackendList list,
+      registry_.CreateBackends("at:10.0.0.1:7000/sim0,fake1,at:h:1/cpu"));
+  ASSERT_EQ(list.backends.size(), 3u);
+  EXPECT_EQ(list.backends[0]->name(), "at:10.0.0.1:7000/sim0");
+  EXPECT_EQ(list.backends[2]->name(), "at:h:1/cpu");
+  EXPECT_EQ(made, 2);
+  // Existing address devices are reused, not made again.
+  FERRY_ASSERT_OK(registry_.CreateBackends("at:h:1/cpu").status());
+  EXPECT_EQ(made, 2);
+  // A bad address is refused before anything is made, naming the item.
+  EXPECT_THAT(
+      registry_.CreateBackends("fake5,at:nodevice"),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("'at:nodevice'")));
+  EXPECT_THAT(registry_.FindDevice("fake5"),
+              StatusIs(absl::StatusCode::kNotFound));
+  EXPECT_THAT(registry_.CreateBackends("nope:h:1/cpu"),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("'nope'")));
+  EXPECT_THAT(registry_.CreateBackends("at:h:1/cpu,at:h:1/cpu"),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("twice")));
+  // A device that cannot be made rolls back what the call made.
+  EXPECT_THAT(
+      registry_.CreateBackends("fake7,at:down:1/cpu"),
+      StatusIs(absl::StatusCode::kUnavailable, HasSubstr("at:down:1/cpu")));
+  EXPECT_THAT(registry_.FindDevice("fake7"),
+              StatusIs(absl::StatusCode::kNotFound));
+  // Family names are one name space.
+  EXPECT_THAT(registry_.RegisterAddressFamily("fake", nullptr, nullptr),
+              StatusIs(absl::StatusCode::kAlreadyExists));
+  EXPECT_THAT(registry_.RegisterFamily("at", nullptr),
+              StatusIs(absl::StatusCode::kAlreadyExists));
 }
 
 }  // namespace

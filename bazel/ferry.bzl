@@ -6,6 +6,9 @@ to system headers) and publish headers under the `ferry/` prefix, so that
 workspace that embeds it, even one with its own `runtime/` package.
 """
 
+# Sanitizer suppressions for uninstrumented system libraries (bazel/BUILD).
+_SANITIZER_DEFAULTS = str(Label("//bazel:sanitizer_defaults"))
+
 FERRY_COPTS = [
     "-Wall",
     "-Wextra",
@@ -27,14 +30,15 @@ def ferry_cc_test(name, deps = [], copts = [], **kwargs):
     native.cc_test(
         name = name,
         copts = FERRY_COPTS + copts,
-        deps = deps + ["@com_google_googletest//:gtest_main"],
+        deps = deps + ["@com_google_googletest//:gtest_main", _SANITIZER_DEFAULTS],
         **kwargs
     )
 
-def ferry_cc_binary(name, copts = [], **kwargs):
+def ferry_cc_binary(name, copts = [], deps = [], **kwargs):
     native.cc_binary(
         name = name,
         copts = FERRY_COPTS + copts,
+        deps = deps + [_SANITIZER_DEFAULTS],
         **kwargs
     )
 

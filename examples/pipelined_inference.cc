@@ -48,7 +48,6 @@
 #include "ferry/backends/backend.h"
 #include "ferry/backends/linked/linked_devices.h"
 #include "ferry/backends/registry.h"
-#include "ferry/backends/sim/sim_device.h"
 #include "ferry/engine/engine.h"
 #include "ferry/examples/npy.h"
 #include "ferry/examples/safetensors.h"
@@ -225,7 +224,8 @@ absl::StatusOr<std::vector<double>> ParseSplit(const std::string& text) {
 struct Backends {
   std::vector<std::unique_ptr<Backend>> owned;
   std::vector<Backend*> list;
-  std::vector<SimDevice*> sims;
+  // A device whose clock is modelled (a sim): the run is timed on it.
+  const Device* modelled = nullptr;
 };
 
 absl::StatusOr<Backends> MakeBackends() {
@@ -248,8 +248,8 @@ absl::StatusOr<Backends> MakeBackends() {
   Backends out;
   for (Backend* backend : list->backends) {
     out.list.push_back(backend);
-    if (auto* sim = dynamic_cast<SimDevice*>(&backend->device())) {
-      out.sims.push_back(sim);
+    if (out.modelled == nullptr && backend->device().props().modelled_clock) {
+      out.modelled = &backend->device();
     }
   }
   out.owned = std::move(list->owned);
@@ -706,9 +706,8 @@ absl::Status Run() {
                              ? std::max(absl::GetFlag(FLAGS_kv_window),
                                         options.max_sequence_len + 1)
                              : 0;
-  if (!backends.sims.empty()) {
-    SimDevice* sim = backends.sims[0];
-    options.clock = [sim] { return sim->ModelNowNanos(); };
+  if (const Device* device = backends.modelled; device != nullptr) {
+    options.clock = [device] { return device->ClockNanos(); };
   }
 
   // The report goes to stdout, unless the results do.
@@ -719,7 +718,7 @@ absl::Status Run() {
                c.ToString().c_str());
   std::fprintf(out, "%s", loaded.c_str());
   std::fprintf(out, "backends: %s", absl::GetFlag(FLAGS_backends).c_str());
-  if (!backends.sims.empty()) {
+  if (backends.modelled != nullptr) {
     std::fprintf(out, "  (sim: %s)", absl::GetFlag(FLAGS_sim).c_str());
   }
   std::fprintf(out, "\nplacement:\n%s", model->DescribePlacement().c_str());
@@ -757,7 +756,7 @@ absl::Status Run() {
                static_cast<long long>(options.max_sequence_len),
                static_cast<long long>(options.batch_tokens),
                static_cast<long long>(runs[0].window));
-  PrintReport(out, runs, !backends.sims.empty());
+  PrintReport(out, runs, backends.modelled != nullptr);
   int problems = 0;
   std::fprintf(out, "%s", CompareRuns(runs, &problems).c_str());
 

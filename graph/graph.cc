@@ -114,6 +114,11 @@ Graph& Graph::operator=(Graph&& other) noexcept {
   return *this;
 }
 
+std::string NodeSpanName(const Tensor& node) {
+  return absl::StrCat(OpName(node.op), " ",
+                      node.name.empty() ? "(unnamed)" : node.name);
+}
+
 absl::StatusOr<GraphView> Graph::NodeRange(int64_t begin, int64_t end) const {
   if (begin < 0 || begin > end || end > num_nodes()) {
     return absl::OutOfRangeError(absl::StrCat("graph: node range [", begin,

@@ -64,6 +64,10 @@ class Graph {
   std::vector<Tensor*> leafs_;
 };
 
+// "<op> <name>" ("mul_mat attn_q.3"): how every backend names a node's
+// span in a trace, so traces of different devices line up.
+std::string NodeSpanName(const Tensor& node);
+
 // Returns one line per leaf then per node:
 //   "leaf 0: 'x' [4, 2, 1, 1] f32 input"
 //   "node 3: mul_mat 'y' [2, 2, 1, 1] f32 <- leaf 0 'w', node 2 'h'"

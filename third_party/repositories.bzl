@@ -6,7 +6,7 @@
   - system libraries under the names Bazel users know: `@com_google_absl`,
     `@com_google_googletest`, `@com_github_google_benchmark`, `@liburing`,
     `@openblas` (benchmark baseline only), `@nlohmann_json`, `@pcre2`,
-    `@icu` and `@local_cuda`.
+    `@icu`, `@ucx` and `@local_cuda`.
 
 A workspace that embeds ferry and has its own copy of one of these defines it
 before calling `ferry_dependencies()`; ferry then uses that copy.
@@ -179,4 +179,6 @@ def ferry_dependencies():
     _maybe(pkgconfig_repository, name = "nlohmann_json", targets = {":nlohmann_json": "nlohmann_json"})
     _maybe(pkgconfig_repository, name = "pcre2", targets = {":pcre2": "libpcre2-8"})
     _maybe(pkgconfig_repository, name = "icu", targets = {":icu": "icu-uc"})
+    # Remote devices: UCX (Debian's libucx-dev).
+    _maybe(pkgconfig_repository, name = "ucx", targets = {":ucx": "ucx"})
     _maybe(cuda_repository, name = "local_cuda")

@@ -15,6 +15,8 @@
 #include "ferry/backends/cpu/kernels/kernels.h"
 #include "ferry/backends/node_snapshot.h"
 #include "ferry/backends/registry.h"
+#include "ferry/graph/graph.h"
+#include "ferry/graph/op.h"
 #include "ferry/runtime/status_macros.h"
 #include "ferry/runtime/trace.h"
 
@@ -24,10 +26,18 @@ namespace {
 // Matches the widest vector loads the kernels use (AVX-512).
 constexpr size_t kCpuAlignment = 64;
 
+// True for host memory the CPU reads in place, whether row-major (host
+// buffers) or packed (its weights buffers).
+bool IsCpuMemory(const Buffer* buffer) {
+  return buffer != nullptr &&
+         (buffer->is_host() ||
+          dynamic_cast<const CpuPackedBuffer*>(buffer) != nullptr);
+}
+
 absl::Status CheckHostTensor(const Tensor& tensor, size_t offset, size_t size,
                              absl::string_view what) {
   const size_t bytes = static_cast<size_t>(tensor.NumBytes());
-  if (tensor.buffer == nullptr || !tensor.buffer->is_host()) {
+  if (!IsCpuMemory(tensor.buffer)) {
     return absl::InvalidArgumentError(
         absl::StrCat("cpu: ", what, " of tensor '", tensor.name,
                      "', which is not in host memory"));
@@ -48,14 +58,19 @@ absl::StatusOr<void*> LocateHostTensor(const Tensor& t) {
         "has no memory (allocate the graph first)");
   }
   if (t.buffer == nullptr) return t.data;  // Host memory its owner placed.
-  if (!t.buffer->is_host()) {
+  // Packed weights are the CPU's own memory in the GEMM's layout (the
+  // kernels check the layout fits the op); they take their packed size.
+  const auto* packed =
+      dynamic_cast<const CpuPackedBufferType*>(t.buffer->type());
+  if (!t.buffer->is_host() && packed == nullptr) {
     return absl::InvalidArgumentError(
         absl::StrCat("lives in ", t.buffer->type()->name(),
                      " memory, which the CPU cannot read"));
   }
   const auto* base = static_cast<const char*>(t.buffer->base());
   const auto* data = static_cast<const char*>(t.data);
-  const size_t bytes = static_cast<size_t>(t.NumBytes());
+  const size_t bytes = packed != nullptr ? packed->AllocSize(t)
+                                         : static_cast<size_t>(t.NumBytes());
   if (data < base || static_cast<size_t>(data - base) > t.buffer->size() ||
       bytes > t.buffer->size() - static_cast<size_t>(data - base)) {
     return absl::OutOfRangeError(
@@ -126,7 +141,9 @@ std::vector<EngineStats> CpuDevice::engine_stats() const {
 }
 
 bool CpuDevice::SupportsBufferType(const BufferType* type) const {
-  return type != nullptr && type->is_host();
+  return type != nullptr &&
+         (type->is_host() ||
+          dynamic_cast<const CpuPackedBufferType*>(type) != nullptr);
 }
 
 CpuDevice& GetCpuDevice() {
@@ -175,6 +192,15 @@ void CpuBackend::SetAbortCallback(std::function<bool()> callback) {
 absl::Status CpuBackend::EnqueueSetTensor(Tensor& tensor, const void* data,
                                           size_t offset, size_t size) {
   FERRY_RETURN_IF_ERROR(CheckHostTensor(tensor, offset, size, "write"));
+  if (!tensor.buffer->is_host()) {
+    // Packed weights: the buffer packs the logical bytes as it copies.
+    Tensor* t = &tensor;
+    stream_.Enqueue([t, data, offset, size, track = copy_track_] {
+      ScopedTraceSpan span(track, "set");
+      return t->buffer->SetTensor(*t, data, offset, size);
+    });
+    return absl::OkStatus();
+  }
   char* dst = static_cast<char*>(tensor.data) + offset;
   stream_.Enqueue([dst, data, size, track = copy_track_] {
     ScopedTraceSpan span(track, "set");
@@ -187,6 +213,14 @@ absl::Status CpuBackend::EnqueueSetTensor(Tensor& tensor, const void* data,
 absl::Status CpuBackend::EnqueueGetTensor(const Tensor& tensor, void* data,
                                           size_t offset, size_t size) {
   FERRY_RETURN_IF_ERROR(CheckHostTensor(tensor, offset, size, "read"));
+  if (!tensor.buffer->is_host()) {
+    const Tensor* t = &tensor;
+    stream_.Enqueue([t, data, offset, size, track = copy_track_] {
+      ScopedTraceSpan span(track, "get");
+      return t->buffer->GetTensor(*t, data, offset, size);
+    });
+    return absl::OkStatus();
+  }
   const char* src = static_cast<const char*>(tensor.data) + offset;
   stream_.Enqueue([src, data, size, track = copy_track_] {
     ScopedTraceSpan span(track, "get");
@@ -208,17 +242,36 @@ absl::Status CpuBackend::EnqueueCompute(NodeSpan nodes) {
     std::lock_guard<std::mutex> lock(abort_mu_);
     abort = abort_;
   }
+  // With tracing on, one span per node named as every backend names it
+  // (the snapshot keeps no names, so they are taken now).
+  std::vector<std::string> span_names;
+  if (TraceRecorder::Global().enabled()) {
+    for (const Tensor* node : nodes) {
+      if (node != nullptr && IsComputeOp(node->op))
+        span_names.push_back(NodeSpanName(*node));
+    }
+    if (span_names.size() != snapshot.size()) span_names.clear();
+  }
   cpu_kernels::KernelRunner* runner = runner_.get();
   const int track = compute_track_;
   CpuDevice* device = &device_;
   stream_.Enqueue([runner, device, snapshot = std::move(snapshot),
-                   abort = std::move(abort), track]() mutable {
-    ScopedTraceSpan span(track, "compute");
+                   abort = std::move(abort), track,
+                   span_names = std::move(span_names)]() mutable {
     const auto start = std::chrono::steady_clock::now();
+    const std::function<bool()> no_abort;
+    const std::function<bool()>& should_abort = abort ? *abort : no_abort;
     // EnqueueCompute checked every node already.
-    absl::Status status =
-        runner->Run(snapshot.nodes(), abort ? *abort : std::function<bool()>(),
-                    /*validate=*/false);
+    absl::Status status;
+    if (!span_names.empty()) {
+      for (size_t i = 0; i < span_names.size() && status.ok(); ++i) {
+        ScopedTraceSpan span(track, span_names[i]);
+        status = runner->Run(snapshot.nodes().subspan(i, 1), should_abort,
+                             /*validate=*/false);
+      }
+    } else {
+      status = runner->Run(snapshot.nodes(), should_abort, /*validate=*/false);
+    }
     device->compute_ns_.fetch_add(
         std::chrono::duration_cast<std::chrono::nanoseconds>(
             std::chrono::steady_clock::now() - start)

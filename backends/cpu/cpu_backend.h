@@ -19,6 +19,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "ferry/backends/backend.h"
+#include "ferry/backends/cpu/cpu_packed_buffer.h"
 #include "ferry/backends/device.h"
 #include "ferry/backends/host_buffer.h"
 #include "ferry/backends/registry.h"
@@ -41,6 +42,10 @@ class CpuDevice final : public Device {
   absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(
       absl::string_view params = "") override;
   BufferType* default_buffer_type() override { return &buffer_type_; }
+  // The type weights should be placed in: matrices are stored in the GEMM's
+  // panel layout when they are set, so mul_mat never re-packs them
+  // (cpu_packed_buffer.h). Activations stay in default_buffer_type().
+  BufferType* weights_buffer_type() { return &packed_buffer_type_; }
   absl::StatusOr<std::unique_ptr<Buffer>> BufferFromHostPointer(
       void* data, size_t size) override;
   bool SupportsOp(const Tensor& node) const override;
@@ -56,6 +61,7 @@ class CpuDevice final : public Device {
   friend class CpuBackend;
 
   HostBufferType buffer_type_;
+  CpuPackedBufferType packed_buffer_type_{this};
   std::atomic<int64_t> compute_ns_{0};
   std::atomic<int64_t> compute_ops_{0};
 };

@@ -1,6 +1,8 @@
 #include "ferry/backends/cpu/cpu_backend.h"
 
 #include <atomic>
+#include <cmath>
+#include <memory>
 #include <vector>
 
 #include "ferry/backends/buffer.h"
@@ -8,6 +10,7 @@
 #include "ferry/graph/context.h"
 #include "ferry/graph/graph.h"
 #include "ferry/graph/ops.h"
+#include "ferry/runtime/status_macros.h"
 #include "ferry/runtime/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -78,6 +81,73 @@ TEST(CpuBackendTest, AbortCallbackStopsTheGraph) {
   // Usable again, and without the callback it runs to the end.
   backend.SetAbortCallback(nullptr);
   FERRY_EXPECT_OK(backend.Compute(graph.nodes()));
+}
+
+TEST(CpuDeviceTest, WeightsBufferTypeIsPackedAndUsable) {
+  CpuDevice& device = GetCpuDevice();
+  BufferType* weights = device.weights_buffer_type();
+  ASSERT_NE(weights, nullptr);
+  EXPECT_NE(weights, device.default_buffer_type());
+  EXPECT_EQ(weights->name(), "cpu_packed");
+  EXPECT_EQ(weights->device(), &device);
+  EXPECT_FALSE(weights->is_host());  // Its bytes are not row-major.
+  EXPECT_TRUE(device.SupportsBufferType(weights));
+}
+
+// Places `t` alone in a new buffer of `type`.
+std::unique_ptr<Buffer> PlaceAlone(BufferType& type, Tensor& t) {
+  auto buffer = *type.Allocate(type.AllocSize(t));
+  FERRY_CHECK(PlaceTensor(*buffer, t, 0).ok());
+  return buffer;
+}
+
+TEST(CpuBackendTest, ComputesWithPackedWeightsAndCopiesThemAsync) {
+  FERRY_ASSERT_OK_AND_ASSIGN(auto backend,
+                             GetCpuDevice().CreateBackend("threads=2"));
+  CpuDevice& device = GetCpuDevice();
+  Context ctx;
+  Tensor* w_plain = *ctx.NewTensor(DType::kF16, {48, 128}, "w_plain");
+  Tensor* w = *ctx.NewTensor(DType::kF16, {48, 128}, "w");
+  Tensor* x = *ctx.NewTensor(DType::kF32, {48, 5}, "x");
+  Tensor* y_plain = *MulMat(ctx, w_plain, x);
+  Tensor* y = *MulMat(ctx, w, x);
+  Tensor* bad = *Cont(ctx, w);
+  std::vector<std::unique_ptr<Buffer>> buffers;
+  buffers.push_back(PlaceAlone(*device.weights_buffer_type(), *w));
+  for (Tensor* t : {w_plain, x, y_plain, y, bad}) {
+    buffers.push_back(PlaceAlone(*device.default_buffer_type(), *t));
+  }
+  std::vector<Half> values(48 * 128);
+  for (size_t i = 0; i < values.size(); ++i) {
+    values[i] = F32ToF16(static_cast<float>(i % 97) / 97.0f - 0.5f);
+  }
+  std::vector<float> xs(48 * 5);
+  for (size_t i = 0; i < xs.size(); ++i) xs[i] = static_cast<float>(i % 7);
+  // The async forms pack and unpack on the stream, in order.
+  FERRY_ASSERT_OK(backend->EnqueueSetTensor(*w, values.data(), 0,
+                                            values.size() * sizeof(Half)));
+  std::vector<Half> back(values.size());
+  FERRY_ASSERT_OK(backend->EnqueueGetTensor(*w, back.data(), 0,
+                                            back.size() * sizeof(Half)));
+  FERRY_ASSERT_OK(backend->Synchronize());
+  for (size_t i = 0; i < values.size(); ++i) {
+    ASSERT_EQ(back[i].bits, values[i].bits) << i;
+  }
+  FERRY_ASSERT_OK(SetTensorData(*w_plain, values.data()));
+  FERRY_ASSERT_OK(SetTensorData(*x, xs.data()));
+  Tensor* const nodes[] = {y_plain, y};
+  FERRY_ASSERT_OK(backend->Compute(nodes));
+  std::vector<float> want(128 * 5), got(128 * 5);
+  FERRY_ASSERT_OK(GetTensorData(*y_plain, want.data()));
+  FERRY_ASSERT_OK(GetTensorData(*y, got.data()));
+  for (size_t i = 0; i < want.size(); ++i) {
+    ASSERT_NEAR(got[i], want[i], 1e-4f * (1.0f + std::fabs(want[i]))) << i;
+  }
+  // An op that would read the panels as rows is refused up front.
+  EXPECT_FALSE(device.SupportsOp(*bad));
+  Tensor* const bad_nodes[] = {bad};
+  EXPECT_THAT(backend->EnqueueCompute(bad_nodes),
+              StatusIs(absl::StatusCode::kUnimplemented, HasSubstr("'w'")));
 }
 
 }  // namespace

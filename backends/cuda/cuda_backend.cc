@@ -4,9 +4,11 @@
 #include <utility>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "ferry/backends/cuda/cuda_native_event.h"
+#include "ferry/backends/cuda/cuda_status.h"
 #include "ferry/backends/cuda/kernels/cuda_kernels.h"
+#include "ferry/backends/node_snapshot.h"
 #include "ferry/graph/op.h"
 #include "ferry/runtime/status_macros.h"
 
@@ -31,31 +33,66 @@ absl::Status CublasCheck(cublasStatus_t status, absl::string_view context) {
   return absl::InternalError(message);
 }
 
-// A pooled CUDA event, returned to its device's pool when the last holder
-// (the poller entry, a waiting backend's step) lets go.
-struct PooledEvent {
-  PooledEvent(CudaDevice& device, cudaEvent_t event)
-      : device(device), event(event) {}
-  ~PooledEvent() { device.ReleaseEvent(event); }
-  PooledEvent(const PooledEvent&) = delete;
-  PooledEvent& operator=(const PooledEvent&) = delete;
-
-  CudaDevice& device;
-  const cudaEvent_t event;
-};
-
 // A recorded event as a caching-allocator fence.
 class EventFence : public cuda_internal::Fence {
  public:
-  explicit EventFence(std::shared_ptr<PooledEvent> event)
+  explicit EventFence(std::shared_ptr<PooledCudaEvent> event)
       : event_(std::move(event)) {}
   bool IsComplete() override {
     // Errors count as complete: the work will not touch memory any more.
-    return cudaEventQuery(event_->event) != cudaErrorNotReady;
+    const cudaError_t error = cudaEventQuery(event_->get());
+    IgnoreCudaError(error);
+    return error != cudaErrorNotReady;
+  }
+  bool Wait() override {
+    IgnoreCudaError(cudaEventSynchronize(event_->get()));
+    return true;
   }
 
  private:
-  std::shared_ptr<PooledEvent> event_;
+  std::shared_ptr<PooledCudaEvent> event_;
+};
+
+// A fence after a backend's work, for memory freed now. Its events are
+// recorded (Issue) when the backend issues what was enqueued before the
+// free, which may be later if that work is held on the host.
+class BackendFence : public cuda_internal::Fence {
+ public:
+  // The events mark the work so far on each stream (none: nothing to wait
+  // for, e.g. the context is lost).
+  void Issue(std::vector<std::shared_ptr<PooledCudaEvent>> events) {
+    std::lock_guard<std::mutex> lock(mu_);
+    events_ = std::move(events);
+    issued_ = true;
+  }
+  bool IsComplete() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!issued_) return false;
+    for (const auto& event : events_) {
+      const cudaError_t error = cudaEventQuery(event->get());
+      IgnoreCudaError(error);
+      if (error == cudaErrorNotReady) return false;
+    }
+    events_.clear();
+    return true;
+  }
+  bool Wait() override {
+    std::vector<std::shared_ptr<PooledCudaEvent>> events;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!issued_) return false;  // Held on the host: cannot wait here.
+      events = events_;
+    }
+    for (const auto& event : events) {
+      IgnoreCudaError(cudaEventSynchronize(event->get()));
+    }
+    return true;
+  }
+
+ private:
+  std::mutex mu_;
+  bool issued_ = false;
+  std::vector<std::shared_ptr<PooledCudaEvent>> events_;
 };
 
 // Bytes from tensor.data to one past its last element (views may be
@@ -96,127 +133,16 @@ absl::Status CheckRange(const Tensor& tensor, size_t offset, size_t size,
   return absl::OkStatus();
 }
 
-// Copies `nodes` and what they read, so held-back launches do not depend on
-// tensors the caller may re-place after enqueueing.
-class NodeSnapshot {
- public:
-  explicit NodeSnapshot(NodeSpan nodes) {
-    copies_.reserve(nodes.size() * (1 + kMaxSrc));
-    absl::flat_hash_map<const Tensor*, Tensor*> copied;
-    for (Tensor* node : nodes) {
-      Tensor* copy = Copy(*node, copied);
-      for (int i = 0; i < kMaxSrc; ++i) {
-        if (node->src[i] != nullptr) copy->src[i] = Copy(*node->src[i], copied);
-      }
-      order_.push_back(copy);
-    }
-  }
-  NodeSpan nodes() const { return NodeSpan(order_); }
-
- private:
-  Tensor* Copy(const Tensor& tensor,
-               absl::flat_hash_map<const Tensor*, Tensor*>& copied) {
-    auto [it, inserted] = copied.try_emplace(&tensor, nullptr);
-    if (inserted) {
-      copies_.push_back(std::make_unique<Tensor>(tensor));
-      it->second = copies_.back().get();
-    }
-    return it->second;
-  }
-
-  std::vector<std::unique_ptr<Tensor>> copies_;
-  std::vector<Tensor*> order_;
-};
-
-}  // namespace
-
-namespace cuda_internal {
-
-// Events recorded on a backend and not yet seen complete, so another CUDA
-// backend can wait for them on the device. Found through the timeline that
-// an Event carries.
-class RecordedEvents {
- public:
-  struct Entry {
-    const TimelineSemaphore* timeline;
-    uint64_t value;
-    std::shared_ptr<PooledEvent> event;
-  };
-
-  void Add(const TimelineSemaphore* timeline, uint64_t value,
-           std::shared_ptr<PooledEvent> event) {
-    std::lock_guard<std::mutex> lock(mu_);
-    entries_.push_back(Entry{timeline, value, std::move(event)});
-  }
-  void Remove(const TimelineSemaphore* timeline, uint64_t value) {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it =
-        std::find_if(entries_.begin(), entries_.end(), [&](const Entry& e) {
-          return e.timeline == timeline && e.value == value;
-        });
-    if (it != entries_.end()) entries_.erase(it);
-  }
-  // The earliest recorded event at or after `value`, or null if none is
-  // recorded yet (its operations are still held on the host).
-  std::shared_ptr<PooledEvent> Find(const TimelineSemaphore* timeline,
-                                    uint64_t value) {
-    std::lock_guard<std::mutex> lock(mu_);
-    for (const Entry& e : entries_) {
-      if (e.timeline == timeline && e.value >= value) return e.event;
-    }
-    return nullptr;
-  }
-
- private:
-  std::mutex mu_;
-  std::deque<Entry> entries_;
-};
-
-}  // namespace cuda_internal
-
-namespace {
-
-using cuda_internal::RecordedEvents;
-
-// Which CUDA backend's RecordedEvents a timeline belongs to.
-class TimelineIndex {
- public:
-  static TimelineIndex& Get() {
-    static TimelineIndex* const index = new TimelineIndex();
-    return *index;
-  }
-  void Insert(const TimelineSemaphore* timeline,
-              std::weak_ptr<RecordedEvents> events) {
-    std::lock_guard<std::mutex> lock(mu_);
-    map_[timeline] = std::move(events);
-  }
-  void Erase(const TimelineSemaphore* timeline) {
-    std::lock_guard<std::mutex> lock(mu_);
-    map_.erase(timeline);
-  }
-  std::shared_ptr<RecordedEvents> Find(const TimelineSemaphore* timeline) {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = map_.find(timeline);
-    if (it == map_.end()) return nullptr;
-    return it->second.lock();
-  }
-
- private:
-  std::mutex mu_;
-  absl::flat_hash_map<const TimelineSemaphore*, std::weak_ptr<RecordedEvents>>
-      map_;
-};
-
 }  // namespace
 
 CudaBackend::CudaBackend(CudaDevice& device)
     : device_(device),
-      recorded_(std::make_shared<RecordedEvents>()),
       timeline_(std::make_shared<TimelineSemaphore>()),
       queue_([this](absl::Status status) { FailTimelineLater(status); }) {}
 
 absl::Status CudaBackend::Init() {
-  FERRY_RETURN_IF_ERROR(device_.MakeCurrent());
+  CudaDevice::Scope scope(device_);
+  FERRY_RETURN_IF_ERROR(scope.status());
   for (int i = 0; i < kNumStreams; ++i) {
     FERRY_RETURN_IF_ERROR(
         Check(cudaStreamCreateWithFlags(&streams_[i], cudaStreamNonBlocking),
@@ -231,9 +157,10 @@ absl::Status CudaBackend::Init() {
   compute_stream_id_ = reinterpret_cast<uint64_t>(
       streams_[static_cast<int>(StreamKind::kCompute)]);
   FERRY_RETURN_IF_ERROR(CublasCheck(cublasCreate(&cublas_), "cublasCreate"));
-  FERRY_RETURN_IF_ERROR(
-      CublasCheck(cublasSetStream(cublas_, stream(StreamKind::kCompute)),
-                  "cublasSetStream"));
+  FERRY_RETURN_IF_ERROR(CublasCheck(
+      cublasSetStream(cublas_,
+                      streams_[static_cast<int>(StreamKind::kCompute)]),
+      "cublasSetStream"));
   FERRY_ASSIGN_OR_RETURN(
       cublas_workspace_,
       device_.allocator().Allocate(kCublasWorkspaceBytes, compute_stream_id_));
@@ -242,19 +169,19 @@ absl::Status CudaBackend::Init() {
                                      cublas_workspace_.size),
                   "cublasSetWorkspace"));
   lane_ = device_.poller().NewLane();
-  TimelineIndex::Get().Insert(timeline().get(), recorded_);
-  device_.AddBackend(this);
+  CudaDevice::AddBackend(this);
   return absl::OkStatus();
 }
 
 CudaBackend::~CudaBackend() {
   if (lane_ != 0) (void)Synchronize();
   queue_.WaitIdle();
-  device_.RemoveBackend(this);
-  TimelineIndex::Get().Erase(timeline().get());
-  (void)device_.MakeCurrent();
+  CudaDevice::RemoveBackend(this);
+  CudaDevice::Scope scope(device_);
   for (int i = 0; i < kNumStreams; ++i) {
-    if (streams_[i] != nullptr) (void)cudaStreamSynchronize(streams_[i]);
+    if (streams_[i] != nullptr) {
+      IgnoreCudaError(cudaStreamSynchronize(streams_[i]));
+    }
   }
   if (cublas_ != nullptr) (void)cublasDestroy(cublas_);
   // The streams are idle: same-stream reuse is safe, others need no fence.
@@ -266,10 +193,12 @@ CudaBackend::~CudaBackend() {
     device_.allocator().Free(scratch_, cuda_internal::kNoStream, nullptr, {});
   }
   for (int i = 0; i < kNumStreams; ++i) {
-    if (chain_events_[i] != nullptr) (void)cudaEventDestroy(chain_events_[i]);
-    if (streams_[i] != nullptr) (void)cudaStreamDestroy(streams_[i]);
+    if (chain_events_[i] != nullptr) {
+      IgnoreCudaError(cudaEventDestroy(chain_events_[i]));
+    }
+    if (streams_[i] != nullptr) IgnoreCudaError(cudaStreamDestroy(streams_[i]));
   }
-  if (join_stream_ != nullptr) (void)cudaStreamDestroy(join_stream_);
+  if (join_stream_ != nullptr) IgnoreCudaError(cudaStreamDestroy(join_stream_));
 }
 
 std::shared_ptr<TimelineSemaphore> CudaBackend::timeline() const {
@@ -288,7 +217,6 @@ void CudaBackend::FailTimelineLater(absl::Status status) {
 
 absl::StatusOr<cudaStream_t> CudaBackend::Begin(
     StreamKind kind, cuda_internal::MemoryAccess access, bool wait_all) {
-  FERRY_RETURN_IF_ERROR(device_.MakeCurrent());
   const int k = static_cast<int>(kind);
   access.Finish();
   for (int t : hazards_.Add(k, std::move(access), wait_all)) {
@@ -306,6 +234,7 @@ absl::StatusOr<cudaStream_t> CudaBackend::Begin(
 absl::Status CudaBackend::EnqueueSetTensor(Tensor& tensor, const void* data,
                                            size_t offset, size_t size) {
   FERRY_RETURN_IF_ERROR(device_.sticky_error());
+  work_since_record_ = true;
   if (!InDeviceMemory(tensor, device_)) {
     return absl::InvalidArgumentError(
         absl::StrCat(name(), ": EnqueueSetTensor of '", tensor.name,
@@ -315,6 +244,8 @@ absl::Status CudaBackend::EnqueueSetTensor(Tensor& tensor, const void* data,
   if (size == 0) return absl::OkStatus();
   void* dst = static_cast<char*>(tensor.data) + offset;
   queue_.Run([this, dst, data, size]() -> absl::Status {
+    CudaDevice::Scope scope(device_);
+    FERRY_RETURN_IF_ERROR(scope.status());
     cuda_internal::MemoryAccess access;
     access.AddRead(data, size);
     access.AddWrite(dst, size);
@@ -329,6 +260,7 @@ absl::Status CudaBackend::EnqueueSetTensor(Tensor& tensor, const void* data,
 absl::Status CudaBackend::EnqueueGetTensor(const Tensor& tensor, void* data,
                                            size_t offset, size_t size) {
   FERRY_RETURN_IF_ERROR(device_.sticky_error());
+  work_since_record_ = true;
   if (!InDeviceMemory(tensor, device_)) {
     return absl::InvalidArgumentError(
         absl::StrCat(name(), ": EnqueueGetTensor of '", tensor.name,
@@ -338,6 +270,8 @@ absl::Status CudaBackend::EnqueueGetTensor(const Tensor& tensor, void* data,
   if (size == 0) return absl::OkStatus();
   const void* src = static_cast<const char*>(tensor.data) + offset;
   queue_.Run([this, src, data, size]() -> absl::Status {
+    CudaDevice::Scope scope(device_);
+    FERRY_RETURN_IF_ERROR(scope.status());
     cuda_internal::MemoryAccess access;
     access.AddRead(src, size);
     access.AddWrite(data, size);
@@ -352,6 +286,7 @@ absl::Status CudaBackend::EnqueueGetTensor(const Tensor& tensor, void* data,
 absl::Status CudaBackend::EnqueueCopyTensor(Backend& src_backend,
                                             const Tensor& src, Tensor& dst) {
   FERRY_RETURN_IF_ERROR(device_.sticky_error());
+  work_since_record_ = true;
   const CudaBufferType* src_type = AsCudaMemory(src);
   if (src_type == nullptr || !InDeviceMemory(dst, device_)) {
     return Backend::EnqueueCopyTensor(src_backend, src, dst);
@@ -364,9 +299,12 @@ absl::Status CudaBackend::EnqueueCopyTensor(Backend& src_backend,
   const void* from = src.data;
   void* to = dst.data;
   queue_.Run([this, src_ordinal, from, to, bytes]() -> absl::Status {
+    CudaDevice::Scope scope(device_);
+    FERRY_RETURN_IF_ERROR(scope.status());
     // Peer copies pull over the inbound (h2d) engine; local ones are
     // device-memory copies on the compute stream.
     const bool peer = src_ordinal != device_.ordinal();
+    if (peer) device_.EnablePeerAccessTo(src_ordinal);
     cuda_internal::MemoryAccess access;
     access.AddRead(from, bytes);
     access.AddWrite(to, bytes);
@@ -391,14 +329,14 @@ absl::Status CudaBackend::EnsureScratch(size_t bytes) {
   if (scratch_.ptr != nullptr) {
     // Kernels already queued on the compute stream may still use it: the
     // compute stream reuses it at once, others after this fence.
-    FERRY_ASSIGN_OR_RETURN(cudaEvent_t event, device_.AcquireEvent());
-    auto pooled = std::make_shared<PooledEvent>(device_, event);
+    FERRY_ASSIGN_OR_RETURN(std::shared_ptr<PooledCudaEvent> event,
+                           device_.AcquireEvent());
     FERRY_RETURN_IF_ERROR(
-        Check(cudaEventRecord(event,
+        Check(cudaEventRecord(event->get(),
                               streams_[static_cast<int>(StreamKind::kCompute)]),
               "cudaEventRecord"));
     device_.allocator().Free(scratch_, compute_stream_id_,
-                             std::make_shared<EventFence>(std::move(pooled)),
+                             std::make_shared<EventFence>(std::move(event)),
                              {});
     scratch_ = {};
   }
@@ -408,6 +346,8 @@ absl::Status CudaBackend::EnsureScratch(size_t bytes) {
 }
 
 absl::Status CudaBackend::LaunchNodes(NodeSpan nodes) {
+  CudaDevice::Scope scope(device_);
+  FERRY_RETURN_IF_ERROR(scope.status());
   // Kernels wait for every earlier copy; what they touch is recorded so
   // later copies wait only for the kernels they conflict with.
   cuda_internal::MemoryAccess access;
@@ -439,13 +379,17 @@ absl::Status CudaBackend::LaunchNodes(NodeSpan nodes) {
   context.scratch_bytes = scratch_.size;
   for (const Tensor* node : nodes) {
     if (node->op == Op::kNone || IsViewOp(node->op)) continue;
-    FERRY_RETURN_IF_ERROR(cuda_kernels::Launch(*node, context));
+    // A launch or cuBLAS call that finds the context ruined returns its
+    // error without the device's Check: record it as the sticky error.
+    FERRY_RETURN_IF_ERROR(
+        device_.CheckLaunch(cuda_kernels::Launch(*node, context)));
   }
   return absl::OkStatus();
 }
 
 absl::Status CudaBackend::EnqueueCompute(NodeSpan nodes) {
   FERRY_RETURN_IF_ERROR(device_.sticky_error());
+  work_since_record_ = true;
   for (const Tensor* node : nodes) {
     if (node->op == Op::kNone || IsViewOp(node->op)) continue;
     if (!device_.SupportsOp(*node)) {
@@ -471,9 +415,15 @@ absl::Status CudaBackend::EnqueueCompute(NodeSpan nodes) {
     queue_.Run([this, nodes]() { return LaunchNodes(nodes); });
     return absl::OkStatus();
   }
-  // Held: launch later from a snapshot of what the nodes read now.
-  auto snapshot = std::make_shared<NodeSnapshot>(nodes);
-  queue_.Run([this, snapshot]() { return LaunchNodes(snapshot->nodes()); });
+  // Held: launch later from a snapshot of what the nodes read now (rule 1
+  // of backend.h). Placement was checked above: data stays as it is.
+  FERRY_ASSIGN_OR_RETURN(
+      NodeSnapshot snapshot,
+      NodeSnapshot::Make(nodes, [](const Tensor& t) -> absl::StatusOr<void*> {
+        return t.data;
+      }));
+  auto held = std::make_shared<NodeSnapshot>(std::move(snapshot));
+  queue_.Run([this, held]() { return LaunchNodes(held->nodes()); });
   return absl::OkStatus();
 }
 
@@ -482,13 +432,36 @@ Event CudaBackend::Record() {
   absl::Status sticky = device_.sticky_error();
   if (!sticky.ok()) {
     target->Fail(sticky);
-    return Event(target, last_value_ + 1);
+    return Event(target, last_value_ + 1, &device_);
   }
+  // Nothing new since the last event (or ever): it covers everything.
+  bool streams_used = false;  // Through stream(): tests launch there.
+  for (const std::atomic<bool>& dirty : dirty_) {
+    streams_used = streams_used || dirty.load(std::memory_order_relaxed);
+  }
+  if (!work_since_record_ && !streams_used) {
+    return Event(target, last_value_, &device_, last_native_);
+  }
+  work_since_record_ = false;
   const uint64_t value = ++last_value_;
-  queue_.Run([this, target, value]() -> absl::Status {
-    FERRY_RETURN_IF_ERROR(device_.MakeCurrent());
-    FERRY_ASSIGN_OR_RETURN(cudaEvent_t raw, device_.AcquireEvent());
-    auto event = std::make_shared<PooledEvent>(device_, raw);
+  absl::StatusOr<std::shared_ptr<PooledCudaEvent>> pooled;
+  {
+    CudaDevice::Scope scope(device_);
+    pooled =
+        scope.status().ok()
+            ? device_.AcquireEvent()
+            : absl::StatusOr<std::shared_ptr<PooledCudaEvent>>(scope.status());
+  }
+  if (!pooled.ok()) {
+    // Fails the timeline in order, after the work before it.
+    queue_.Run([status = pooled.status()] { return status; });
+    last_native_.reset();
+    return Event(target, value, &device_);
+  }
+  auto native = std::make_shared<CudaNativeEvent>(*std::move(pooled));
+  queue_.Run([this, target, value, native]() -> absl::Status {
+    CudaDevice::Scope scope(device_);
+    FERRY_RETURN_IF_ERROR(scope.status());
     // Join the streams with work since the last Record() on the join stream
     // (earlier work is covered by the join stream's earlier waits).
     for (int i = 0; i < kNumStreams; ++i) {
@@ -500,20 +473,23 @@ Event CudaBackend::Record() {
                 "cudaStreamWaitEvent"));
     }
     FERRY_RETURN_IF_ERROR(
-        Check(cudaEventRecord(raw, join_stream_), "cudaEventRecord"));
-    recorded_->Add(target.get(), value, event);
-    std::shared_ptr<RecordedEvents> recorded = recorded_;
+        Check(cudaEventRecord(native->event()->get(), join_stream_),
+              "cudaEventRecord"));
+    native->MarkIssued();
     CudaDevice* device = &device_;
     device_.poller().Watch(
         lane_,
-        [device, event]() -> absl::StatusOr<bool> {
-          const cudaError_t error = cudaEventQuery(event->event);
-          if (error == cudaErrorNotReady) return false;
+        [device, native]() -> absl::StatusOr<bool> {
+          const cudaError_t error = cudaEventQuery(native->event()->get());
+          if (error == cudaErrorNotReady) {
+            // An answer, not a failure: leave nothing in the poller's slot.
+            IgnoreCudaError(error);
+            return false;
+          }
           FERRY_RETURN_IF_ERROR(device->Check(error, "cudaEventQuery"));
           return true;
         },
-        [recorded, target, value](absl::Status status) {
-          recorded->Remove(target.get(), value);
+        [target, value](absl::Status status) {
           if (status.ok()) {
             (void)target->Signal(value);
           } else {
@@ -522,30 +498,32 @@ Event CudaBackend::Record() {
         });
     return absl::OkStatus();
   });
-  return Event(target, value);
+  last_native_ = native;
+  return Event(target, value, &device_, native);
 }
 
 absl::Status CudaBackend::EnqueueWait(const Event& event) {
   FERRY_RETURN_IF_ERROR(device_.sticky_error());
   if (event.IsComplete()) return absl::OkStatus();
-  const TimelineSemaphore* timeline = event.timeline().get();
-  if (std::shared_ptr<RecordedEvents> recorded =
-          TimelineIndex::Get().Find(timeline)) {
-    if (std::shared_ptr<PooledEvent> cuda_event =
-            recorded->Find(timeline, event.value())) {
-      // A CUDA event exists: wait on the device.
-      queue_.Run([this, cuda_event]() -> absl::Status {
-        FERRY_RETURN_IF_ERROR(device_.MakeCurrent());
-        // Every later operation, on whichever stream, waits.
-        for (cudaStream_t stream : streams_) {
-          FERRY_RETURN_IF_ERROR(
-              Check(cudaStreamWaitEvent(stream, cuda_event->event, 0),
-                    "cudaStreamWaitEvent"));
-        }
-        return absl::OkStatus();
-      });
+  work_since_record_ = true;
+  const CudaNativeEvent* native = CudaNativeEvent::Of(event);
+  if (native != nullptr && native->issued()) {
+    // A CUDA event (of any GPU of the process): wait on the device.
+    auto held = std::static_pointer_cast<const CudaNativeEvent>(event.native());
+    queue_.Run([this, held]() -> absl::Status {
+      CudaDevice::Scope scope(device_);
+      FERRY_RETURN_IF_ERROR(scope.status());
+      // Every later operation, on whichever stream, waits; and the next
+      // Record() joins every stream, so its event covers the wait.
+      for (int i = 0; i < kNumStreams; ++i) {
+        FERRY_RETURN_IF_ERROR(
+            Check(cudaStreamWaitEvent(streams_[i], held->event()->get(), 0),
+                  "cudaStreamWaitEvent"));
+        dirty_[i].store(true, std::memory_order_relaxed);
+      }
       return absl::OkStatus();
-    }
+    });
+    return absl::OkStatus();
   }
   // A host-side timeline, or a CUDA backend's work still held on the host:
   // hold what follows until the event completes.
@@ -553,26 +531,55 @@ absl::Status CudaBackend::EnqueueWait(const Event& event) {
   return absl::OkStatus();
 }
 
+std::shared_ptr<cuda_internal::Fence> CudaBackend::FenceForFree() {
+  auto fence = std::make_shared<BackendFence>();
+  // In order with the work enqueued so far, even after a failure: if that
+  // work is held on the host, so is the fence's recording.
+  queue_.RunAlways([this, fence]() -> absl::Status {
+    std::vector<std::shared_ptr<PooledCudaEvent>> events;
+    CudaDevice::Scope scope(device_);
+    if (scope.status().ok()) {
+      for (int i = 0; i < kNumStreams; ++i) {
+        absl::StatusOr<std::shared_ptr<PooledCudaEvent>> event =
+            device_.AcquireEvent();
+        if (!event.ok()) break;
+        const cudaError_t error = cudaEventRecord((*event)->get(), streams_[i]);
+        IgnoreCudaError(error);  // A lost context touches no memory.
+        if (error == cudaSuccess) events.push_back(*std::move(event));
+      }
+    }
+    fence->Issue(std::move(events));
+    return absl::OkStatus();
+  });
+  return fence;
+}
+
 absl::Status CudaBackend::Synchronize() {
   FERRY_RETURN_IF_ERROR(device_.sticky_error());
   const Event done = Record();
   absl::Status status = done.WaitBlocking();
   queue_.WaitIdle();
-  if (status.ok()) return absl::OkStatus();
+  if (status.ok()) return device_.sticky_error();
   // Let work issued before the failure finish, then start a fresh timeline.
-  (void)device_.MakeCurrent();
-  for (cudaStream_t s : streams_) (void)cudaStreamSynchronize(s);
+  {
+    CudaDevice::Scope scope(device_);
+    for (cudaStream_t s : streams_) {
+      absl::Status synced =
+          Check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
+      if (!synced.ok() && status.ok()) status = synced;
+    }
+  }
   absl::Status sticky = device_.sticky_error();
   if (!sticky.ok()) return sticky;
   auto fresh = std::make_shared<TimelineSemaphore>();
   {
     std::lock_guard<std::mutex> lock(timeline_mu_);
-    TimelineIndex::Get().Erase(timeline_.get());
     timeline_ = fresh;
   }
   last_value_ = 0;
+  work_since_record_ = false;
+  last_native_.reset();
   hazards_.Clear();  // Every stream is idle.
-  TimelineIndex::Get().Insert(fresh.get(), recorded_);
   queue_.Reset();
   return status;
 }

@@ -3,34 +3,46 @@
 // own timeline.
 //
 // Order. Each operation goes to the stream of the engine it needs (uploads
-// on h2d, downloads on d2h, kernels and device copies on compute) and waits,
-// device-side, for the other streams' operations it conflicts with: those
-// that write memory it touches or touch memory it writes
-// (internal/hazard_tracker.h). Kernels wait for every earlier copy. So the
-// backend behaves as one in-order stream wherever order is observable,
-// while an upload into memory nobody is using (the next batch's copy slot)
-// runs beside the kernels and downloads: both directions and compute
-// overlap on one backend.
+// on h2d, downloads on d2h, kernels and device copies on compute, peer
+// copies on h2d) and waits, device-side, for the other streams' operations
+// it conflicts with: those that write memory it touches or touch memory it
+// writes (internal/hazard_tracker.h). Kernels wait for every earlier copy.
+// So the backend behaves as one in-order stream wherever order is
+// observable, while an upload into memory nobody is using (the next
+// batch's copy slot) runs beside the kernels and downloads: both directions
+// and compute overlap on one backend.
 //
 // Completion. Record() records a pooled CUDA event after the work so far and
 // hands it to the device's completion poller, which signals this backend's
 // timeline when cudaEventQuery reports it done (see
-// internal/completion_poller.h for why polling and not host callbacks).
-// Waiters resume on the poller thread unless they ask for an executor.
+// internal/completion_poller.h for why polling and not host callbacks). The
+// Event carries the CUDA event as its native handle (cuda_native_event.h).
+// Awaiting coroutines resume on an executor, never on the poller (a device
+// thread; event.h).
 //
-// Waits. Wait() on another CUDA backend's event is a device-side
-// cudaStreamWaitEvent on the CUDA event behind it. An event of a host-side
-// backend (CPU, sim) cannot be waited on by a GPU, so later operations are
-// held on the host and issued by the thread that completes that event
+// Waits. EnqueueWait() on a CUDA backend's event (of any GPU) is a
+// device-side cudaStreamWaitEvent on its native handle, on every stream of
+// this backend, so the next Record() covers it. An event of a host-side
+// backend (CPU, sim), or of a CUDA backend whose record is itself still
+// held on the host, cannot be waited on by a GPU: later operations are held
+// on the host and issued by the thread that completes that event
 // (internal/gated_issue_queue.h); the enqueuing thread never blocks. Held
 // operations keep copies of what they read from tensors (addresses, shapes),
 // so tensors may be re-placed after enqueueing, as on other backends.
 //
-// Errors. Every CUDA and cuBLAS call's error is a status naming the call. A
-// failure fails this backend's timeline (its events and Synchronize report
-// it) and the operations queued behind it are dropped; Synchronize() returns
-// it and the backend works again, unless the error was sticky (the device's
-// context is ruined): then every call returns it.
+// Freed memory. FenceForFree() gives the caching allocator a fence after
+// everything enqueued so far on this backend, including operations still
+// held on the host, so memory freed now is not handed out again while they
+// may still touch it.
+//
+// Errors. Every CUDA and cuBLAS call's error is a status naming the call,
+// taken out of the calling thread's last-error slot (a launch reads only its
+// own result, never an earlier call's leftover). A failure fails this
+// backend's timeline (its events and Synchronize report it) and the
+// operations queued behind it are dropped; Synchronize() returns it and the
+// backend works again, unless the error was sticky (the device's context is
+// ruined, whichever call found it: a launch, a cuBLAS call, a query, a
+// synchronization): then every call returns it.
 #ifndef FERRY_BACKENDS_CUDA_CUDA_BACKEND_H_
 #define FERRY_BACKENDS_CUDA_CUDA_BACKEND_H_
 
@@ -48,6 +60,7 @@
 #include "absl/strings/string_view.h"
 #include "ferry/backends/backend.h"
 #include "ferry/backends/cuda/cuda_device.h"
+#include "ferry/backends/cuda/cuda_event_pool.h"
 #include "ferry/backends/cuda/internal/caching_allocator.h"
 #include "ferry/backends/cuda/internal/gated_issue_queue.h"
 #include "ferry/backends/cuda/internal/hazard_tracker.h"
@@ -56,9 +69,8 @@
 #include "ferry/runtime/timeline_semaphore.h"
 
 namespace ferry {
-namespace cuda_internal {
-class RecordedEvents;
-}  // namespace cuda_internal
+
+class CudaNativeEvent;
 
 // Thread-compatible (one enqueuer at a time), like every Backend.
 class CudaBackend final : public Backend {
@@ -80,7 +92,8 @@ class CudaBackend final : public Backend {
   absl::Status EnqueueGetTensor(const Tensor& tensor, void* data, size_t offset,
                                 size_t size) override;
   // Device-to-device within this GPU and peer copies from other GPUs
-  // (cudaMemcpyPeerAsync); host-resident sides as Backend's.
+  // (cudaMemcpyPeerAsync, peer access enabled by the first); host-resident
+  // sides as Backend's.
   absl::Status EnqueueCopyTensor(Backend& src_backend, const Tensor& src,
                                  Tensor& dst) override;
   // Every node must satisfy SupportsOp and live in this device's memory.
@@ -98,16 +111,22 @@ class CudaBackend final : public Backend {
     return streams_[static_cast<int>(kind)];
   }
 
+  // A fence after everything enqueued so far (also what is held on the
+  // host), for memory freed now: the caching allocator hands it out again
+  // once the fence completed. Thread-safe.
+  std::shared_ptr<cuda_internal::Fence> FenceForFree();
+
  private:
   friend class CudaDevice;
 
   explicit CudaBackend(CudaDevice& device);
   absl::Status Init();
 
-  // --- Issue side: runs under the issue queue's lock. ---
-  // Makes the device current and `kind`'s stream wait for the other
-  // streams' operations that `access` conflicts with (all of them if
-  // `wait_all`); returns the stream.
+  // --- Issue side: runs under the issue queue's lock, with the device
+  // current (CudaDevice::Scope). ---
+  // Makes `kind`'s stream wait for the other streams' operations that
+  // `access` conflicts with (all of them if `wait_all`); returns the
+  // stream.
   absl::StatusOr<cudaStream_t> Begin(StreamKind kind,
                                      cuda_internal::MemoryAccess access,
                                      bool wait_all);
@@ -138,13 +157,13 @@ class CudaBackend final : public Backend {
   uint64_t compute_stream_id_ = 0;  // For the caching allocator.
   uint64_t lane_ = 0;               // In the device's poller.
 
-  // Events recorded but not yet seen complete, for device-side waits by
-  // other CUDA backends; shared with the process-wide timeline index.
-  std::shared_ptr<cuda_internal::RecordedEvents> recorded_;
-
   mutable std::mutex timeline_mu_;
   std::shared_ptr<TimelineSemaphore> timeline_ ABSL_GUARDED_BY(timeline_mu_);
   uint64_t last_value_ = 0;  // Enqueuer only.
+  // Enqueuer only: whether anything was enqueued since the last Record(); if
+  // not, Record() returns the last event again (complete on a fresh stream).
+  bool work_since_record_ = false;
+  std::shared_ptr<CudaNativeEvent> last_native_;  // Of last_value_'s event.
 
   cuda_internal::GatedIssueQueue queue_;
 };

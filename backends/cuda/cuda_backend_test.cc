@@ -1,8 +1,10 @@
-// The CUDA backend on a real GPU (tagged requires-gpu; every test skips,
-// saying why, where no GPU is usable).
+// The CUDA backend's behaviour, the same on a real GPU (cuda_backend_test,
+// tagged requires-gpu; skips, saying why, where no GPU is usable) and on the
+// fake CUDA runtime (cuda_backend_test_on_fake, everywhere).
 #include "ferry/backends/cuda/cuda_backend.h"
 
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <numeric>
@@ -12,6 +14,7 @@
 #include "ferry/backends/cpu/cpu_backend.h"
 #include "ferry/backends/cuda/cuda_device.h"
 #include "ferry/backends/cuda/cuda_probe.h"
+#include "ferry/backends/cuda/testing/cuda_test_util.h"
 #include "ferry/backends/cuda/testing/test_kernels.h"
 #include "ferry/graph/context.h"
 #include "ferry/graph/ops.h"
@@ -32,12 +35,9 @@ constexpr int64_t kMillisecond = 1'000'000;
 class CudaBackendTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    absl::StatusOr<int> count = CudaDeviceCount();
-    if (!count.ok()) GTEST_SKIP() << "no CUDA device: " << count.status();
-    device_count_ = *count;
-    FERRY_ASSERT_OK_AND_ASSIGN(Device * device,
-                               Registry::Global().FindDevice("cuda0"));
-    device_ = static_cast<CudaDevice*>(device);
+    FERRY_CUDA_TEST_NEEDS_DEVICES(1);
+    device_count_ = *CudaDeviceCount();
+    FERRY_ASSERT_OK_AND_ASSIGN(device_, cuda_testing::GlobalCudaDevice(0));
     FERRY_ASSERT_OK_AND_ASSIGN(auto backend, device_->CreateBackend());
     backend_.reset(static_cast<CudaBackend*>(backend.release()));
   }
@@ -226,10 +226,10 @@ TEST_F(CudaBackendTest, CopiesBetweenBackendsOfOneDevice) {
 }
 
 TEST_F(CudaBackendTest, PeerCopyBetweenGpus) {
-  if (device_count_ < 2) GTEST_SKIP() << "needs two GPUs";
+  FERRY_CUDA_TEST_NEEDS_DEVICES(2);
   constexpr int64_t n = 1 << 16;
-  FERRY_ASSERT_OK_AND_ASSIGN(Device * second,
-                             Registry::Global().FindDevice("cuda1"));
+  FERRY_ASSERT_OK_AND_ASSIGN(CudaDevice * second,
+                             cuda_testing::GlobalCudaDevice(1));
   FERRY_ASSERT_OK_AND_ASSIGN(auto other, second->CreateBackend());
   Tensor* src = NewPlaced(second->default_buffer_type(), n, "src");
   Tensor* dst = NewPlaced(device_->default_buffer_type(), n, "dst");
@@ -275,10 +275,15 @@ TEST_F(CudaBackendTest, OutOfMemoryIsResourceExhaustedAndHarmless) {
 
 TEST_F(CudaBackendTest, BufferOverHostPointerCopiesAsync) {
   constexpr int64_t n = 1 << 14;
+  struct Free {
+    void operator()(float* p) const { std::free(p); }
+  };
+  std::unique_ptr<float, Free> aligned(
+      static_cast<float*>(std::aligned_alloc(4096, n * sizeof(float))));
   std::vector<float> memory(n, 4.0f);
-  FERRY_ASSERT_OK_AND_ASSIGN(
-      auto host, device_->BufferFromHostPointer(memory.data(),
-                                                memory.size() * sizeof(float)));
+  std::memcpy(aligned.get(), memory.data(), n * sizeof(float));
+  FERRY_ASSERT_OK_AND_ASSIGN(auto host, device_->BufferFromHostPointer(
+                                            aligned.get(), n * sizeof(float)));
   EXPECT_TRUE(host->is_host());
   FERRY_ASSERT_OK_AND_ASSIGN(Tensor * h, ctx_.NewTensor(DType::kF32, {n}, "h"));
   FERRY_ASSERT_OK(PlaceTensor(*host, *h, 0));

@@ -23,6 +23,7 @@
 #include "ferry/backends/cuda/cuda_backend.h"
 #include "ferry/backends/cuda/cuda_device.h"
 #include "ferry/backends/cuda/cuda_probe.h"
+#include "ferry/backends/cuda/testing/cuda_test_util.h"
 #include "ferry/backends/cuda/testing/test_kernels.h"
 #include "ferry/graph/context.h"
 #include "ferry/graph/ops.h"
@@ -34,17 +35,17 @@ namespace {
 
 // The cuda0 device, or null after skipping `state` with the reason.
 CudaDevice* DeviceOrSkip(benchmark::State& state) {
-  absl::StatusOr<int> count = CudaDeviceCount();
-  if (!count.ok()) {
-    state.SkipWithError(std::string(count.status().message()).c_str());
+  absl::Status usable = cuda_testing::CheckCudaDevices(1);
+  if (!usable.ok()) {
+    state.SkipWithError(std::string(usable.message()).c_str());
     return nullptr;
   }
-  absl::StatusOr<Device*> device = Registry::Global().FindDevice("cuda0");
+  absl::StatusOr<CudaDevice*> device = cuda_testing::GlobalCudaDevice(0);
   if (!device.ok()) {
     state.SkipWithError(std::string(device.status().message()).c_str());
     return nullptr;
   }
-  return static_cast<CudaDevice*>(*device);
+  return *device;
 }
 
 // A backend on `device`, or null after skipping `state` with the reason.

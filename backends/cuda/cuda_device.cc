@@ -9,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "ferry/backends/cpu/kernels/kernels.h"
 #include "ferry/backends/cuda/cuda_backend.h"
+#include "ferry/backends/cuda/cuda_native_event.h"
 #include "ferry/backends/cuda/cuda_probe.h"
 #include "ferry/backends/cuda/cuda_status.h"
 #include "ferry/backends/host_buffer.h"
@@ -22,8 +23,10 @@ namespace {
 // (ggml's min_batch_size).
 constexpr int64_t kMinOffloadBatch = 32;
 
-// Device memory from the caching pool; freeing records fences on every
-// stream of the device so the pool reuses it only after their work.
+// Device memory from the caching pool. Freeing records fences after the
+// work enqueued so far on every CUDA backend, so the pool reuses the memory
+// only once nothing can touch it. Synchronous transfers run on the
+// device's transfer streams and are complete when they return.
 class CudaBuffer final : public Buffer {
  public:
   CudaBuffer(CudaBufferType* type, CudaDevice& device,
@@ -31,35 +34,36 @@ class CudaBuffer final : public Buffer {
       : Buffer(type, block.ptr, size), device_(device), block_(block) {}
   ~CudaBuffer() override {
     device_.allocator().Free(block_, cuda_internal::kNoStream, nullptr,
-                             device_.RecordFencesOnAllStreams());
+                             device_.FencesForFree());
   }
 
   absl::Status SetTensor(Tensor& tensor, const void* data, size_t offset,
                          size_t size) override {
-    FERRY_RETURN_IF_ERROR(device_.MakeCurrent());
-    return device_.Check(cudaMemcpy(static_cast<char*>(tensor.data) + offset,
-                                    data, size, cudaMemcpyHostToDevice),
-                         absl::StrCat("cudaMemcpy(h2d, ", size, " bytes)"));
+    void* to = static_cast<char*>(tensor.data) + offset;
+    return device_.Transfer(
+        absl::StrCat("cudaMemcpyAsync(h2d, ", size, " bytes)"),
+        [&](cudaStream_t s) {
+          return cudaMemcpyAsync(to, data, size, cudaMemcpyHostToDevice, s);
+        });
   }
   absl::Status GetTensor(const Tensor& tensor, void* data, size_t offset,
                          size_t size) override {
-    FERRY_RETURN_IF_ERROR(device_.MakeCurrent());
-    return device_.Check(
-        cudaMemcpy(data, static_cast<const char*>(tensor.data) + offset, size,
-                   cudaMemcpyDeviceToHost),
-        absl::StrCat("cudaMemcpy(d2h, ", size, " bytes)"));
+    const void* from = static_cast<const char*>(tensor.data) + offset;
+    return device_.Transfer(
+        absl::StrCat("cudaMemcpyAsync(d2h, ", size, " bytes)"),
+        [&](cudaStream_t s) {
+          return cudaMemcpyAsync(data, from, size, cudaMemcpyDeviceToHost, s);
+        });
   }
   absl::Status MemsetTensor(Tensor& tensor, uint8_t value, size_t offset,
                             size_t size) override {
-    FERRY_RETURN_IF_ERROR(device_.MakeCurrent());
-    FERRY_RETURN_IF_ERROR(device_.Check(
-        cudaMemset(static_cast<char*>(tensor.data) + offset, value, size),
-        "cudaMemset"));
-    return device_.Check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+    void* to = static_cast<char*>(tensor.data) + offset;
+    return device_.Transfer(
+        absl::StrCat("cudaMemsetAsync(", size, " bytes)"),
+        [&](cudaStream_t s) { return cudaMemsetAsync(to, value, size, s); });
   }
   // Any source: host memory, this GPU or a peer (unified addressing).
   absl::Status CopyTensorFrom(const Tensor& src, Tensor& dst) override {
-    FERRY_RETURN_IF_ERROR(device_.MakeCurrent());
     const size_t bytes = static_cast<size_t>(src.NumBytes());
     if (!src.buffer->is_host() &&
         dynamic_cast<CudaDevice*>(src.buffer->type()->device()) == nullptr) {
@@ -67,16 +71,17 @@ class CudaBuffer final : public Buffer {
                                                    src.buffer->type()->name(),
                                                    " to ", type()->name()));
     }
-    return device_.Check(
-        cudaMemcpy(dst.data, src.data, bytes, cudaMemcpyDefault),
-        absl::StrCat("cudaMemcpy(", bytes, " bytes into ", type()->name(),
-                     ")"));
+    return device_.Transfer(absl::StrCat("cudaMemcpyAsync(", bytes,
+                                         " bytes into ", type()->name(), ")"),
+                            [&](cudaStream_t s) {
+                              return cudaMemcpyAsync(dst.data, src.data, bytes,
+                                                     cudaMemcpyDefault, s);
+                            });
   }
   absl::Status Clear(uint8_t value) override {
-    FERRY_RETURN_IF_ERROR(device_.MakeCurrent());
-    FERRY_RETURN_IF_ERROR(
-        device_.Check(cudaMemset(base(), value, size()), "cudaMemset"));
-    return device_.Check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+    return device_.Transfer("cudaMemsetAsync(clear)", [&](cudaStream_t s) {
+      return cudaMemsetAsync(base(), value, size(), s);
+    });
   }
 
  private:
@@ -88,24 +93,39 @@ class CudaBuffer final : public Buffer {
 // the plain host buffer it wraps); the GPU copies it by DMA.
 class CudaHostBuffer final : public Buffer {
  public:
-  enum class Kind { kAllocated, kRegistered };
+  enum class Kind {
+    kAllocated,   // cudaHostAlloc: cudaFreeHost when destroyed.
+    kRegistered,  // cudaHostRegister: cudaHostUnregister when destroyed.
+    kBorrowed,    // Pinned by an earlier registration, which stays.
+  };
 
-  CudaHostBuffer(BufferType* type, std::unique_ptr<Buffer> host, Kind kind)
+  CudaHostBuffer(BufferType* type, CudaDevice& device,
+                 std::unique_ptr<Buffer> host, Kind kind, bool read_only)
       : Buffer(type, host->base(), host->size()),
+        device_(device),
         host_(std::move(host)),
-        kind_(kind) {}
+        kind_(kind),
+        read_only_(read_only) {}
   ~CudaHostBuffer() override {
+    // Copies already issued may still read or write the memory: wait for
+    // them before it is unpinned or freed (work still held on the host
+    // behind an event cannot be waited for here).
+    for (const std::shared_ptr<cuda_internal::Fence>& fence :
+         device_.FencesForFree()) {
+      (void)fence->Wait();
+    }
     void* memory = base();
     host_.reset();
     if (kind_ == Kind::kAllocated) {
-      (void)cudaFreeHost(memory);
-    } else {
-      (void)cudaHostUnregister(memory);
+      IgnoreCudaError(cudaFreeHost(memory));
+    } else if (kind_ == Kind::kRegistered) {
+      IgnoreCudaError(cudaHostUnregister(memory));
     }
   }
 
   absl::Status SetTensor(Tensor& tensor, const void* data, size_t offset,
                          size_t size) override {
+    FERRY_RETURN_IF_ERROR(CheckWritable("SetTensor", tensor));
     return host_->SetTensor(tensor, data, offset, size);
   }
   absl::Status GetTensor(const Tensor& tensor, void* data, size_t offset,
@@ -114,16 +134,33 @@ class CudaHostBuffer final : public Buffer {
   }
   absl::Status MemsetTensor(Tensor& tensor, uint8_t value, size_t offset,
                             size_t size) override {
+    FERRY_RETURN_IF_ERROR(CheckWritable("MemsetTensor", tensor));
     return host_->MemsetTensor(tensor, value, offset, size);
   }
   absl::Status CopyTensorFrom(const Tensor& src, Tensor& dst) override {
+    FERRY_RETURN_IF_ERROR(CheckWritable("CopyTensorFrom", dst));
     return host_->CopyTensorFrom(src, dst);
   }
-  absl::Status Clear(uint8_t value) override { return host_->Clear(value); }
+  absl::Status Clear(uint8_t value) override {
+    if (read_only_) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(type()->name(), ": Clear of read-only host memory"));
+    }
+    return host_->Clear(value);
+  }
 
  private:
+  absl::Status CheckWritable(absl::string_view what, const Tensor& tensor) {
+    if (!read_only_) return absl::OkStatus();
+    return absl::FailedPreconditionError(
+        absl::StrCat(type()->name(), ": ", what, " of '", tensor.name,
+                     "': its host memory is read-only"));
+  }
+
+  CudaDevice& device_;
   std::unique_ptr<Buffer> host_;
   Kind kind_;
+  bool read_only_;
 };
 
 // The host buffer type that registered host pointers are wrapped with.
@@ -148,18 +185,27 @@ int64_t BatchSize(const Tensor& node) {
 }  // namespace
 
 bool IsStickyCudaError(cudaError_t error) {
+  // driver_types.h documents these as leaving "the process in an
+  // inconsistent state" (any further CUDA work returns the same error), plus
+  // the hardware errors and cudaErrorUnknown, after which the context
+  // cannot be trusted either.
   switch (error) {
-    case cudaErrorIllegalAddress:
-    case cudaErrorLaunchTimeout:
-    case cudaErrorHardwareStackError:
-    case cudaErrorIllegalInstruction:
-    case cudaErrorMisalignedAddress:
-    case cudaErrorInvalidAddressSpace:
-    case cudaErrorInvalidPc:
-    case cudaErrorLaunchFailure:
-    case cudaErrorAssert:
-    case cudaErrorECCUncorrectable:
-    case cudaErrorContextIsDestroyed:
+    case cudaErrorECCUncorrectable:     // 214
+    case cudaErrorNvlinkUncorrectable:  // 220
+    case cudaErrorContained:            // 226
+    case cudaErrorIllegalAddress:       // 700
+    case cudaErrorLaunchTimeout:        // 702
+    case cudaErrorContextIsDestroyed:   // 709
+    case cudaErrorAssert:               // 710
+    case cudaErrorHardwareStackError:   // 714
+    case cudaErrorIllegalInstruction:   // 715
+    case cudaErrorMisalignedAddress:    // 716
+    case cudaErrorInvalidAddressSpace:  // 717
+    case cudaErrorInvalidPc:            // 718
+    case cudaErrorLaunchFailure:        // 719
+    case cudaErrorTensorMemoryLeak:     // 721
+    case cudaErrorExternalDevice:       // 911
+    case cudaErrorUnknown:              // 999
       return true;
     default:
       return false;
@@ -184,7 +230,9 @@ Device* CudaPinnedBufferType::device() const { return &device_; }
 
 absl::StatusOr<std::unique_ptr<Buffer>> CudaPinnedBufferType::Allocate(
     size_t size) {
-  FERRY_RETURN_IF_ERROR(device_.MakeCurrent());
+  FERRY_RETURN_IF_ERROR(device_.sticky_error());
+  CudaDevice::Scope scope(device_);
+  FERRY_RETURN_IF_ERROR(scope.status());
   void* memory = nullptr;
   FERRY_RETURN_IF_ERROR(device_.Check(
       cudaHostAlloc(&memory, std::max<size_t>(size, 1), cudaHostAllocPortable),
@@ -192,28 +240,28 @@ absl::StatusOr<std::unique_ptr<Buffer>> CudaPinnedBufferType::Allocate(
   absl::StatusOr<std::unique_ptr<Buffer>> host =
       WrapHostMemory(&RegisteredHostType(), memory, std::max<size_t>(size, 1));
   if (!host.ok()) {
-    (void)cudaFreeHost(memory);
+    IgnoreCudaError(cudaFreeHost(memory));
     return host.status();
   }
-  return std::unique_ptr<Buffer>(new CudaHostBuffer(
-      this, *std::move(host), CudaHostBuffer::Kind::kAllocated));
+  return std::unique_ptr<Buffer>(
+      new CudaHostBuffer(this, device_, *std::move(host),
+                         CudaHostBuffer::Kind::kAllocated, false));
 }
 
 // --- Raw memory for the pool. ---
 
 absl::StatusOr<void*> CudaDevice::RawMemory::Allocate(size_t size) {
-  FERRY_RETURN_IF_ERROR(device_.MakeCurrent());
+  Scope scope(device_);
+  FERRY_RETURN_IF_ERROR(scope.status());
   void* ptr = nullptr;
-  const cudaError_t error = cudaMalloc(&ptr, size);
-  if (error != cudaSuccess) {
-    (void)cudaGetLastError();  // Out of memory is not sticky; clear it.
-    return device_.Check(error, absl::StrCat("cudaMalloc(", size, " bytes)"));
-  }
+  FERRY_RETURN_IF_ERROR(device_.Check(
+      cudaMalloc(&ptr, size), absl::StrCat("cudaMalloc(", size, " bytes)")));
   return ptr;
 }
 
 void CudaDevice::RawMemory::Free(void* ptr) {
-  if (device_.MakeCurrent().ok()) (void)cudaFree(ptr);
+  Scope scope(device_);
+  if (scope.status().ok()) IgnoreCudaError(cudaFree(ptr));
 }
 
 // --- Device. ---
@@ -224,14 +272,19 @@ absl::StatusOr<std::unique_ptr<CudaDevice>> CudaDevice::Create(int ordinal) {
     return absl::UnavailableError(
         absl::StrCat("no CUDA device ", ordinal, " (", count, " present)"));
   }
+  // Queries that create no context.
   cudaDeviceProp prop;
-  FERRY_RETURN_IF_ERROR(CudaToStatus(cudaGetDeviceProperties(&prop, ordinal),
-                                     "cudaGetDeviceProperties"));
+  const cudaError_t error = cudaGetDeviceProperties(&prop, ordinal);
+  IgnoreCudaError(error);
+  FERRY_RETURN_IF_ERROR(CudaToStatus(error, "cudaGetDeviceProperties"));
   CudaDeviceInfo info;
   info.ordinal = ordinal;
   info.gpu_name = prop.name;
   char bus_id[32] = {};
-  if (cudaDeviceGetPCIBusId(bus_id, sizeof(bus_id), ordinal) == cudaSuccess) {
+  const cudaError_t bus_error =
+      cudaDeviceGetPCIBusId(bus_id, sizeof(bus_id), ordinal);
+  IgnoreCudaError(bus_error);
+  if (bus_error == cudaSuccess) {
     info.pci_bus_id = bus_id;
   } else {
     info.pci_bus_id = absl::StrFormat("%04x:%02x:%02x.0", prop.pciDomainID,
@@ -252,19 +305,32 @@ CudaDevice::CudaDevice(CudaDeviceInfo info)
       buffer_type_(*this, name_),
       pinned_type_(*this, absl::StrCat(name_, "_pinned")),
       raw_memory_(*this),
-      allocator_(&raw_memory_) {
-  cuda_internal::CompletionPoller::Options options;
-  const int ordinal = info_.ordinal;
-  options.on_thread_start = [ordinal] { (void)cudaSetDevice(ordinal); };
-  poller_ = std::make_unique<cuda_internal::CompletionPoller>(
-      absl::StrCat(name_, " poller"), std::move(options));
-}
+      allocator_(&raw_memory_),
+      events_(std::make_shared<CudaEventPool>(info_.ordinal)) {}
 
 CudaDevice::~CudaDevice() {
   poller_.reset();  // Delivers what is pending.
-  (void)MakeCurrent();
   std::lock_guard<std::mutex> lock(mu_);
-  for (cudaEvent_t event : free_events_) (void)cudaEventDestroy(event);
+  if (!transfer_streams_.empty()) {
+    Scope scope(*this);
+    for (cudaStream_t s : transfer_streams_) {
+      IgnoreCudaError(cudaStreamDestroy(s));
+    }
+  }
+}
+
+CudaDevice::Scope::Scope(CudaDevice& device) {
+  device.initialized_.store(true, std::memory_order_release);
+  cudaError_t error = cudaGetDevice(&previous_);
+  if (error == cudaSuccess && previous_ != device.ordinal()) {
+    error = cudaSetDevice(device.ordinal());
+    switched_ = error == cudaSuccess;
+  }
+  if (error != cudaSuccess) status_ = device.Check(error, "cudaSetDevice");
+}
+
+CudaDevice::Scope::~Scope() {
+  if (switched_) IgnoreCudaError(cudaSetDevice(previous_));
 }
 
 DeviceProps CudaDevice::props() const {
@@ -275,10 +341,16 @@ DeviceProps CudaDevice::props() const {
                    info_.compute_minor, ", PCI ", info_.pci_bus_id, ")");
   props.type = info_.integrated ? DeviceType::kIGpu : DeviceType::kGpu;
   props.memory_total = info_.total_memory;
-  size_t free_bytes = 0, total_bytes = 0;
-  if (cudaSetDevice(info_.ordinal) == cudaSuccess &&
-      cudaMemGetInfo(&free_bytes, &total_bytes) == cudaSuccess) {
-    props.memory_free = free_bytes;
+  props.memory_free = info_.total_memory;
+  if (initialized()) {
+    // Only a context knows; asking never creates one.
+    Scope scope(const_cast<CudaDevice&>(*this));
+    size_t free_bytes = 0, total_bytes = 0;
+    const cudaError_t error = cudaMemGetInfo(&free_bytes, &total_bytes);
+    IgnoreCudaError(error);
+    if (scope.status().ok() && error == cudaSuccess) {
+      props.memory_free = free_bytes;
+    }
   }
   props.caps.async = true;
   props.caps.host_buffer = true;
@@ -305,18 +377,40 @@ absl::StatusOr<std::unique_ptr<Buffer>> CudaDevice::BufferFromHostPointer(
     return absl::InvalidArgumentError(
         absl::StrCat(name_, ": BufferFromHostPointer needs memory"));
   }
-  FERRY_RETURN_IF_ERROR(MakeCurrent());
-  FERRY_RETURN_IF_ERROR(
-      Check(cudaHostRegister(data, size, cudaHostRegisterPortable),
-            absl::StrCat("cudaHostRegister(", size, " bytes)")));
+  FERRY_RETURN_IF_ERROR(sticky_error());
+  Scope scope(*this);
+  FERRY_RETURN_IF_ERROR(scope.status());
+  CudaHostBuffer::Kind kind = CudaHostBuffer::Kind::kRegistered;
+  bool read_only = false;
+  cudaError_t error = cudaHostRegister(data, size, cudaHostRegisterPortable);
+  if (error == cudaErrorNotPermitted || error == cudaErrorInvalidValue) {
+    // Read-only pages (a read-only mmap of a weights file) can only be
+    // pinned read-only: the GPU reads them, never writes.
+    IgnoreCudaError(error);
+    error = cudaHostRegister(
+        data, size, cudaHostRegisterPortable | cudaHostRegisterReadOnly);
+    read_only = error == cudaSuccess;
+  }
+  if (error == cudaErrorHostMemoryAlreadyRegistered) {
+    // Pages pinned already (by a buffer over neighbouring memory in the same
+    // pages): used as they are; that registration stays its owner's. If it
+    // ends first, copies still work, through staging.
+    IgnoreCudaError(error);
+    kind = CudaHostBuffer::Kind::kBorrowed;
+  } else {
+    FERRY_RETURN_IF_ERROR(
+        Check(error, absl::StrCat("cudaHostRegister(", size, " bytes)")));
+  }
   absl::StatusOr<std::unique_ptr<Buffer>> host =
       WrapHostMemory(&RegisteredHostType(), data, size);
   if (!host.ok()) {
-    (void)cudaHostUnregister(data);
+    if (kind == CudaHostBuffer::Kind::kRegistered) {
+      IgnoreCudaError(cudaHostUnregister(data));
+    }
     return host.status();
   }
   return std::unique_ptr<Buffer>(new CudaHostBuffer(
-      &pinned_type_, *std::move(host), CudaHostBuffer::Kind::kRegistered));
+      &pinned_type_, *this, *std::move(host), kind, read_only));
 }
 
 bool CudaDevice::SupportsOp(const Tensor& node) const {
@@ -338,8 +432,17 @@ absl::Status CudaDevice::sticky_error() const {
   return sticky_;
 }
 
+EventWaitMode CudaDevice::WaitMode(const Event& event) const {
+  if (event.IsComplete()) return EventWaitMode::kDevice;
+  const CudaNativeEvent* native = CudaNativeEvent::Of(event);
+  return native != nullptr && native->issued() ? EventWaitMode::kDevice
+                                               : EventWaitMode::kHost;
+}
+
 absl::Status CudaDevice::Check(cudaError_t error, absl::string_view context) {
   if (error == cudaSuccess) return absl::OkStatus();
+  // Consumed here: the thread's slot must not hand it to a later call.
+  IgnoreCudaError(error);
   absl::Status status = CudaToStatus(error, absl::StrCat(name_, ": ", context));
   if (IsStickyCudaError(error)) {
     status = absl::InternalError(absl::StrCat(
@@ -352,94 +455,117 @@ absl::Status CudaDevice::Check(cudaError_t error, absl::string_view context) {
   return status;
 }
 
-absl::Status CudaDevice::MakeCurrent() {
-  return Check(cudaSetDevice(info_.ordinal), "cudaSetDevice");
-}
-
-absl::StatusOr<cudaEvent_t> CudaDevice::AcquireEvent() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!free_events_.empty()) {
-      cudaEvent_t event = free_events_.back();
-      free_events_.pop_back();
-      return event;
-    }
+absl::Status CudaDevice::CheckLaunch(absl::Status status) {
+  if (status.ok()) return status;
+  // A ruined context shows as the pending error of every call: launches
+  // and cuBLAS return it (or EXECUTION_FAILED) without the device's Check.
+  const cudaError_t pending = cudaGetLastError();
+  if (IsStickyCudaError(pending)) {
+    return Check(pending, absl::StrCat(status.message(), "; then"));
   }
-  FERRY_RETURN_IF_ERROR(MakeCurrent());
-  cudaEvent_t event = nullptr;
-  FERRY_RETURN_IF_ERROR(
-      Check(cudaEventCreateWithFlags(&event, cudaEventDisableTiming),
-            "cudaEventCreateWithFlags"));
+  return status;
+}
+
+cuda_internal::CompletionPoller& CudaDevice::poller() {
+  std::call_once(poller_once_, [this] {
+    cuda_internal::CompletionPoller::Options options;
+    const int ordinal = info_.ordinal;
+    options.on_thread_start = [ordinal] {
+      IgnoreCudaError(cudaSetDevice(ordinal));
+    };
+    poller_ = std::make_unique<cuda_internal::CompletionPoller>(
+        absl::StrCat(name_, " poller"), std::move(options));
+  });
+  return *poller_;
+}
+
+absl::StatusOr<std::shared_ptr<PooledCudaEvent>> CudaDevice::AcquireEvent() {
+  absl::StatusOr<std::shared_ptr<PooledCudaEvent>> event = events_->Acquire();
+  if (!event.ok()) return CheckLaunch(event.status());
   return event;
-}
-
-void CudaDevice::ReleaseEvent(cudaEvent_t event) {
-  std::lock_guard<std::mutex> lock(mu_);
-  free_events_.push_back(event);
-}
-
-void CudaDevice::AddBackend(CudaBackend* backend) {
-  std::lock_guard<std::mutex> lock(mu_);
-  backends_.push_back(backend);
-}
-
-void CudaDevice::RemoveBackend(CudaBackend* backend) {
-  std::lock_guard<std::mutex> lock(mu_);
-  backends_.erase(std::remove(backends_.begin(), backends_.end(), backend),
-                  backends_.end());
 }
 
 namespace {
 
-// A raw event as a fence; destroyed with the fence.
-class StreamFence : public cuda_internal::Fence {
- public:
-  StreamFence(CudaDevice& device, cudaEvent_t event)
-      : device_(device), event_(event) {}
-  ~StreamFence() override { device_.ReleaseEvent(event_); }
-  bool IsComplete() override {
-    return cudaEventQuery(event_) != cudaErrorNotReady;
-  }
+std::mutex& BackendsMutex() {
+  static std::mutex* const mu = new std::mutex();
+  return *mu;
+}
 
- private:
-  CudaDevice& device_;
-  cudaEvent_t event_;
-};
+std::vector<CudaBackend*>& Backends() {
+  static std::vector<CudaBackend*>* const backends =
+      new std::vector<CudaBackend*>();
+  return *backends;
+}
 
 }  // namespace
 
-cuda_internal::FenceList CudaDevice::RecordFencesOnAllStreams() {
+void CudaDevice::AddBackend(CudaBackend* backend) {
+  std::lock_guard<std::mutex> lock(BackendsMutex());
+  Backends().push_back(backend);
+}
+
+void CudaDevice::RemoveBackend(CudaBackend* backend) {
+  std::lock_guard<std::mutex> lock(BackendsMutex());
+  auto& backends = Backends();
+  backends.erase(std::remove(backends.begin(), backends.end(), backend),
+                 backends.end());
+}
+
+cuda_internal::FenceList CudaDevice::FencesForFree() {
   cuda_internal::FenceList fences;
-  size_t wanted = 0;
+  // Every backend of every GPU: a peer's copy engines read this memory
+  // from the peer's streams. (Lock order: this list, then a backend's
+  // issue queue; nothing takes this list under an issue queue's lock.)
+  std::lock_guard<std::mutex> lock(BackendsMutex());
+  for (CudaBackend* backend : Backends()) {
+    fences.push_back(backend->FenceForFree());
+  }
+  return fences;
+}
+
+void CudaDevice::EnablePeerAccessTo(int peer) {
+  if (peer == info_.ordinal) return;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    wanted = backends_.size() * CudaBackend::kNumStreams;
+    if (!peers_.insert(peer).second) return;
   }
-  std::vector<cudaEvent_t> events;
-  for (size_t i = 0; i < wanted; ++i) {
-    absl::StatusOr<cudaEvent_t> event = AcquireEvent();
-    if (!event.ok()) break;
-    events.push_back(*event);
-  }
-  if (!MakeCurrent().ok()) {
-    for (cudaEvent_t event : events) ReleaseEvent(event);
-    return fences;
-  }
-  size_t used = 0;
+  int can = 0;
+  const cudaError_t error = cudaDeviceCanAccessPeer(&can, info_.ordinal, peer);
+  IgnoreCudaError(error);
+  if (error != cudaSuccess || can == 0) return;
+  // Already enabled (by other code in the process) is as good.
+  IgnoreCudaError(cudaDeviceEnablePeerAccess(peer, 0));
+}
+
+absl::Status CudaDevice::Transfer(
+    absl::string_view what,
+    absl::FunctionRef<cudaError_t(cudaStream_t)> enqueue) {
+  FERRY_RETURN_IF_ERROR(sticky_error());
+  Scope scope(*this);
+  FERRY_RETURN_IF_ERROR(scope.status());
+  cudaStream_t stream = nullptr;
   {
-    // Under the lock, so no backend destroys its streams meanwhile.
     std::lock_guard<std::mutex> lock(mu_);
-    for (CudaBackend* backend : backends_) {
-      for (cudaStream_t s : backend->streams_) {
-        if (used == events.size()) break;
-        if (cudaEventRecord(events[used], s) != cudaSuccess) continue;
-        fences.push_back(std::make_shared<StreamFence>(*this, events[used]));
-        ++used;
-      }
+    if (!transfer_streams_.empty()) {
+      stream = transfer_streams_.back();
+      transfer_streams_.pop_back();
     }
   }
-  for (size_t i = used; i < events.size(); ++i) ReleaseEvent(events[i]);
-  return fences;
+  if (stream == nullptr) {
+    FERRY_RETURN_IF_ERROR(
+        Check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking),
+              "cudaStreamCreateWithFlags"));
+  }
+  absl::Status status = Check(enqueue(stream), what);
+  absl::Status synced =
+      Check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    transfer_streams_.push_back(stream);
+  }
+  FERRY_RETURN_IF_ERROR(status);
+  return synced;
 }
 
 absl::StatusOr<int> RegisterCudaDevices(Registry& registry) {
@@ -455,21 +581,6 @@ absl::StatusOr<int> RegisterCudaDevices(Registry& registry) {
     }
     FERRY_RETURN_IF_ERROR(registry.RegisterDevice(*std::move(device)));
     ++registered;
-  }
-  // Peer access lets copies between GPUs go over NVLink/PCIe directly.
-  for (int i = 0; i < count; ++i) {
-    for (int j = 0; j < count; ++j) {
-      int can = 0;
-      if (i == j || cudaDeviceCanAccessPeer(&can, i, j) != cudaSuccess ||
-          !can) {
-        continue;
-      }
-      if (cudaSetDevice(i) == cudaSuccess) {
-        const cudaError_t error = cudaDeviceEnablePeerAccess(j, 0);
-        if (error == cudaErrorPeerAccessAlreadyEnabled)
-          (void)cudaGetLastError();
-      }
-    }
   }
   return registered;
 }

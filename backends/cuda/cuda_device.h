@@ -1,16 +1,26 @@
 // CudaDevice: one CUDA GPU, its buffer types and shared machinery.
 //
-// Every GPU the driver reports becomes a registry device "cuda0", "cuda1",
-// ... at static-init time (the cuda_backend target is alwayslink). Without a
-// driver or GPU the registry simply has no CUDA device and the reason is
-// printed once (cuda_probe.h).
+// Devices are made by an explicit registration (RegisterCudaFamily makes
+// cudaN when a device list names it; RegisterCudaDevices makes all). Making
+// one only reads the GPU's properties: its CUDA context, the completion
+// poller thread and peer access are set up by the first use (a backend,
+// an allocation, a buffer over host memory), and peer access between two
+// GPUs by the first copy between them. No call changes the calling thread's
+// current CUDA device for longer than it runs (CudaDevice::Scope), and none
+// leaves a CUDA error of its own pending in the thread's last-error slot.
+// Without a driver or GPU the registry has no CUDA device and the reason
+// is printed once (cuda_probe.h).
 //
 // A device owns what its backends (streams) share:
 //   - device memory through a stream-ordered caching pool
-//     (internal/caching_allocator.h): freeing a buffer records fences on
-//     every stream of the device, so its memory is handed out again only
-//     once the work that may use it has finished, without cudaFree's
+//     (internal/caching_allocator.h): freeing a buffer records fences after
+//     the work enqueued so far on every CUDA backend of the process (peer
+//     copies read a GPU's memory from another GPU's streams), including
+//     work still held on the host behind an event, so its memory is handed
+//     out again only once nothing can touch it, without cudaFree's
 //     device-wide synchronization;
+//   - synchronous buffer transfers (Buffer::SetTensor and friends) on
+//     pooled non-blocking streams, complete when they return;
 //   - pinned host buffers (cudaHostAlloc, portable to every GPU) and
 //     buffers over registered host memory (cudaHostRegister);
 //   - a pool of timing-free CUDA events and the completion poller thread
@@ -23,21 +33,26 @@
 
 #include <cuda_runtime_api.h>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "ferry/backends/buffer.h"
+#include "ferry/backends/cuda/cuda_event_pool.h"
 #include "ferry/backends/cuda/internal/caching_allocator.h"
 #include "ferry/backends/cuda/internal/completion_poller.h"
 #include "ferry/backends/device.h"
+#include "ferry/backends/event.h"
 #include "ferry/backends/registry.h"
 #include "ferry/graph/tensor.h"
 
@@ -101,24 +116,33 @@ class CudaPinnedBufferType final : public BufferType {
 // Thread-safe.
 class CudaDevice final : public Device {
  public:
-  // Opens GPU `ordinal` (as numbered by the CUDA runtime). Unavailable
-  // without a driver or such a GPU.
+  // Describes GPU `ordinal` (as numbered by the CUDA runtime) without
+  // creating its context. Unavailable without a driver or such a GPU.
   static absl::StatusOr<std::unique_ptr<CudaDevice>> Create(int ordinal);
-  // Every backend must be destroyed first.
+  // Every backend and buffer of the device must be destroyed first.
   ~CudaDevice() override;
 
   absl::string_view name() const override { return name_; }
+  // Until the device is first used, memory_free is its total memory (the
+  // free memory is only known to a context).
   DeviceProps props() const override;
   const CudaDeviceInfo& info() const { return info_; }
   int ordinal() const { return info_.ordinal; }
+  // True once the device was first used (its CUDA context exists).
+  bool initialized() const {
+    return initialized_.load(std::memory_order_acquire);
+  }
 
   // `params`: empty (no options yet); anything else is InvalidArgument.
   absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(
       absl::string_view params = "") override;
   BufferType* default_buffer_type() override { return &buffer_type_; }
   BufferType* host_buffer_type() override { return &pinned_type_; }
-  // Registers `data` with CUDA (cudaHostRegister) for async copies; the
-  // buffer unregisters it when destroyed. The caller keeps it alive.
+  // Registers `data` (64-byte aligned) with CUDA (cudaHostRegister) for
+  // async copies; the buffer unregisters it when destroyed. Memory whose
+  // pages are registered already (an overlapping buffer) is used as it is;
+  // read-only pages (a read-only mmap) are registered read-only and the
+  // buffer refuses writes. The caller keeps `data` alive.
   absl::StatusOr<std::unique_ptr<Buffer>> BufferFromHostPointer(
       void* data, size_t size) override;
 
@@ -129,6 +153,10 @@ class CudaDevice final : public Device {
   bool SupportsBufferType(const BufferType* type) const override;
   // Worth moving a host-resident weight here for batches of 32 or more.
   bool OffloadOp(const Tensor& node) const override;
+  // kDevice for complete events and for CUDA backends' events (of any GPU
+  // of this process) whose record was issued: cudaStreamWaitEvent. kHost
+  // otherwise: later work is held on the host until the event completes.
+  EventWaitMode WaitMode(const Event& event) const override;
 
   // The caching pool's counters.
   cuda_internal::CachingAllocatorStats memory_stats() const {
@@ -140,21 +168,50 @@ class CudaDevice final : public Device {
   // OK, or the sticky error every call on this device now returns.
   absl::Status sticky_error() const;
 
-  // --- For the backend and buffers of this device. ---
+  // --- For the backends and buffers of CUDA devices. ---
 
-  // Converts a CUDA result; an error that ruins the context becomes the
-  // device's sticky error.
+  // Makes the device current on the calling thread for its lifetime and
+  // restores the thread's previous device afterwards; marks the device
+  // used. Thread-compatible (one per scope).
+  class Scope {
+   public:
+    explicit Scope(CudaDevice& device);
+    ~Scope();
+    Scope(const Scope&) = delete;
+    Scope& operator=(const Scope&) = delete;
+    // OK, or why the device could not be made current.
+    const absl::Status& status() const { return status_; }
+
+   private:
+    int previous_ = -1;
+    bool switched_ = false;
+    absl::Status status_;
+  };
+
+  // Converts a CUDA result, taking it out of the thread's last-error slot;
+  // an error that ruins the context becomes the device's sticky error.
   absl::Status Check(cudaError_t error, absl::string_view context);
-  // Makes this device current on the calling thread.
-  absl::Status MakeCurrent();
+  // After a failed launch or cuBLAS call (`status`): the sticky error if
+  // the context is ruined now (recorded), else `status`.
+  absl::Status CheckLaunch(absl::Status status);
+
   cuda_internal::CachingAllocator& allocator() { return allocator_; }
-  cuda_internal::CompletionPoller& poller() { return *poller_; }
-  // A timing-free event from the pool, and its return.
-  absl::StatusOr<cudaEvent_t> AcquireEvent();
-  void ReleaseEvent(cudaEvent_t event);
-  // Fences on every stream of every live backend of this device, for
-  // memory freed outside any one stream.
-  cuda_internal::FenceList RecordFencesOnAllStreams();
+  // Started by the first call.
+  cuda_internal::CompletionPoller& poller();
+  // A timing-free event of this device (its context must be current).
+  absl::StatusOr<std::shared_ptr<PooledCudaEvent>> AcquireEvent();
+  // Fences after the work enqueued so far on every CUDA backend of the
+  // process, for memory of this device freed outside any one stream.
+  cuda_internal::FenceList FencesForFree();
+  // Lets this device's kernels and copies reach `peer`'s memory directly
+  // (cudaDeviceEnablePeerAccess), once; nothing if the GPUs cannot (copies
+  // then go through the host). This device must be current.
+  void EnablePeerAccessTo(int peer);
+  // Runs a transfer `enqueue`d on a pooled non-blocking stream of this
+  // device and waits for it: a synchronous buffer operation, complete when
+  // this returns, that no other stream's work waits for or delays.
+  absl::Status Transfer(absl::string_view what,
+                        absl::FunctionRef<cudaError_t(cudaStream_t)> enqueue);
 
  private:
   friend class CudaBackend;
@@ -169,8 +226,9 @@ class CudaDevice final : public Device {
   };
 
   explicit CudaDevice(CudaDeviceInfo info);
-  void AddBackend(CudaBackend* backend);
-  void RemoveBackend(CudaBackend* backend);
+  // Every CUDA backend of the process, for FencesForFree.
+  static void AddBackend(CudaBackend* backend);
+  static void RemoveBackend(CudaBackend* backend);
 
   const CudaDeviceInfo info_;
   const std::string name_;
@@ -178,23 +236,27 @@ class CudaDevice final : public Device {
   CudaPinnedBufferType pinned_type_;
   RawMemory raw_memory_;
   cuda_internal::CachingAllocator allocator_;
+  const std::shared_ptr<CudaEventPool> events_;
+  std::atomic<bool> initialized_{false};
+
+  std::once_flag poller_once_;
   std::unique_ptr<cuda_internal::CompletionPoller> poller_;
 
   mutable std::mutex mu_;
   absl::Status sticky_ ABSL_GUARDED_BY(mu_);
-  std::vector<cudaEvent_t> free_events_ ABSL_GUARDED_BY(mu_);
-  std::vector<CudaBackend*> backends_ ABSL_GUARDED_BY(mu_);
+  std::vector<cudaStream_t> transfer_streams_ ABSL_GUARDED_BY(mu_);  // Idle.
+  std::set<int> peers_ ABSL_GUARDED_BY(mu_);  // Peer access attempted.
 };
 
 // True for CUDA errors after which the context is unusable (the process must
 // restart to use the GPU again).
 bool IsStickyCudaError(cudaError_t error);
 
-// Creates a device per GPU and registers it ("cuda0", ...), enabling peer
-// access between GPUs that allow it. Returns how many were registered, or
-// Unavailable with the reason when there are none. Safe to call again
-// (already registered names are skipped). Touches the driver: call it only
-// when CUDA devices are wanted.
+// Creates a device per GPU and registers it ("cuda0", ...). Returns how many
+// were registered, or Unavailable with the reason when there are none. Safe
+// to call again (already registered names are skipped). Reads the GPUs'
+// properties only: no context is created and no peer access enabled until
+// a device is used.
 absl::StatusOr<int> RegisterCudaDevices(Registry& registry);
 
 // Registers the device family "cuda" (nothing if it is there already):

@@ -1,6 +1,7 @@
 #include "ferry/backends/linked/linked_devices.h"
 
 #include "ferry/backends/cpu/cpu_backend.h"
+#include "ferry/backends/remote/remote_device.h"
 #include "ferry/backends/sim/sim_device.h"
 #include "ferry/runtime/status_macros.h"
 #ifdef FERRY_LINKS_CUDA
@@ -12,6 +13,7 @@ namespace ferry {
 absl::Status RegisterLinkedDevices(Registry& registry) {
   FERRY_RETURN_IF_ERROR(RegisterCpuDevice(registry));
   FERRY_RETURN_IF_ERROR(RegisterSimFamily(registry));
+  FERRY_RETURN_IF_ERROR(RegisterRemoteFamily(registry));
 #ifdef FERRY_LINKS_CUDA
   FERRY_RETURN_IF_ERROR(RegisterCudaFamily(registry));
 #endif

@@ -6,8 +6,9 @@
 //   FERRY_ASSIGN_OR_RETURN(BackendList list,
 //                          Registry::Global().CreateBackends("sim0,cpu"));
 //
-// Registers the CPU device, the "sim" family and, where the CUDA toolkit
-// was found at build time, the "cuda" family (whose devices touch the
+// Registers the CPU device, the "sim" family, the "remote" address family
+// (devices on ferry workers, "remote:HOST:PORT/DEV") and, where the CUDA
+// toolkit was found at build time, the "cuda" family (whose devices touch the
 // driver only when a list names one). Safe to call again.
 #ifndef FERRY_BACKENDS_LINKED_LINKED_DEVICES_H_
 #define FERRY_BACKENDS_LINKED_LINKED_DEVICES_H_

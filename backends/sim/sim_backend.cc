@@ -9,6 +9,7 @@
 #include "ferry/backends/cpu/kernels/kernels.h"
 #include "ferry/backends/node_snapshot.h"
 #include "ferry/backends/sim/internal/sim_memory.h"
+#include "ferry/graph/graph.h"
 #include "ferry/graph/op.h"
 #include "ferry/graph/op_cost.h"
 #include "ferry/runtime/status_macros.h"
@@ -208,9 +209,8 @@ absl::Status SimBackend::EnqueueCompute(NodeSpan nodes) {
     if (job->fault_at < 0 && device_.TakeKernelFault()) {
       job->fault_at = static_cast<int>(job->nodes.size());
     }
-    job->nodes.push_back(
-        ComputeJob::Node{flops, bytes, device_.KernelNanos(flops, bytes),
-                         absl::StrCat(OpName(node->op), " ", node->name)});
+    job->nodes.push_back(ComputeJob::Node{
+        flops, bytes, device_.KernelNanos(flops, bytes), NodeSpanName(*node)});
   }
   // The snapshot's sources point into `job`, which moves with its pointer.
   SimDevice* device = &device_;

@@ -277,6 +277,7 @@ DeviceProps SimDevice::props() const {
   props.caps.host_buffer = true;
   props.caps.buffer_from_host_ptr = true;
   props.caps.events = true;
+  props.modelled_clock = true;
   return props;
 }
 

@@ -1,9 +1,11 @@
 // Conformance: compute, and every op the device claims.
 #include <cstdio>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "ferry/graph/context.h"
 #include "ferry/graph/graph.h"
@@ -11,6 +13,7 @@
 #include "ferry/graph/testing/reference.h"
 #include "ferry/runtime/status_matchers.h"
 #include "ferry/runtime/sync_wait.h"
+#include "ferry/runtime/trace.h"
 #include "ferry/tests/conformance/conformance.h"
 #include "gmock/gmock.h"
 
@@ -244,6 +247,71 @@ TEST_P(ComputeConformanceTest, BlockingComputeIsDoneOnReturn) {
   Write(*x, Iota(64));
   FERRY_ASSERT_OK(backend().Compute(graph));
   EXPECT_EQ(Read(*y), Iota(64, 3.0f));
+}
+
+// engine_stats and ClockNanos are one clock: across a compute, no engine is
+// busy longer than the device's clock advanced, and the compute engine (when
+// the device keeps counters) counts the work.
+TEST_P(ComputeConformanceTest, EngineBusyTimeFitsInTheDeviceClock) {
+  const Device& device = backend().device();
+  FERRY_ASSERT_OK_AND_ASSIGN(Tensor * w,
+                             ctx_.NewTensor(DType::kF32, {128, 128}, "w"));
+  FERRY_ASSERT_OK_AND_ASSIGN(Tensor * x,
+                             ctx_.NewTensor(DType::kF32, {128, 16}, "x"));
+  FERRY_ASSERT_OK_AND_ASSIGN(Tensor * y, MulMat(ctx_, w, x));
+  FERRY_ASSERT_OK_AND_ASSIGN(Tensor * z, MulMat(ctx_, w, y));
+  FERRY_ASSERT_OK_AND_ASSIGN(Graph graph, Graph::Build({z}));
+  Place(graph);
+  Write(*w, Iota(128 * 128, 1e-4f));
+  Write(*x, Iota(128 * 16, 1e-3f));
+  const std::vector<EngineStats> before = device.engine_stats();
+  const int64_t start = device.ClockNanos();
+  FERRY_ASSERT_OK(backend().Compute(graph));
+  const int64_t end = device.ClockNanos();
+  const std::vector<EngineStats> after = device.engine_stats();
+  ASSERT_GE(end, start);
+  ASSERT_EQ(after.size(), before.size());
+  int64_t ops = 0;
+  for (size_t i = 0; i < after.size(); ++i) {
+    ASSERT_EQ(after[i].name, before[i].name);
+    EXPECT_LE(after[i].busy_ns - before[i].busy_ns, end - start)
+        << after[i].name;
+    ops += after[i].ops - before[i].ops;
+  }
+  if (!after.empty()) {
+    EXPECT_GT(ops, 0);
+  }
+}
+
+// With tracing on, every compute node is one span named NodeSpanName
+// ("<op> <name>") on the device's tracks, whatever the backend: traces of
+// different devices line up node for node. Views record nothing.
+TEST_P(ComputeConformanceTest, TracingRecordsOneSpanPerComputeNode) {
+  FERRY_ASSERT_OK_AND_ASSIGN(Tensor * x,
+                             ctx_.NewTensor(DType::kF32, {64}, "x"));
+  FERRY_ASSERT_OK_AND_ASSIGN(Tensor * y, Scale(ctx_, x, 3.0f));
+  y->name = "conformance_scaled";
+  FERRY_ASSERT_OK_AND_ASSIGN(Tensor * v, Reshape(ctx_, y, {8, 8}));
+  v->name = "conformance_view";
+  FERRY_ASSERT_OK_AND_ASSIGN(Tensor * z, Relu(ctx_, v));
+  z->name = "conformance_clipped";
+  FERRY_ASSERT_OK_AND_ASSIGN(Graph graph, Graph::Build({z}));
+  Place(graph);
+  Write(*x, Iota(64));
+  TraceRecorder& trace = TraceRecorder::Global();
+  trace.Clear();
+  trace.SetEnabled(true);
+  const absl::Status computed = backend().Compute(graph);
+  trace.SetEnabled(false);
+  FERRY_ASSERT_OK(computed);
+  std::map<std::string, int> count;
+  for (const TraceSpan& span : trace.Spans()) {
+    if (absl::StrContains(span.name, "conformance_")) ++count[span.name];
+  }
+  trace.Clear();
+  EXPECT_THAT(count, ::testing::UnorderedElementsAre(
+                         ::testing::Pair(NodeSpanName(*y), 1),
+                         ::testing::Pair(NodeSpanName(*z), 1)));
 }
 
 TEST_P(ComputeConformanceTest, AnEmptySpanIsFine) {

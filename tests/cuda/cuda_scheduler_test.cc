@@ -1,11 +1,17 @@
-// The scheduler with CUDA backends (tagged requires-gpu; skips, saying why,
-// without a GPU): the same checks the sim devices pass in tests/sched.
+// The scheduler with CUDA backends: the same checks the sim devices pass in
+// tests/sched, on a GPU (cuda_scheduler_test, requires-gpu; skips, saying
+// why, without one) and on the fake CUDA runtime (cuda_scheduler_test_on_fake,
+// everywhere).
+#include <cmath>
 #include <memory>
+#include <random>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "ferry/backends/cpu/cpu_backend.h"
+#include "ferry/backends/cuda/cuda_device.h"
 #include "ferry/backends/cuda/cuda_probe.h"
+#include "ferry/backends/cuda/testing/cuda_test_util.h"
 #include "ferry/backends/registry.h"
 #include "ferry/graph/context.h"
 #include "ferry/graph/testing/reference.h"
@@ -39,12 +45,12 @@ absl::StatusOr<std::vector<float>> ReadLogits(const Tensor& logits) {
 class CudaSchedulerTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    absl::StatusOr<int> count = CudaDeviceCount();
-    if (!count.ok()) GTEST_SKIP() << "no CUDA device: " << count.status();
-    gpus_ = *count;
+    FERRY_CUDA_TEST_NEEDS_DEVICES(1);
+    gpus_ = *CudaDeviceCount();
     FERRY_ASSERT_OK_AND_ASSIGN(cpu_, GetCpuDevice().CreateBackend("threads=2"));
-    FERRY_ASSERT_OK_AND_ASSIGN(cuda0_,
-                               Registry::Global().CreateBackend("cuda0"));
+    FERRY_ASSERT_OK_AND_ASSIGN(CudaDevice * cuda0,
+                               cuda_testing::GlobalCudaDevice(0));
+    FERRY_ASSERT_OK_AND_ASSIGN(cuda0_, cuda0->CreateBackend());
   }
 
   std::vector<float> CpuOnlyLogits(int64_t n_tokens, uint64_t seed) {
@@ -55,6 +61,7 @@ class CudaSchedulerTest : public ::testing::Test {
     EXPECT_THAT(graph, testing::IsOk());
     auto sched = Scheduler::Create({cpu_.get()});
     EXPECT_THAT(sched, testing::IsOk());
+    EXPECT_THAT((*sched)->AllocGraph(graph->graph), testing::IsOk());
     EXPECT_THAT(testing::FillLlamaInputs(*graph, kLlama.n_vocab, seed),
                 testing::IsOk());
     EXPECT_THAT((*sched)->Compute(graph->graph), testing::IsOk());
@@ -78,6 +85,7 @@ TEST_F(CudaSchedulerTest, LlamaOnGpuAndCpuEqualsCpuOnly) {
                              {.n_tokens = 8, .last_token_only = false}));
   FERRY_ASSERT_OK_AND_ASSIGN(auto sched,
                              Scheduler::Create({cuda0_.get(), cpu_.get()}));
+  FERRY_ASSERT_OK(sched->AllocGraph(graph.graph));
   FERRY_ASSERT_OK(testing::FillLlamaInputs(graph, kLlama.n_vocab, 3));
   FERRY_ASSERT_OK(sched->Compute(graph.graph));
   FERRY_ASSERT_OK_AND_ASSIGN(std::vector<float> logits,
@@ -113,32 +121,48 @@ TEST_F(CudaSchedulerTest, CopySlotsAreReusedOnlyAfterTheirBatch) {
   FERRY_ASSERT_OK_AND_ASSIGN(
       llama::LlamaGraph graph,
       llama::BuildLlamaGraph(*model,
-                             {.n_tokens = 16, .last_token_only = false}));
+                             {.n_tokens = 8, .last_token_only = false}));
   FERRY_ASSERT_OK_AND_ASSIGN(
       auto sched,
       Scheduler::Create({cuda0_.get(), cpu_.get()}, {.n_copies = 2}));
-  constexpr int kBatches = 8;
-  std::vector<std::vector<float>> one_at_a_time;
+  // Twice n_copies: every slot is reused (the fake runtime emulates each
+  // kernel on the host, so the batches are few and small).
+  constexpr int kBatches = 4;
+  // Each batch's inputs go in with it (captured at Submit) and its logits
+  // come back into its own vector: any number in flight.
+  std::vector<llama::LlamaInputs> inputs;
   for (int k = 0; k < kBatches; ++k) {
-    FERRY_ASSERT_OK(testing::FillLlamaInputs(graph, kLlama.n_vocab, 100 + k));
-    FERRY_ASSERT_OK(sched->Compute(graph.graph));
-    FERRY_ASSERT_OK_AND_ASSIGN(auto logits, ReadLogits(*graph.logits));
-    one_at_a_time.push_back(std::move(logits));
+    std::mt19937_64 rng(100 + k);
+    std::vector<int32_t> ids(static_cast<size_t>(graph.n_tokens));
+    for (int32_t& id : ids) id = static_cast<int32_t>(rng() % kLlama.n_vocab);
+    FERRY_ASSERT_OK_AND_ASSIGN(
+        llama::LlamaInputs in,
+        llama::MakeLlamaInputs(graph, kLlama.n_vocab, ids));
+    inputs.push_back(std::move(in));
   }
-  Backend* logits_backend = sched->GetTensorBackend(*graph.logits);
-  ASSERT_NE(logits_backend, nullptr);
-  std::vector<std::vector<float>> pipelined(
-      kBatches, std::vector<float>(graph.logits->NumElements()));
+  auto io = [&](int k, std::vector<float>& logits) {
+    logits.assign(static_cast<size_t>(graph.logits->NumElements()), NAN);
+    return BatchIo()
+        .In(*graph.tokens, inputs[k].tokens.data(), inputs[k].tokens.size() * 4)
+        .In(*graph.pos, inputs[k].pos.data(), inputs[k].pos.size() * 4)
+        .In(*graph.mask, inputs[k].mask.data(), inputs[k].mask.size() * 4)
+        .Out(*graph.logits, logits.data(), logits.size() * 4);
+  };
+  std::vector<std::vector<float>> one_at_a_time(kBatches), pipelined(kBatches);
   for (int k = 0; k < kBatches; ++k) {
-    FERRY_ASSERT_OK(testing::FillLlamaInputs(graph, kLlama.n_vocab, 100 + k));
-    FERRY_ASSERT_OK(sched->Submit(graph.graph).status());
-    FERRY_ASSERT_OK(logits_backend->EnqueueGetTensor(
-        *graph.logits, pipelined[k].data(), 0, graph.logits->NumBytes()));
+    FERRY_ASSERT_OK(sched->Compute(graph.graph, io(k, one_at_a_time[k])));
   }
-  FERRY_ASSERT_OK(sched->Synchronize());
+  std::vector<Event> done;
+  for (int k = 0; k < kBatches; ++k) {
+    FERRY_ASSERT_OK_AND_ASSIGN(Event event,
+                               sched->Submit(graph.graph, io(k, pipelined[k])));
+    done.push_back(event);
+  }
+  for (const Event& event : done) FERRY_ASSERT_OK(event.WaitBlocking());
   for (int k = 0; k < kBatches; ++k) {
     EXPECT_EQ(pipelined[k], one_at_a_time[k]) << "batch " << k;
   }
+  EXPECT_NE(one_at_a_time[0], one_at_a_time[1]) << "inputs must differ";
 }
 
 TEST_F(CudaSchedulerTest, ComputeAsyncFromSeveralCoroutines) {
@@ -149,6 +173,7 @@ TEST_F(CudaSchedulerTest, ComputeAsyncFromSeveralCoroutines) {
       llama::BuildLlamaGraph(*model, {.n_tokens = 4, .last_token_only = true}));
   FERRY_ASSERT_OK_AND_ASSIGN(auto sched,
                              Scheduler::Create({cuda0_.get(), cpu_.get()}));
+  FERRY_ASSERT_OK(sched->AllocGraph(graph.graph));
   FERRY_ASSERT_OK(testing::FillLlamaInputs(graph, kLlama.n_vocab, 1));
   FERRY_ASSERT_OK(SyncWait(sched->ComputeAsync(graph.graph)));
   FERRY_ASSERT_OK_AND_ASSIGN(auto first, ReadLogits(*graph.logits));
@@ -164,8 +189,9 @@ TEST_F(CudaSchedulerTest, ComputeAsyncFromSeveralCoroutines) {
 TEST_F(CudaSchedulerTest, LayersSplitAcrossTwoGpus) {
   if (gpus_ < 2) GTEST_SKIP() << "needs two GPUs";
   const std::vector<float> expected = CpuOnlyLogits(8, 9);
-  FERRY_ASSERT_OK_AND_ASSIGN(auto cuda1,
-                             Registry::Global().CreateBackend("cuda1"));
+  FERRY_ASSERT_OK_AND_ASSIGN(CudaDevice * cuda1_device,
+                             cuda_testing::GlobalCudaDevice(1));
+  FERRY_ASSERT_OK_AND_ASSIGN(auto cuda1, cuda1_device->CreateBackend());
   FERRY_ASSERT_OK_AND_ASSIGN(PlacedModel model,
                              MakeModel(*cuda0_->default_buffer_type()));
   FERRY_ASSERT_OK_AND_ASSIGN(
@@ -182,6 +208,7 @@ TEST_F(CudaSchedulerTest, LayersSplitAcrossTwoGpus) {
       FERRY_ASSERT_OK(sched->SetTensorBackend(*node, *cuda1));
     }
   }
+  FERRY_ASSERT_OK(sched->AllocGraph(graph.graph));
   FERRY_ASSERT_OK(testing::FillLlamaInputs(graph, kLlama.n_vocab, 9));
   FERRY_ASSERT_OK(sched->Compute(graph.graph));
   EXPECT_GT(sched->stats().copies[0][1], 0);

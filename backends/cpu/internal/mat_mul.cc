@@ -1,6 +1,7 @@
 #include "ferry/backends/cpu/internal/mat_mul.h"
 
 #include <atomic>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -26,7 +27,13 @@ Isa DetectIsa() {
   return Isa::kGeneric;
 }
 
+std::optional<Isa> forced_isa;
+
 }  // namespace
+
+void ForceIsaForTesting(std::optional<Isa> isa) { forced_isa = isa; }
+
+Isa ActiveIsa() { return forced_isa.value_or(BestIsa()); }
 
 Isa BestIsa() {
   static const Isa isa = DetectIsa();
@@ -49,7 +56,7 @@ void MatMulWithIsa(const MatMulArgs& args, int ith, int nth, Isa isa) {
 }
 
 void MatMul(const MatMulArgs& args, int ith, int nth) {
-  MatMulWithIsa(args, ith, nth, BestIsa());
+  MatMulWithIsa(args, ith, nth, ActiveIsa());
 }
 
 void MatMulParallel(const MatMulArgs& args, int nth) {

@@ -11,6 +11,8 @@
 
 #include "ferry/backends/cpu/internal/mat_mul_gemm.h"
 #include "ferry/backends/cpu/internal/mat_mul_impl.h"
+#include "ferry/backends/cpu/internal/mat_mul_packed.h"
+#include "ferry/backends/cpu/internal/packed_layout.h"
 #include "ferry/graph/dtype.h"
 
 namespace ferry {
@@ -188,6 +190,124 @@ struct Avx2Kernel {
     }
   }
 
+  // Packed weights (mat_mul_packed.h): a panel is four tiles wide, so the
+  // tile walks it as four 16-column strips (rows kNr floats apart from one
+  // panel row to the next); a single row takes the whole width at once.
+  static constexpr int64_t kPackedKc = 256;
+  static constexpr int64_t kPackedNc = kMr * 64;
+  static constexpr int kStrips = kPanelWidth / kNr;
+
+  // Writes (or adds) v to the first `cols` (<= 8) floats at p.
+  static void StoreVec(float* p, __m256 v, int cols, bool accumulate) {
+    if (cols >= 8) {
+      _mm256_storeu_ps(p,
+                       accumulate ? _mm256_add_ps(v, _mm256_loadu_ps(p)) : v);
+      return;
+    }
+    if (cols <= 0) return;
+    const __m256i mask = FirstLanes(cols);
+    _mm256_maskstore_ps(
+        p, mask,
+        accumulate ? _mm256_add_ps(v, _mm256_maskload_ps(p, mask)) : v);
+  }
+
+  template <typename T, int kR>
+  static void StripRows(int64_t kc, const T* pa, const float* pb, float* c,
+                        int64_t ldc, int cols, bool accumulate,
+                        const char*& prefetch, const char* prefetch_end) {
+    __m256 acc[kR][kVecs];
+#pragma GCC unroll 16
+    for (int r = 0; r < kR; ++r) {
+#pragma GCC unroll 16
+      for (int v = 0; v < kVecs; ++v) acc[r][v] = _mm256_setzero_ps();
+    }
+    for (int64_t k = 0; k < kc; ++k) {
+      // Up to two lines a step: a share is at most two per step unless
+      // there is only one micro-panel (then the loads stream anyway).
+      for (int i = 0; i < 2 && prefetch < prefetch_end; ++i) {
+        _mm_prefetch(prefetch, _MM_HINT_T1);
+        prefetch += 64;
+      }
+      __m256 av[kVecs];
+#pragma GCC unroll 16
+      for (int v = 0; v < kVecs; ++v) av[v] = Loader<T>::Full(pa + 8 * v);
+#pragma GCC unroll 16
+      for (int r = 0; r < kR; ++r) {
+        const __m256 bv = _mm256_broadcast_ss(pb + r);
+#pragma GCC unroll 16
+        for (int v = 0; v < kVecs; ++v) {
+          acc[r][v] = _mm256_fmadd_ps(av[v], bv, acc[r][v]);
+        }
+      }
+      pa += kPanelWidth;
+      pb += kMr;
+    }
+#pragma GCC unroll 16
+    for (int r = 0; r < kR; ++r) {
+#pragma GCC unroll 16
+      for (int v = 0; v < kVecs; ++v) {
+        StoreVec(c + r * ldc + 8 * v, acc[r][v], cols - 8 * v, accumulate);
+      }
+    }
+  }
+
+  template <typename T>
+  static void PanelRow(int64_t kc, const T* pa, const float* pb, float* c,
+                       int cols, bool accumulate) {
+    constexpr int kLanes = kPanelWidth / 8;
+    __m256 acc[kLanes];
+#pragma GCC unroll 16
+    for (int v = 0; v < kLanes; ++v) acc[v] = _mm256_setzero_ps();
+    for (int64_t k = 0; k < kc; ++k) {
+      const __m256 bv = _mm256_broadcast_ss(pb);
+#pragma GCC unroll 16
+      for (int v = 0; v < kLanes; ++v) {
+        acc[v] = _mm256_fmadd_ps(Loader<T>::Full(pa + 8 * v), bv, acc[v]);
+      }
+      pa += kPanelWidth;
+      pb += kMr;
+    }
+#pragma GCC unroll 16
+    for (int v = 0; v < kLanes; ++v) {
+      StoreVec(c + 8 * v, acc[v], cols - 8 * v, accumulate);
+    }
+  }
+
+  template <typename T>
+  static void PanelTile(int rows, int64_t kc, const T* pa, const float* pb,
+                        float* c, int64_t ldc, int cols, bool accumulate,
+                        const char* pf, const char* pf_end) {
+    static_assert(kRows == 6);
+    if (rows == 1) return PanelRow<T>(kc, pa, pb, c, cols, accumulate);
+    for (int s = 0; s < kStrips && s * kNr < cols; ++s) {
+      const int strip_cols = std::min<int>(kNr, cols - s * kNr);
+      const T* spa = pa + s * kNr;
+      float* sc = c + s * kNr;
+      switch (rows) {
+        case 2:
+          StripRows<T, 2>(kc, spa, pb, sc, ldc, strip_cols, accumulate, pf,
+                          pf_end);
+          break;
+        case 3:
+          StripRows<T, 3>(kc, spa, pb, sc, ldc, strip_cols, accumulate, pf,
+                          pf_end);
+          break;
+        case 4:
+          StripRows<T, 4>(kc, spa, pb, sc, ldc, strip_cols, accumulate, pf,
+                          pf_end);
+          break;
+        case 5:
+          StripRows<T, 5>(kc, spa, pb, sc, ldc, strip_cols, accumulate, pf,
+                          pf_end);
+          break;
+        default:
+          StripRows<T, 6>(kc, spa, pb, sc, ldc, strip_cols, accumulate, pf,
+                          pf_end);
+          break;
+      }
+    }
+  }
+
   // One dot product of an A row with a B row, 8 lanes at a time.
   template <typename T>
   static float DotRow(const T* a, const float* b, int64_t k) {
@@ -234,6 +354,7 @@ struct Avx2Kernel {
 }  // namespace
 
 void MatMulAvx2(const MatMulArgs& args, int ith, int nth) {
+  if (args.a_packed) return PackedGemmThread<Avx2Kernel>(args, ith, nth);
   GemmThread<Avx2Kernel>(args, ith, nth);
 }
 

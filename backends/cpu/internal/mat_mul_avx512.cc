@@ -17,6 +17,8 @@
 
 #include "ferry/backends/cpu/internal/mat_mul_gemm.h"
 #include "ferry/backends/cpu/internal/mat_mul_impl.h"
+#include "ferry/backends/cpu/internal/mat_mul_packed.h"
+#include "ferry/backends/cpu/internal/packed_layout.h"
 #include "ferry/graph/dtype.h"
 
 namespace ferry {
@@ -255,6 +257,150 @@ struct Avx512Kernel {
     }
   }
 
+  // Packed weights (mat_mul_packed.h): a panel is exactly one tile wide.
+  static_assert(kNr == kPanelWidth);
+  static constexpr int64_t kPackedKc = 256;
+  static constexpr int64_t kPackedNc = kMr * 64;
+
+  // Writes (or adds) acc's first `rows` rows and `cols` columns to c.
+  template <int kR>
+  static void StoreTile(const __m512 (&acc)[kR][kVecs], float* c, int64_t ldc,
+                        int cols, bool accumulate) {
+    if (cols == kNr) {
+#pragma GCC unroll 16
+      for (int r = 0; r < kR; ++r) {
+#pragma GCC unroll 16
+        for (int v = 0; v < kVecs; ++v) {
+          float* p = c + r * ldc + 16 * v;
+          const __m512 x = accumulate
+                               ? _mm512_add_ps(acc[r][v], _mm512_loadu_ps(p))
+                               : acc[r][v];
+          _mm512_storeu_ps(p, x);
+        }
+      }
+      return;
+    }
+#pragma GCC unroll 16
+    for (int r = 0; r < kR; ++r) {
+#pragma GCC unroll 16
+      for (int v = 0; v < kVecs; ++v) {
+        const __mmask16 mask = FirstLanes(cols - 16 * v);
+        float* p = c + r * ldc + 16 * v;
+        const __m512 x =
+            accumulate
+                ? _mm512_add_ps(acc[r][v], _mm512_maskz_loadu_ps(mask, p))
+                : acc[r][v];
+        _mm512_mask_storeu_ps(p, mask, x);
+      }
+    }
+  }
+
+  // kR rows of dst from a packed panel. With one or two rows the panel is
+  // all that is read and memory bound, so the K range is cut into kStreams
+  // parts walked side by side: more lines in flight than one stream gets
+  // from the prefetchers, and independent accumulators for each part (one
+  // set would wait on its own FMAs).
+  template <typename T, int kR>
+  static void PanelTileRows(int64_t kc, const T* pa, const float* pb, float* c,
+                            int64_t ldc, int cols, bool accumulate,
+                            const char* prefetch, const char* prefetch_end) {
+    constexpr int kStreams = kR == 1 ? 4 : kR == 2 ? 2 : 1;
+    __m512 acc[kStreams][kR][kVecs];
+#pragma GCC unroll 16
+    for (int s = 0; s < kStreams; ++s) {
+#pragma GCC unroll 16
+      for (int r = 0; r < kR; ++r) {
+#pragma GCC unroll 16
+        for (int v = 0; v < kVecs; ++v) acc[s][r][v] = _mm512_setzero_ps();
+      }
+    }
+    const int64_t part = kc / kStreams;
+    const T* spa[kStreams];
+    const float* spb[kStreams];
+#pragma GCC unroll 16
+    for (int s = 0; s < kStreams; ++s) {
+      spa[s] = pa + s * part * kNr;
+      spb[s] = pb + s * part * kMr;
+    }
+    for (int64_t k = 0; k < part; ++k) {
+      // Up to two lines a step: a share is at most two per step unless
+      // there is only one micro-panel (then the loads stream anyway).
+      for (int i = 0; i < 2 && prefetch < prefetch_end; ++i) {
+        _mm_prefetch(prefetch, _MM_HINT_T1);
+        prefetch += 64;
+      }
+#pragma GCC unroll 16
+      for (int s = 0; s < kStreams; ++s) {
+        __m512 av[kVecs];
+#pragma GCC unroll 16
+        for (int v = 0; v < kVecs; ++v) {
+          av[v] = Loader<T>::Full(spa[s] + k * kNr + 16 * v);
+        }
+#pragma GCC unroll 16
+        for (int r = 0; r < kR; ++r) {
+          const __m512 bv = _mm512_set1_ps(spb[s][k * kMr + r]);
+#pragma GCC unroll 16
+          for (int v = 0; v < kVecs; ++v) {
+            acc[s][r][v] = _mm512_fmadd_ps(av[v], bv, acc[s][r][v]);
+          }
+        }
+      }
+    }
+    for (int64_t k = kStreams * part; k < kc; ++k) {
+      __m512 av[kVecs];
+#pragma GCC unroll 16
+      for (int v = 0; v < kVecs; ++v) {
+        av[v] = Loader<T>::Full(pa + k * kNr + 16 * v);
+      }
+#pragma GCC unroll 16
+      for (int r = 0; r < kR; ++r) {
+        const __m512 bv = _mm512_set1_ps(pb[k * kMr + r]);
+#pragma GCC unroll 16
+        for (int v = 0; v < kVecs; ++v) {
+          acc[0][r][v] = _mm512_fmadd_ps(av[v], bv, acc[0][r][v]);
+        }
+      }
+    }
+#pragma GCC unroll 16
+    for (int s = 1; s < kStreams; ++s) {
+#pragma GCC unroll 16
+      for (int r = 0; r < kR; ++r) {
+#pragma GCC unroll 16
+        for (int v = 0; v < kVecs; ++v) {
+          acc[0][r][v] = _mm512_add_ps(acc[0][r][v], acc[s][r][v]);
+        }
+      }
+    }
+    StoreTile<kR>(acc[0], c, ldc, cols, accumulate);
+  }
+
+  template <typename T>
+  static void PanelTile(int rows, int64_t kc, const T* pa, const float* pb,
+                        float* c, int64_t ldc, int cols, bool accumulate,
+                        const char* pf, const char* pf_end) {
+    static_assert(kRows == 6);
+    switch (rows) {
+      case 1:
+        return PanelTileRows<T, 1>(kc, pa, pb, c, ldc, cols, accumulate, pf,
+                                   pf_end);
+      case 2:
+        return PanelTileRows<T, 2>(kc, pa, pb, c, ldc, cols, accumulate, pf,
+                                   pf_end);
+      case 3:
+        return PanelTileRows<T, 3>(kc, pa, pb, c, ldc, cols, accumulate, pf,
+                                   pf_end);
+      case 4:
+        return PanelTileRows<T, 4>(kc, pa, pb, c, ldc, cols, accumulate, pf,
+                                   pf_end);
+      case 5:
+        return PanelTileRows<T, 5>(kc, pa, pb, c, ldc, cols, accumulate, pf,
+                                   pf_end);
+      default:
+        return PanelTileRows<T, 6>(kc, pa, pb, c, ldc, cols, accumulate, pf,
+                                   pf_end);
+    }
+  }
+
   // Dot products of 4 (or 1) rows of A with each row of B, 16 lanes at a
   // time; used for n <= kMaxDotN, where the weight read is all that counts.
   template <typename T>
@@ -323,6 +469,8 @@ struct Avx512Kernel {
 }  // namespace
 
 void MatMulAvx512(const MatMulArgs& args, int ith, int nth) {
+  if (args.a_packed)
+    return PackedGemmThread<Avx512Kernel<6, 4>>(args, ith, nth);
   GemmThread<Avx512Kernel<6, 4>>(args, ith, nth);
 }
 

@@ -1,9 +1,11 @@
 // Portable mul_mat for CPUs without AVX2: converts a few rows of A to f32 and
-// takes dot products with every row of B. Correct everywhere, not fast.
+// takes dot products with every row of B (or, for a packed A, accumulates a
+// panel's columns k by k). Correct everywhere, not fast.
 #include <algorithm>
 #include <cstdint>
 
 #include "ferry/backends/cpu/internal/mat_mul_impl.h"
+#include "ferry/backends/cpu/internal/packed_layout.h"
 #include "ferry/graph/dtype.h"
 
 namespace ferry {
@@ -46,21 +48,49 @@ void MatMulTyped(const MatMulArgs& args, Range mr) {
   }
 }
 
+// Columns mr (starting at a panel boundary) of a packed A.
+template <typename T>
+void PackedMatMulTyped(const MatMulArgs& args, Range mr) {
+  const T* a = static_cast<const T*>(args.a);
+  float acc[kPanelWidth];
+  for (int64_t m0 = mr.begin; m0 < mr.end; m0 += kPanelWidth) {
+    const int64_t cols = std::min(kPanelWidth, mr.end - m0);
+    const T* panel = a + (m0 / kPanelWidth) * kPanelWidth * args.k;
+    for (int64_t n = 0; n < args.n; ++n) {
+      const float* b = args.b + n * args.ldb;
+      std::fill(acc, acc + kPanelWidth, 0.0f);
+      for (int64_t k = 0; k < args.k; ++k) {
+        const T* row = panel + k * kPanelWidth;
+        const float bk = b[k];
+        for (int64_t j = 0; j < kPanelWidth; ++j) acc[j] += ToF32(row[j]) * bk;
+      }
+      std::copy(acc, acc + cols, args.dst + n * args.ldc + m0);
+    }
+  }
+}
+
 }  // namespace
 
 void MatMulGeneric(const MatMulArgs& args, int ith, int nth) {
   void (*typed)(const MatMulArgs&, Range) = MatMulTyped<float>;
   if (args.a_type == DType::kF16) typed = MatMulTyped<Half>;
   if (args.a_type == DType::kBF16) typed = MatMulTyped<BFloat16>;
+  int64_t unit = kRowBlock;
+  if (args.a_packed) {
+    unit = kPanelWidth;
+    typed = args.a_type == DType::kF16    ? PackedMatMulTyped<Half>
+            : args.a_type == DType::kBF16 ? PackedMatMulTyped<BFloat16>
+                                          : PackedMatMulTyped<float>;
+  }
   if (args.next_column != nullptr) {
     while (true) {
-      const Range mr =
-          ClaimColumns(*args.next_column, args.m, kRowBlock, 4, nth);
+      const Range mr = ClaimColumns(*args.next_column, args.m, unit,
+                                    args.a_packed ? 1 : 4, nth);
       if (mr.size() == 0) return;
       typed(args, mr);
     }
   }
-  const Range mr = PartitionRange(args.m, kRowBlock, ith, nth);
+  const Range mr = PartitionRange(args.m, unit, ith, nth);
   if (mr.size() > 0) typed(args, mr);
 }
 

@@ -22,6 +22,9 @@ struct MatMulArgs {
   DType a_type = DType::kF32;  // kF32, kF16 or kBF16.
   const void* a = nullptr;     // M rows of K elements of a_type.
   int64_t lda = 0;
+  // True when `a` is one slice in the panel layout of packed_layout.h (M x K
+  // of a_type, panels of kPanelWidth rows) instead of rows; lda is unused.
+  bool a_packed = false;
   const float* b = nullptr;  // N rows of K floats.
   int64_t ldb = 0;
   float* dst = nullptr;  // N rows of M floats.

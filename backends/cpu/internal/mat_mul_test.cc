@@ -4,12 +4,15 @@
 #include <cfloat>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
+#include <limits>
 #include <random>
 #include <string>
 #include <tuple>
 #include <vector>
 
 #include "ferry/backends/cpu/internal/mat_mul_impl.h"
+#include "ferry/backends/cpu/internal/packed_layout.h"
 #include "ferry/graph/dtype.h"
 #include "gtest/gtest.h"
 
@@ -67,14 +70,40 @@ Weights MakeWeights(DType type, size_t size, std::mt19937& rng) {
   return w;
 }
 
-// Runs MatMul on nth (sequential) calls and checks every element against a
-// double-precision reference, and that dst's padding is untouched.
-void CheckMatMul(Isa isa, DType type, Shape s, int nth, int64_t pad,
-                 bool shared) {
-  SCOPED_TRACE(testing::Message()
-               << "isa=" << static_cast<int>(isa) << " type=" << DTypeName(type)
-               << " m=" << s.m << " n=" << s.n << " k=" << s.k << " nth=" << nth
-               << " pad=" << pad);
+// Packs the m x k matrix `a` (rows lda apart) into panels (packed_layout.h);
+// the last panel's padding holds NaN, which must never reach a result.
+std::vector<uint8_t> PackA(DType type, const void* a, int64_t m, int64_t k,
+                           int64_t lda) {
+  const PackedLayout layout(type, {k, m, 1, 1});
+  const int64_t es = layout.element_bytes();
+  std::vector<uint8_t> packed(layout.PackedBytes());
+  const uint16_t nan16 = type == DType::kF16 ? 0x7e00 : 0x7fc0;
+  const float nan32 = std::numeric_limits<float>::quiet_NaN();
+  for (size_t i = 0; i < packed.size(); i += es) {
+    std::memcpy(&packed[i],
+                es == 4 ? static_cast<const void*>(&nan32)
+                        : static_cast<const void*>(&nan16),
+                es);
+  }
+  for (int64_t row = 0; row < m; ++row) {
+    layout.Pack(static_cast<const uint8_t*>(a) + row * lda * es, row * k * es,
+                k * es, packed.data());
+  }
+  return packed;
+}
+
+// How one MatMul run splits and reads its operands.
+struct Variant {
+  int nth;
+  bool shared;  // Claimed column ranges instead of fixed blocks.
+  bool packed;  // A in the panel layout.
+};
+
+// Runs MatMul for each variant on nth (sequential) calls and checks every
+// element against a double-precision reference, and that dst's padding is
+// untouched.
+void CheckMatMul(Isa isa, DType type, Shape s, int64_t pad,
+                 const std::vector<Variant>& variants) {
   std::mt19937 rng(static_cast<uint32_t>(s.m * 1000003 + s.n * 1009 + s.k));
   const int64_t lda = s.k + pad;
   const int64_t ldb = s.k + 2 * pad;
@@ -83,49 +112,69 @@ void CheckMatMul(Isa isa, DType type, Shape s, int nth, int64_t pad,
   std::vector<float> b(s.n * ldb);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
   for (float& x : b) x = dist(rng);
-  std::vector<float> dst(s.n * ldc, kSentinel);
-
-  MatMulArgs args;
-  args.a_type = type;
-  args.a = a.data(type);
-  args.lda = lda;
-  args.b = b.data();
-  args.ldb = ldb;
-  args.dst = dst.data();
-  args.ldc = ldc;
-  args.m = s.m;
-  args.n = s.n;
-  args.k = s.k;
-  std::atomic<int64_t> next_column{0};
-  if (shared) args.next_column = &next_column;
-  // Reverse order, so a thread relying on another's output would show up.
-  for (int ith = nth - 1; ith >= 0; --ith) MatMulWithIsa(args, ith, nth, isa);
-
-  int failures = 0;
+  // Worst-case f32 summation error is about k * eps/2 * sum |a*b|.
+  std::vector<double> want(s.n * s.m), tolerance(s.n * s.m);
   for (int64_t n = 0; n < s.n; ++n) {
-    for (int64_t m = 0; m < ldc; ++m) {
-      const float got = dst[n * ldc + m];
-      if (m >= s.m) {
-        ASSERT_EQ(got, kSentinel) << "wrote padding at n=" << n << " m=" << m;
-        continue;
-      }
-      double want = 0;
+    for (int64_t m = 0; m < s.m; ++m) {
+      double sum = 0;
       double magnitude = 0;
       for (int64_t k = 0; k < s.k; ++k) {
         const double p = static_cast<double>(a.values[m * lda + k]) *
                          static_cast<double>(b[n * ldb + k]);
-        want += p;
+        sum += p;
         magnitude += std::fabs(p);
       }
-      // Worst-case f32 summation error is about k * eps/2 * sum |a*b|.
-      const double tolerance = s.k * FLT_EPSILON * magnitude + 1e-30;
-      if (std::fabs(got - want) > tolerance && ++failures <= 5) {
-        ADD_FAILURE() << "dst[" << n << "][" << m << "] = " << got << ", want "
-                      << want;
-      }
+      want[n * s.m + m] = sum;
+      tolerance[n * s.m + m] = s.k * FLT_EPSILON * magnitude + 1e-30;
     }
   }
-  EXPECT_EQ(failures, 0);
+  std::vector<uint8_t> a_packed;
+  for (const Variant& v : variants) {
+    SCOPED_TRACE(testing::Message()
+                 << "isa=" << static_cast<int>(isa)
+                 << " type=" << DTypeName(type) << " m=" << s.m << " n=" << s.n
+                 << " k=" << s.k << " nth=" << v.nth << " pad=" << pad
+                 << " shared=" << v.shared << " packed=" << v.packed);
+    if (v.packed && a_packed.empty()) {
+      a_packed = PackA(type, a.data(type), s.m, s.k, lda);
+    }
+    std::vector<float> dst(s.n * ldc, kSentinel);
+    MatMulArgs args;
+    args.a_type = type;
+    args.a = v.packed ? a_packed.data() : a.data(type);
+    args.a_packed = v.packed;
+    args.lda = lda;
+    args.b = b.data();
+    args.ldb = ldb;
+    args.dst = dst.data();
+    args.ldc = ldc;
+    args.m = s.m;
+    args.n = s.n;
+    args.k = s.k;
+    std::atomic<int64_t> next_column{0};
+    if (v.shared) args.next_column = &next_column;
+    // Reverse order, so a thread relying on another's output would show up.
+    for (int ith = v.nth - 1; ith >= 0; --ith) {
+      MatMulWithIsa(args, ith, v.nth, isa);
+    }
+    int failures = 0;
+    for (int64_t n = 0; n < s.n; ++n) {
+      for (int64_t m = 0; m < ldc; ++m) {
+        const float got = dst[n * ldc + m];
+        if (m >= s.m) {
+          ASSERT_EQ(got, kSentinel) << "wrote padding at n=" << n << " m=" << m;
+          continue;
+        }
+        // Negated so that NaN fails.
+        if (!(std::fabs(got - want[n * s.m + m]) <= tolerance[n * s.m + m]) &&
+            ++failures <= 5) {
+          ADD_FAILURE() << "dst[" << n << "][" << m << "] = " << got
+                        << ", want " << want[n * s.m + m];
+        }
+      }
+    }
+    EXPECT_EQ(failures, 0);
+  }
 }
 
 std::vector<Isa> SupportedIsas() {
@@ -146,14 +195,32 @@ TEST_P(MatMulTest, MatchesReference) {
       {65, 13, 300}, {130, 9, 257}, {300, 70, 40}, {200, 31, 513},
       {4096, 1, 64}, {33, 1, 4097}, {17, 2100, 5}, {129, 8, 7},
   };
-  for (const Shape& s : shapes) {
-    for (int nth : {1, 2, 3, 16}) {
-      for (int64_t pad : {0, 3}) {
-        for (bool shared : {false, true}) {
-          CheckMatMul(isa, type, s, nth, pad, shared);
-        }
+  std::vector<Variant> variants;
+  for (int nth : {1, 2, 3, 16}) {
+    for (bool shared : {false, true}) {
+      for (bool packed : {false, true}) {
+        variants.push_back(Variant{nth, shared, packed});
       }
     }
+  }
+  for (const Shape& s : shapes) {
+    for (int64_t pad : {0, 3}) CheckMatMul(isa, type, s, pad, variants);
+  }
+}
+
+TEST_P(MatMulTest, PackedMatchesReferenceOnModelShapes) {
+  // The weight shapes of the 2-layer llama forward (n_embd 2048, n_ff 5632)
+  // at 1, 8 and 32 tokens, with n below and above one tile of rows, K above
+  // the K block (so blocks accumulate), n above the B block, and threads
+  // splitting the columns or both dimensions.
+  const auto [isa, type] = GetParam();
+  const Shape shapes[] = {
+      {5632, 1, 2048}, {2048, 8, 5632}, {704, 32, 2048},
+      {576, 13, 300},  {128, 1100, 70}, {320, 512, 96},
+  };
+  for (const Shape& s : shapes) {
+    CheckMatMul(isa, type, s, /*pad=*/0,
+                {{1, false, true}, {2, false, true}, {5, true, true}});
   }
 }
 

@@ -1,6 +1,7 @@
 #include "ferry/backends/cpu/kernels/kernel_runner.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 
 #include "absl/strings/str_cat.h"
@@ -32,7 +33,7 @@ KernelRunner::~KernelRunner() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
-    ++generation_;
+    generation_.fetch_add(1, std::memory_order_release);
   }
   wake_.notify_all();
   for (std::thread& t : workers_) t.join();
@@ -73,10 +74,11 @@ absl::Status KernelRunner::Run(absl::Span<Tensor* const> nodes,
     if (ComputesSomething(*node)) compute_nodes_.push_back(node);
   }
   should_abort_ = std::move(should_abort);
+  counters_[0].value.store(0, std::memory_order_relaxed);
   uint64_t generation;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    generation = ++generation_;
+    generation = generation_.fetch_add(1, std::memory_order_release) + 1;
   }
   wake_.notify_all();
   Compute(0, generation);
@@ -87,14 +89,27 @@ absl::Status KernelRunner::Run(absl::Span<Tensor* const> nodes,
 }
 
 void KernelRunner::WorkerLoop(int ith) {
-  // A mutex and condition variable, not std::atomic::wait: libstdc++ 12
-  // waits on 64-bit atomics through a proxy that can miss notify_all.
+  // Sleeping uses a mutex and condition variable, not std::atomic::wait:
+  // libstdc++ 12 waits on 64-bit atomics through a proxy that can miss
+  // notify_all.
   uint64_t seen = 0;
   while (true) {
+    // Poll for a while: most Runs follow the previous one closely.
+    const auto poll_end = std::chrono::steady_clock::now() +
+                          std::chrono::nanoseconds(kIdlePollNanos);
+    for (int spins = 0; generation_.load(std::memory_order_acquire) == seen;
+         ++spins) {
+      if (spins % 256 == 255 && std::chrono::steady_clock::now() > poll_end) {
+        break;
+      }
+      cpu_kernels_internal::SpinBackoff(spins);
+    }
     {
       std::unique_lock<std::mutex> lock(mu_);
-      wake_.wait(lock, [&] { return generation_ != seen; });
-      seen = generation_;
+      wake_.wait(lock, [&] {
+        return generation_.load(std::memory_order_relaxed) != seen;
+      });
+      seen = generation_.load(std::memory_order_relaxed);
       if (stop_) return;
     }
     Compute(ith, seen);
@@ -105,8 +120,13 @@ void KernelRunner::Compute(int ith, uint64_t generation) {
   // The count is read once: after the last barrier a thread touches neither
   // the list (which the next Run rewrites) nor the nodes.
   const size_t count = compute_nodes_.size();
+  KernelContext ctx = ctx_;
   for (size_t i = 0; i < count; ++i) {
-    ComputeNode(*compute_nodes_[i], ith, nth_, ctx_);
+    ctx.work_counter = &counters_[i % 2].value;
+    ComputeNode(*compute_nodes_[i], ith, nth_, ctx);
+    if (ith == 0) {
+      counters_[(i + 1) % 2].value.store(0, std::memory_order_relaxed);
+    }
     // Thread 0 decides before the barrier and names the exact (run, node)
     // it stops after: a slow thread leaving an earlier barrier late must
     // not mistake a later decision for its own.
@@ -114,7 +134,7 @@ void KernelRunner::Compute(int ith, uint64_t generation) {
     if (ith == 0 && should_abort_ && should_abort_()) {
       abort_key_.store(key, std::memory_order_relaxed);
     }
-    barrier_.arrive_and_wait();
+    barrier_.ArriveAndWait();
     if (abort_key_.load(std::memory_order_relaxed) == key) break;
   }
 }

@@ -5,7 +5,6 @@
 #define FERRY_BACKENDS_CPU_KERNELS_KERNEL_RUNNER_H_
 
 #include <atomic>
-#include <barrier>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
@@ -17,6 +16,7 @@
 
 #include "absl/status/status.h"
 #include "absl/types/span.h"
+#include "ferry/backends/cpu/kernels/internal/spin_barrier.h"
 #include "ferry/backends/cpu/kernels/kernel_context.h"
 #include "ferry/graph/tensor.h"
 
@@ -24,11 +24,17 @@ namespace ferry {
 namespace cpu_kernels {
 
 // Owns nth - 1 worker threads (the caller of Run is thread 0) and the
-// scratch memory. Run calls must not overlap.
+// scratch memory. Run calls must not overlap. Between nodes the threads
+// meet at a spinning barrier (spin_barrier.h); after a Run the workers poll
+// for the next one for kIdlePollNanos before they sleep, so a graph that
+// follows shortly (the next node of an eval callback, the next decode step)
+// does not pay for waking them.
 // Thread-compatible.
 class KernelRunner {
  public:
   // Starts nth - 1 workers; nth >= 1.
+  static constexpr int64_t kIdlePollNanos = 200'000;
+
   explicit KernelRunner(int nth);
   KernelRunner(const KernelRunner&) = delete;
   KernelRunner& operator=(const KernelRunner&) = delete;
@@ -56,17 +62,26 @@ class KernelRunner {
   void Compute(int ith, uint64_t generation);
 
   const int nth_;
-  std::barrier<> barrier_;
+  cpu_kernels_internal::SpinBarrier barrier_;
   std::mutex mu_;
   std::condition_variable wake_;
-  uint64_t generation_ = 0;  // Guarded by mu_.
-  bool stop_ = false;        // Guarded by mu_.
+  // Written under mu_ (so sleepers cannot miss a change), read without it by
+  // polling workers.
+  std::atomic<uint64_t> generation_{0};
+  bool stop_ = false;  // Guarded by mu_.
   // Written by Run before it bumps generation_, read by the workers after.
   std::vector<Tensor*> compute_nodes_;
   std::function<bool()> should_abort_;
   // (generation << 32 | node step) of the last abort.
   std::atomic<uint64_t> abort_key_{0};
   KernelContext ctx_;
+  // Work counters of consecutive nodes, alternating: while the threads use
+  // node i's, thread 0 zeroes node i + 1's (all left node i - 1 behind the
+  // last barrier), and the barrier after node i publishes the zero.
+  struct alignas(64) Counter {
+    std::atomic<int64_t> value{0};
+  };
+  Counter counters_[2];
   std::unique_ptr<std::byte, FreeDeleter> scratch_;
   size_t scratch_bytes_ = 0;
   std::vector<std::thread> workers_;

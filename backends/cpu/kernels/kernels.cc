@@ -13,6 +13,8 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "ferry/backends/cpu/cpu_packed_buffer.h"
+#include "ferry/backends/cpu/internal/packed_layout.h"
 #include "ferry/backends/cpu/kernels/internal/vec.h"
 #include "ferry/backends/cpu/kernels/kernel_context.h"
 #include "ferry/backends/cpu/kernels/mat_mul_node.h"
@@ -241,6 +243,40 @@ absl::Status CheckConcat(const Tensor& node, const Tensor& a, const Tensor& b) {
   return CheckContiguousResult(node);
 }
 
+// Refuses nodes that would read (or write) a weight stored in the CPU's
+// panel layout as if it were rows: only mul_mat's `a` and get_rows' table
+// know the panels, and views into a packed weight have no row-major bytes.
+absl::Status CheckPackedOperands(const Tensor& node) {
+  if (GetPackedState(node) != PackedState::kPlain) {
+    const Tensor& owner = node.view_src != nullptr ? *node.view_src : node;
+    return Unimplemented(
+        node, absl::StrCat("writes into '", owner.name,
+                           "', a weight stored packed (cpu_packed)"));
+  }
+  for (int i = 0; i < kMaxSrc; ++i) {
+    const Tensor* src = node.src[i];
+    if (src == nullptr) continue;
+    switch (GetPackedState(*src)) {
+      case PackedState::kPlain:
+        break;
+      case PackedState::kPacked:
+        if (i == 0 && (node.op == Op::kMulMat || node.op == Op::kGetRows)) {
+          break;
+        }
+        return Unimplemented(
+            node, absl::StrCat("src", i, " '", src->name,
+                               "' is stored packed (cpu_packed); only mul_mat "
+                               "(as a) and get_rows (as the table) read it"));
+      case PackedState::kViewOfPacked:
+        return Unimplemented(
+            node, absl::StrCat("src", i, " '", src->name, "' is a view into '",
+                               src->view_src->name,
+                               "', a weight stored packed (cpu_packed)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CheckSources(const Tensor& node, int count) {
   for (int i = 0; i < count; ++i) {
     if (node.src[i] == nullptr) {
@@ -405,10 +441,38 @@ size_t RoundUpToAlignment(size_t bytes) {
          kScratchAlignment;
 }
 
+// Per-thread rope scratch, for half = n_dims / 2 pairs: each pair's
+// frequency (double), then one token's reduced angles, sin and cos (half
+// floats each) and the interleaved cos2 / nsin2 rows (n_dims floats each).
+struct RopeScratch {
+  double* theta;
+  float* angle;
+  float* sin;
+  float* cos;
+  float* cos2;
+  float* nsin2;
+};
+
 size_t RopeScratchBytesPerThread(const Tensor& node) {
-  // cos and sin of each of the n_dims / 2 pairs.
-  return RoundUpToAlignment(static_cast<size_t>(node.ParamI32(0)) *
-                            sizeof(float));
+  const size_t half = static_cast<size_t>(node.ParamI32(0)) / 2;
+  return RoundUpToAlignment(half * sizeof(double)) +
+         RoundUpToAlignment(7 * half * sizeof(float));
+}
+
+RopeScratch RopeScratchOf(const Tensor& node, int ith,
+                          const KernelContext& ctx) {
+  const size_t half = static_cast<size_t>(node.ParamI32(0)) / 2;
+  std::byte* base = static_cast<std::byte*>(ctx.scratch) +
+                    RopeScratchBytesPerThread(node) * static_cast<size_t>(ith);
+  RopeScratch s;
+  s.theta = reinterpret_cast<double*>(base);
+  s.angle = reinterpret_cast<float*>(base +
+                                     RoundUpToAlignment(half * sizeof(double)));
+  s.sin = s.angle + half;
+  s.cos = s.sin + half;
+  s.cos2 = s.cos + half;
+  s.nsin2 = s.cos2 + 2 * half;
+  return s;
 }
 
 void RopeKernel(const Tensor& node, int ith, int nth,
@@ -419,25 +483,39 @@ void RopeKernel(const Tensor& node, int ith, int nth,
   const int64_t n_dims = node.ParamI32(0);
   const int64_t half = n_dims / 2;
   const bool neox = node.ParamI32(1) == static_cast<int32_t>(RopeMode::kNeox);
+  FERRY_CHECK(ctx.scratch_bytes >=
+              RopeScratchBytesPerThread(node) * static_cast<size_t>(nth));
+  const RopeScratch s = RopeScratchOf(node, ith, ctx);
+  // theta_k = freq_scale * base^(-2k / n_dims), in double: a position times
+  // theta_k is reduced modulo 2 pi before it becomes a float, so large
+  // positions keep their accuracy.
   const double theta_scale = std::pow(static_cast<double>(node.ParamF32(2)),
                                       -2.0 / static_cast<double>(n_dims));
-  const double freq_scale = node.ParamF32(3);
-  const size_t per_thread = RopeScratchBytesPerThread(node);
-  FERRY_CHECK(ctx.scratch_bytes >= per_thread * static_cast<size_t>(nth));
-  float* cos_sin = reinterpret_cast<float*>(
-      static_cast<std::byte*>(ctx.scratch) + per_thread * ith);
+  double theta = node.ParamF32(3);
+  for (int64_t k = 0; k < half; ++k) {
+    s.theta[k] = theta;
+    theta *= theta_scale;
+  }
+  constexpr double kTwoPi = 6.283185307179586476925;
   int64_t cached_token = -1;
   const auto* positions = static_cast<const int32_t*>(pos.data);
 
   ForEachRow(node, ith, nth, [&](const RowIndex& r) {
     if (r.i2 != cached_token) {
-      // Angles in double: positions can be large, and theta_k's error
-      // would grow with them in float.
-      double theta = positions[r.i2] * freq_scale;
+      // One token's angles: reduced in double, sin and cos in float.
+      const double p = positions[r.i2];
       for (int64_t k = 0; k < half; ++k) {
-        cos_sin[2 * k] = static_cast<float>(std::cos(theta));
-        cos_sin[2 * k + 1] = static_cast<float>(std::sin(theta));
-        theta *= theta_scale;
+        const double angle = p * s.theta[k];
+        s.angle[k] = static_cast<float>(
+            angle - kTwoPi * std::nearbyint(angle * (1.0 / kTwoPi)));
+      }
+      vec::SinCosRow(s.angle, s.sin, s.cos, half);
+      if (!neox) {
+        for (int64_t k = 0; k < half; ++k) {
+          s.cos2[2 * k] = s.cos2[2 * k + 1] = s.cos[k];
+          s.nsin2[2 * k] = -s.sin[k];
+          s.nsin2[2 * k + 1] = s.sin[k];
+        }
       }
       cached_token = r.i2;
     }
@@ -445,23 +523,9 @@ void RopeKernel(const Tensor& node, int ith, int nth,
     float* d = RowPtr<float>(node, r);
     // In place is safe: each pair is read before it is written.
     if (neox) {
-      for (int64_t k = 0; k < half; ++k) {
-        const float c = cos_sin[2 * k];
-        const float s = cos_sin[2 * k + 1];
-        const float x0 = x[k];
-        const float x1 = x[k + half];
-        d[k] = x0 * c - x1 * s;
-        d[k + half] = x0 * s + x1 * c;
-      }
+      vec::RopeNeoxRow(x, s.cos, s.sin, d, half);
     } else {
-      for (int64_t k = 0; k < half; ++k) {
-        const float c = cos_sin[2 * k];
-        const float s = cos_sin[2 * k + 1];
-        const float x0 = x[2 * k];
-        const float x1 = x[2 * k + 1];
-        d[2 * k] = x0 * c - x1 * s;
-        d[2 * k + 1] = x0 * s + x1 * c;
-      }
+      vec::RopeNormalRow(x, s.cos2, s.nsin2, d, n_dims);
     }
     if (d != x && n > n_dims) {
       std::memcpy(d + n_dims, x + n_dims,
@@ -470,10 +534,30 @@ void RopeKernel(const Tensor& node, int ith, int nth,
   });
 }
 
+float ToF32(float x) { return x; }
+float ToF32(Half x) { return F16ToF32(x); }
+float ToF32(BFloat16 x) { return BF16ToF32(x); }
+
+// Gathers row m of slice `slice` of a packed table: one element per panel
+// row, kPanelWidth elements apart.
+template <typename T>
+void GatherPackedRow(const T* table, const cpu_internal::PackedLayout& layout,
+                     int64_t slice, int64_t m, float* dst) {
+  using cpu_internal::kPanelWidth;
+  const T* column = table + slice * layout.SliceElements() +
+                    (m / kPanelWidth) * kPanelWidth * layout.k() +
+                    m % kPanelWidth;
+  for (int64_t k = 0; k < layout.k(); ++k) {
+    dst[k] = ToF32(column[k * kPanelWidth]);
+  }
+}
+
 void GetRowsKernel(const Tensor& node, int ith, int nth) {
   const Tensor& a = *node.src[0];
   const Tensor& ids = *node.src[1];
   const int64_t n = node.ne[0];
+  const bool packed = GetPackedState(a) == PackedState::kPacked;
+  const cpu_internal::PackedLayout layout(a.dtype, a.ne);
   ForEachRow(node, ith, nth, [&](const RowIndex& r) {
     // ids [N, A2, A3, 1]: element (i1, i2, i3) names row i1 of batch (i2,
     // i3); its rows are contiguous (nb[0] = 4).
@@ -484,6 +568,20 @@ void GetRowsKernel(const Tensor& node, int ith, int nth) {
     if (id < 0 || id >= a.ne[1]) {
       std::fill(d, d + n, std::numeric_limits<float>::quiet_NaN());
       return;
+    }
+    if (packed) {
+      const int64_t slice = r.i2 + r.i3 * a.ne[2];
+      switch (a.dtype) {
+        case DType::kF16:
+          return GatherPackedRow(static_cast<const Half*>(a.data), layout,
+                                 slice, id, d);
+        case DType::kBF16:
+          return GatherPackedRow(static_cast<const BFloat16*>(a.data), layout,
+                                 slice, id, d);
+        default:
+          return GatherPackedRow(static_cast<const float*>(a.data), layout,
+                                 slice, id, d);
+      }
     }
     vec::ConvertRow(a.dtype, RowPtr(a, id, r.i2, r.i3), DType::kF32, d, n);
   });
@@ -530,9 +628,75 @@ struct Cursor {
   }
 };
 
+// Side of the square blocks TransposeCopy moves at a time: 16 x 16 f32 is
+// 16 lines read and 16 written, all in L1.
+constexpr int64_t kTransposeBlock = 16;
+
+template <int kBytes>
+void TransposeBlocks(const Tensor& src, const Tensor& dst, int j, int ith,
+                     int nth) {
+  // The two dimensions besides 0 and j, walked as the outer loop.
+  int other[2];
+  int n_other = 0;
+  for (int d = 1; d < kMaxDims; ++d) {
+    if (d != j) other[n_other++] = d;
+  }
+  const int64_t ne0 = dst.ne[0];
+  const int64_t nej = dst.ne[j];
+  const int64_t j_blocks = CeilDiv(nej, kTransposeBlock);
+  const int64_t outer = dst.ne[other[0]] * dst.ne[other[1]];
+  const Range units = Split(outer * j_blocks, ith, nth);
+  for (int64_t u = units.begin; u < units.end; ++u) {
+    const int64_t jb = (u % j_blocks) * kTransposeBlock;
+    const int64_t o = u / j_blocks;
+    const int64_t ip = o % dst.ne[other[0]];
+    const int64_t iq = o / dst.ne[other[0]];
+    const std::byte* s = static_cast<const std::byte*>(src.data) +
+                         ip * src.nb[other[0]] + iq * src.nb[other[1]] +
+                         jb * src.nb[j];
+    std::byte* d = static_cast<std::byte*>(dst.data) + ip * dst.nb[other[0]] +
+                   iq * dst.nb[other[1]] + jb * dst.nb[j];
+    const int64_t j_len = std::min(kTransposeBlock, nej - jb);
+    for (int64_t i0 = 0; i0 < ne0; i0 += kTransposeBlock) {
+      const int64_t i_len = std::min(kTransposeBlock, ne0 - i0);
+      for (int64_t a = 0; a < i_len; ++a) {
+        const std::byte* sa = s + (i0 + a) * src.nb[0];
+        std::byte* da = d + (i0 + a) * kBytes;
+        for (int64_t b = 0; b < j_len; ++b) {
+          std::memcpy(da + b * dst.nb[j], sa + b * kBytes, kBytes);
+        }
+      }
+    }
+  }
+}
+
+// Copies src into contiguous dst of the same shape and dtype when src's
+// rows are strided (a permute moved another dimension j innermost, as
+// attention's V transpose does): rows would read one element per cache
+// line, so (dim 0, dim j) tiles are moved in square blocks instead.
+// Returns false, doing nothing, when the layout is not of that kind.
+bool TransposeCopy(const Tensor& src, const Tensor& dst, int ith, int nth) {
+  const int64_t es = src.ElementSize();
+  if (src.dtype != dst.dtype || (es != 2 && es != 4) || src.ne != dst.ne ||
+      !dst.IsContiguous() || src.nb[0] == es || src.ne[0] < 2) {
+    return false;
+  }
+  for (int j = 1; j < kMaxDims; ++j) {
+    if (src.nb[j] != es || src.ne[j] < 2) continue;
+    if (es == 4) {
+      TransposeBlocks<4>(src, dst, j, ith, nth);
+    } else {
+      TransposeBlocks<2>(src, dst, j, ith, nth);
+    }
+    return true;
+  }
+  return false;
+}
+
 // Copies src's elements into dst (converting dtype) in logical order; the
 // shapes may differ when the element counts match.
 void CopyKernel(const Tensor& src, const Tensor& dst, int ith, int nth) {
+  if (TransposeCopy(src, dst, ith, nth)) return;
   if (src.ne == dst.ne) {
     ForEachSegment(
         dst, ith, nth, [&](const RowIndex& r, int64_t c0, int64_t c1) {
@@ -597,6 +761,7 @@ absl::Status CheckSupported(const Tensor& node) {
       return Unimplemented(node, "block dtypes are unsupported");
     }
   }
+  FERRY_RETURN_IF_ERROR(CheckPackedOperands(node));
   switch (node.op) {
     case Op::kMulMat:
       FERRY_RETURN_IF_ERROR(CheckSources(node, 2));
@@ -658,7 +823,7 @@ void ComputeNode(const Tensor& node, int ith, int nth,
                  const KernelContext& ctx) {
   switch (node.op) {
     case Op::kMulMat:
-      return MatMulNode(node, ith, nth);
+      return MatMulNode(node, ith, nth, ctx);
     case Op::kAdd:
       return BinaryKernel(node, BinaryOp::kAdd, ith, nth);
     case Op::kSub:

@@ -175,5 +175,85 @@ BENCHMARK(BM_MulMatHeads)
     ->UseRealTime()
     ->Unit(benchmark::kMicrosecond);
 
+// The element-wise, norm, softmax, rope and copy nodes of the 2-layer llama
+// forward (n_embd 2048, 16 heads of 128, n_ff 5632) at range(0) tokens, one
+// node each, as benchmarks/cpu_forward_benchmark.cc runs them.
+constexpr int64_t kFwdEmbd = 2048;
+constexpr int64_t kFwdHeads = 16;
+constexpr int64_t kFwdHeadDim = 128;
+constexpr int64_t kFwdFf = 5632;
+
+void BM_FwdRmsNorm(benchmark::State& state) {
+  const int64_t t = state.range(0);
+  RunOp(state, [t](Context& ctx) {
+    return *RmsNorm(ctx, F32(ctx, {kFwdEmbd, t}), 1e-5f);
+  });
+}
+void BM_FwdMulNormWeight(benchmark::State& state) {
+  const int64_t t = state.range(0);
+  RunOp(state, [t](Context& ctx) {
+    return *Mul(ctx, F32(ctx, {kFwdEmbd, t}), F32(ctx, {kFwdEmbd}));
+  });
+}
+void BM_FwdMulGateUp(benchmark::State& state) {
+  const int64_t t = state.range(0);
+  RunOp(state, [t](Context& ctx) {
+    return *Mul(ctx, F32(ctx, {kFwdFf, t}), F32(ctx, {kFwdFf, t}));
+  });
+}
+void BM_FwdAdd(benchmark::State& state) {
+  const int64_t t = state.range(0);
+  RunOp(state, [t](Context& ctx) {
+    return *Add(ctx, F32(ctx, {kFwdEmbd, t}), F32(ctx, {kFwdEmbd, t}));
+  });
+}
+void BM_FwdSilu(benchmark::State& state) {
+  const int64_t t = state.range(0);
+  RunOp(state, [t](Context& ctx) { return *Silu(ctx, F32(ctx, {kFwdFf, t})); });
+}
+void BM_FwdRope(benchmark::State& state) {
+  const int64_t t = state.range(0);
+  RunOp(state, [t](Context& ctx) {
+    Tensor* pos = *ctx.NewTensor(DType::kI32, {t});
+    return *Rope(ctx, F32(ctx, {kFwdHeadDim, kFwdHeads, t}), pos,
+                 static_cast<int>(kFwdHeadDim), RopeMode::kNormal);
+  });
+}
+void BM_FwdSoftMax(benchmark::State& state) {
+  const int64_t t = state.range(0);
+  RunOp(state, [t](Context& ctx) {
+    return *SoftMax(ctx, F32(ctx, {t, t, kFwdHeads}), F32(ctx, {t, t}), 0.088f);
+  });
+}
+// V to [tokens, head_dim, heads]: the transposing cont of attention.
+void BM_FwdContV(benchmark::State& state) {
+  const int64_t t = state.range(0);
+  RunOp(state, [t](Context& ctx) {
+    Tensor* v = F32(ctx, {kFwdHeadDim, kFwdHeads, t});
+    return *Cont(ctx, *Permute(ctx, v, 1, 2, 0, 3));
+  });
+}
+// kqv [head_dim, tokens, heads] back to [head_dim, heads, tokens].
+void BM_FwdContKqv(benchmark::State& state) {
+  const int64_t t = state.range(0);
+  RunOp(state, [t](Context& ctx) {
+    Tensor* kqv = F32(ctx, {kFwdHeadDim, t, kFwdHeads});
+    return *Cont(ctx, *Permute(ctx, kqv, 0, 2, 1, 3));
+  });
+}
+void ForwardTokens(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"tokens"})->Arg(1)->Arg(8)->Arg(32)->Arg(512);
+  b->UseRealTime()->Unit(benchmark::kMicrosecond);
+}
+BENCHMARK(BM_FwdRmsNorm)->Apply(ForwardTokens);
+BENCHMARK(BM_FwdMulNormWeight)->Apply(ForwardTokens);
+BENCHMARK(BM_FwdMulGateUp)->Apply(ForwardTokens);
+BENCHMARK(BM_FwdAdd)->Apply(ForwardTokens);
+BENCHMARK(BM_FwdSilu)->Apply(ForwardTokens);
+BENCHMARK(BM_FwdRope)->Apply(ForwardTokens);
+BENCHMARK(BM_FwdSoftMax)->Apply(ForwardTokens);
+BENCHMARK(BM_FwdContV)->Apply(ForwardTokens);
+BENCHMARK(BM_FwdContKqv)->Apply(ForwardTokens);
+
 }  // namespace
 }  // namespace ferry::cpu_kernels

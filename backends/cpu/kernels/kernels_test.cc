@@ -4,12 +4,18 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <map>
+#include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "ferry/backends/buffer.h"
+#include "ferry/backends/cpu/cpu_packed_buffer.h"
+#include "ferry/backends/cpu/internal/mat_mul.h"
 #include "ferry/backends/cpu/kernels/internal/vec.h"
 #include "ferry/backends/cpu/kernels/kernel_runner.h"
 #include "ferry/graph/context.h"
@@ -35,6 +41,12 @@ using ::ferry::testing::StatusIs;
 using ::ferry::testing::WriteTensor;
 
 constexpr int kThreadCounts[] = {1, 2, 3, 7};
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+constexpr bool kSanitized = true;
+#else
+constexpr bool kSanitized = false;
+#endif
 
 // Tolerances (NMSE).
 constexpr double kTolF32 = 1e-10;  // Element-wise and row-wise f32.
@@ -114,14 +126,45 @@ Tensor* Strided(Context& ctx, DType dtype, std::array<int64_t, 4> ne, int kind,
   }
 }
 
-class KernelsTest : public ::testing::TestWithParam<bool> {
+// The code paths a CPU can take: row primitives portable or AVX2, mul_mat
+// generic, AVX2 or AVX-512. Each test runs on every path this CPU supports.
+enum class Path { kPortable, kAvx2, kAvx512 };
+
+cpu_internal::Isa MatMulIsaOf(Path path) {
+  switch (path) {
+    case Path::kPortable:
+      return cpu_internal::Isa::kGeneric;
+    case Path::kAvx2:
+      return cpu_internal::Isa::kAvx2;
+    case Path::kAvx512:
+      return cpu_internal::Isa::kAvx512;
+  }
+  return cpu_internal::Isa::kGeneric;
+}
+
+std::vector<Path> SupportedPaths() {
+  std::vector<Path> paths;
+  for (Path path : {Path::kPortable, Path::kAvx2, Path::kAvx512}) {
+    if (cpu_internal::IsaSupported(MatMulIsaOf(path))) paths.push_back(path);
+  }
+  return paths;
+}
+
+// Forces `path` for the scope of a test.
+void ForcePath(Path path) {
+  cpu_kernels_internal::ForcePortableForTesting(path == Path::kPortable);
+  cpu_internal::ForceIsaForTesting(MatMulIsaOf(path));
+}
+
+void ResetPath() {
+  cpu_kernels_internal::ForcePortableForTesting(false);
+  cpu_internal::ForceIsaForTesting(std::nullopt);
+}
+
+class KernelsTest : public ::testing::TestWithParam<Path> {
  protected:
-  void SetUp() override {
-    cpu_kernels_internal::ForcePortableForTesting(GetParam());
-  }
-  void TearDown() override {
-    cpu_kernels_internal::ForcePortableForTesting(false);
-  }
+  void SetUp() override { ForcePath(GetParam()); }
+  void TearDown() override { ResetPath(); }
 };
 
 TEST_P(KernelsTest, MulMat) {
@@ -198,6 +241,166 @@ TEST_P(KernelsTest, MulMatEmptyK) {
   FERRY_ASSERT_OK_AND_ASSIGN(Tensor * out, MulMat(ctx, a, b));
   FERRY_ASSERT_OK(ctx.AllocateHostData());
   ExpectMatchesReference(out, 0.0, "mul_mat k=0");
+}
+
+// ---------------------------------------------------------------------------
+// Weights stored packed (cpu_packed_buffer.h).
+
+// Copies the values of host tensor `plain` into a new tensor of the same
+// dtype and shape placed in a CpuPackedBuffer (kept alive in `buffers`).
+Tensor* PackedCopy(Context& ctx, const Tensor& plain,
+                   std::vector<std::unique_ptr<Buffer>>& buffers) {
+  static CpuPackedBufferType type(nullptr);
+  Tensor* t = *ctx.NewTensor(
+      plain.dtype, {plain.ne[0], plain.ne[1], plain.ne[2], plain.ne[3]});
+  t->name = plain.name + "_packed";
+  buffers.push_back(*type.Allocate(type.AllocSize(*t)));
+  FERRY_CHECK(PlaceTensor(*buffers.back(), *t, 0).ok());
+  FERRY_CHECK(SetTensorData(*t, plain.data).ok());
+  return t;
+}
+
+// Computes want = op(plain a, ...) with the reference and got = the same op
+// on a packed copy of a with the kernels, on each thread count. References
+// are kept per label across the paths (inputs are seeded, so a label names
+// one computation): the model-sized ones take seconds each.
+void ExpectPackedMatchesReference(Tensor* want_out, Tensor* got_out,
+                                  double tolerance, const std::string& label) {
+  static auto* references = new std::map<std::string, std::vector<float>>;
+  auto it = references->find(label);
+  if (it == references->end()) {
+    FERRY_ASSERT_OK_AND_ASSIGN(Graph want_graph, Graph::Build({want_out}));
+    FERRY_ASSERT_OK(EvaluateReference(want_graph));
+    FERRY_ASSERT_OK_AND_ASSIGN(std::vector<float> values,
+                               ReadTensor(*want_out));
+    it = references->emplace(label, std::move(values)).first;
+  }
+  const std::vector<float>& want = it->second;
+  FERRY_ASSERT_OK_AND_ASSIGN(Graph graph, Graph::Build({got_out}));
+  for (int nth : kThreadCounts) {
+    SCOPED_TRACE(
+        absl::StrCat(label, " nth=", nth, " ", got_out->DebugString()));
+    Poison(*got_out);
+    KernelRunner runner(nth);
+    FERRY_ASSERT_OK(runner.Run(graph.nodes()));
+    FERRY_ASSERT_OK_AND_ASSIGN(std::vector<float> got, ReadTensor(*got_out));
+    const double nmse = Nmse(want, got);
+    EXPECT_LE(nmse, tolerance);  // Fails on NaN too.
+    if (tolerance == 0) {
+      EXPECT_EQ(got, want);
+    }
+  }
+}
+
+struct PackedCase {
+  int64_t k, m, n;
+  int64_t a2 = 1;  // Slices of a; b has a2 * r2 of them (broadcast).
+  int64_t r2 = 1;
+};
+
+TEST_P(KernelsTest, MulMatModelShapesPackedAndRows) {
+  // The forward's weight shapes (n_embd 2048, n_ff 5632) at 1, 8 and 32
+  // tokens, a 512-token batch on a smaller weight, odd sizes (an unaligned
+  // M of 520 >= kMinUnalignedPackedRows, K not a multiple of anything) and
+  // slices broadcast over b.
+  // Under a sanitizer (10x slower, and what it checks does not depend on
+  // size) the model-sized weights shrink by 8 in each dimension.
+  constexpr int64_t kDiv = kSanitized ? 8 : 1;
+  const PackedCase cases[] = {
+      {2048 / kDiv, 5632 / kDiv, 1},
+      {2048 / kDiv, 5632 / kDiv, 8},
+      {2048 / kDiv, 5632 / kDiv, 32},
+      {256, 640, 512 / kDiv},
+      {33, 520, 7},
+      {70, 128, 13},
+      {19, 64, 3, 2, 2},
+  };
+  int seed = 0;
+  for (const PackedCase& c : cases) {
+    for (DType dtype : {DType::kF32, DType::kF16, DType::kBF16}) {
+      // The model-sized shapes in f32 and f16 only, 32 tokens in f32.
+      if (c.m * c.k > 1000000 &&
+          (dtype == DType::kBF16 || (dtype == DType::kF16 && c.n > 8))) {
+        continue;
+      }
+      Context ctx;
+      Tensor* a = *ctx.NewTensor(dtype, {c.k, c.m, c.a2});
+      a->name = "a";
+      Tensor* b = *ctx.NewTensor(DType::kF32, {c.k, c.n, c.a2 * c.r2});
+      FERRY_ASSERT_OK_AND_ASSIGN(Tensor * want, MulMat(ctx, a, b));
+      FERRY_ASSERT_OK(ctx.AllocateHostData());
+      FERRY_ASSERT_OK(FillRandom(*a, 200 + seed));
+      FERRY_ASSERT_OK(FillRandom(*b, 300 + seed++));
+      std::vector<std::unique_ptr<Buffer>> buffers;
+      Tensor* packed = PackedCopy(ctx, *a, buffers);
+      ASSERT_EQ(GetPackedState(*packed), PackedState::kPacked);
+      FERRY_ASSERT_OK_AND_ASSIGN(Tensor * got, MulMat(ctx, packed, b));
+      // The same product from the rows (the unpacked path) for comparison.
+      FERRY_ASSERT_OK_AND_ASSIGN(Tensor * got_rows, MulMat(ctx, a, b));
+      FERRY_ASSERT_OK(ctx.AllocateHostData());
+      const std::string label = absl::StrCat(
+          "mul_mat ", DTypeName(dtype), " k=", c.k, " m=", c.m, " n=", c.n);
+      const double tolerance =
+          dtype == DType::kF32 ? kTolMatMulF32 : kTolMatMulHalf;
+      ExpectPackedMatchesReference(want, got, tolerance, label);
+      ExpectPackedMatchesReference(want, got_rows, tolerance, label);
+    }
+  }
+}
+
+TEST_P(KernelsTest, GetRowsFromPackedTable) {
+  // Tied embeddings: the output matrix, packed, is also the token table.
+  for (DType dtype : {DType::kF32, DType::kF16, DType::kBF16}) {
+    Context ctx;
+    Tensor* table = *ctx.NewTensor(dtype, {40, 576, 2});
+    table->name = "table";
+    Tensor* ids = *ctx.NewTensor(DType::kI32, {9, 2});
+    FERRY_ASSERT_OK_AND_ASSIGN(Tensor * want, GetRows(ctx, table, ids));
+    FERRY_ASSERT_OK(ctx.AllocateHostData());
+    FERRY_ASSERT_OK(FillRandom(*table, 5));
+    FERRY_ASSERT_OK(FillRandom(*ids, 6, 0.0f, 576.0f));
+    std::vector<std::unique_ptr<Buffer>> buffers;
+    Tensor* packed = PackedCopy(ctx, *table, buffers);
+    FERRY_ASSERT_OK_AND_ASSIGN(Tensor * got, GetRows(ctx, packed, ids));
+    FERRY_ASSERT_OK(ctx.AllocateHostData());
+    ExpectPackedMatchesReference(want, got, 0.0,
+                                 absl::StrCat("get_rows ", DTypeName(dtype)));
+  }
+}
+
+TEST(PackedWeightsTest, OtherReadersAreRefused) {
+  Context ctx;
+  Tensor* w = *ctx.NewTensor(DType::kF32, {32, 128});
+  w->name = "w";
+  Tensor* x = *ctx.NewTensor(DType::kF32, {32, 128});
+  Tensor* v = *ctx.NewTensor(DType::kF32, {32, 4});
+  Tensor* u = *ctx.NewTensor(DType::kF32, {64, 4});
+  FERRY_ASSERT_OK(ctx.AllocateHostData());
+  std::vector<std::unique_ptr<Buffer>> buffers;
+  Tensor* packed = PackedCopy(ctx, *w, buffers);
+  // The readers that know panels.
+  FERRY_EXPECT_OK(CheckSupported(**MulMat(ctx, packed, v)));
+  Tensor* ids = *ctx.NewTensor(DType::kI32, {3});
+  FERRY_EXPECT_OK(CheckSupported(**GetRows(ctx, packed, ids)));
+  // Everything else, naming the tensor.
+  const auto refused = [](const absl::StatusOr<Tensor*>& node) {
+    const absl::Status status = CheckSupported(**node);
+    EXPECT_THAT(status, StatusIs(absl::StatusCode::kUnimplemented));
+    EXPECT_THAT(std::string(status.message()),
+                ::testing::HasSubstr("w_packed"));
+  };
+  refused(Add(ctx, packed, x));
+  refused(Add(ctx, x, packed));
+  refused(Scale(ctx, packed, 2.0f));
+  refused(Cont(ctx, packed));
+  refused(MulMat(ctx, x, packed));                           // As b.
+  refused(MulMat(ctx, *Reshape(ctx, packed, {64, 64}), u));  // A view.
+  refused(MulMat(ctx, *View2D(ctx, packed, 32, 64, packed->nb[1], 0), v));
+  refused(Cpy(ctx, x, packed));  // Writing into it.
+  // Views themselves compute nothing and pass; reading one does not.
+  FERRY_EXPECT_OK(CheckSupported(**Transpose(ctx, packed)));
+  // The same tensor in host memory is plain.
+  FERRY_EXPECT_OK(CheckSupported(**Add(ctx, w, x)));
 }
 
 TEST_P(KernelsTest, Binary) {
@@ -573,10 +776,20 @@ TEST_P(KernelsTest, InPlaceMatchesOutOfPlace) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Isa, KernelsTest, ::testing::Bool(),
-                         [](const ::testing::TestParamInfo<bool>& info) {
-                           return info.param ? "Portable" : "Best";
-                         });
+std::string PathName(const ::testing::TestParamInfo<Path>& info) {
+  switch (info.param) {
+    case Path::kPortable:
+      return "Portable";
+    case Path::kAvx2:
+      return "Avx2";
+    case Path::kAvx512:
+      return "Avx512";
+  }
+  return "Unknown";
+}
+
+INSTANTIATE_TEST_SUITE_P(Isa, KernelsTest,
+                         ::testing::ValuesIn(SupportedPaths()), PathName);
 
 // ---------------------------------------------------------------------------
 // CheckSupported.

@@ -4,7 +4,9 @@
 #include <cstdint>
 #include <cstring>
 
+#include "ferry/backends/cpu/cpu_packed_buffer.h"
 #include "ferry/backends/cpu/internal/mat_mul.h"
+#include "ferry/backends/cpu/internal/packed_layout.h"
 #include "ferry/graph/dtype.h"
 #include "ferry/graph/tensor.h"
 
@@ -14,6 +16,7 @@ namespace {
 
 using cpu_internal::MatMul;
 using cpu_internal::MatMulArgs;
+using cpu_internal::PackedLayout;
 
 // Slices of at most this many multiply-adds are computed whole by one thread
 // when there are at least nth of them (attention's per-head products): cutting
@@ -23,17 +26,28 @@ using cpu_internal::MatMulArgs;
 // operands shared in cache.
 constexpr int64_t kMaxWholeSliceMacs = int64_t{1} << 22;
 
-// The 2-D slice (i2, i3) of mul_mat `node` as MatMul operands.
-MatMulArgs SliceArgs(const Tensor& node, int64_t i2, int64_t i3) {
+// The 2-D slice (i2, i3) of mul_mat `node` as MatMul operands; `a_packed`
+// says whether a is stored in panels (then its slices are packed slices).
+MatMulArgs SliceArgs(const Tensor& node, bool a_packed, int64_t i2,
+                     int64_t i3) {
   const Tensor& a = *node.src[0];
   const Tensor& b = *node.src[1];
   const int64_t r2 = b.ne[2] / a.ne[2];
   const int64_t r3 = b.ne[3] / a.ne[3];
   MatMulArgs args;
   args.a_type = a.dtype;
-  args.a = static_cast<const std::byte*>(a.data) + (i2 / r2) * a.nb[2] +
-           (i3 / r3) * a.nb[3];
-  args.lda = a.nb[1] / a.ElementSize();
+  if (a_packed) {
+    const PackedLayout layout(a.dtype, a.ne);
+    const int64_t slice = (i2 / r2) + (i3 / r3) * a.ne[2];
+    args.a = static_cast<const std::byte*>(a.data) +
+             slice * layout.SliceElements() * layout.element_bytes();
+    args.a_packed = true;
+    args.lda = a.ne[0];
+  } else {
+    args.a = static_cast<const std::byte*>(a.data) + (i2 / r2) * a.nb[2] +
+             (i3 / r3) * a.nb[3];
+    args.lda = a.nb[1] / a.ElementSize();
+  }
   args.b = reinterpret_cast<const float*>(
       static_cast<const std::byte*>(b.data) + i2 * b.nb[2] + i3 * b.nb[3]);
   args.ldb = b.nb[1] / static_cast<int64_t>(sizeof(float));
@@ -50,7 +64,7 @@ MatMulArgs SliceArgs(const Tensor& node, int64_t i2, int64_t i3) {
 // (stride below k elements), which MatMul does not take: those go one row
 // per call. The stride of a single row is never read, so it is set to k.
 void SliceMatMul(const MatMulArgs& args, int ith, int nth) {
-  if (args.m > 1 && args.lda < args.k) {
+  if (!args.a_packed && args.m > 1 && args.lda < args.k) {
     MatMulArgs row = args;
     row.m = 1;
     const int64_t row_bytes = args.lda * DTypeBlockBytes(args.a_type);
@@ -71,7 +85,7 @@ void SliceMatMul(const MatMulArgs& args, int ith, int nth) {
     }
     return;
   }
-  if (args.m == 1 && args.lda < args.k) {
+  if (!args.a_packed && args.m == 1 && args.lda < args.k) {
     MatMulArgs fixed = args;
     fixed.lda = args.k;
     return SliceMatMul(fixed, ith, nth);
@@ -86,7 +100,8 @@ void SliceMatMul(const MatMulArgs& args, int ith, int nth) {
 
 }  // namespace
 
-void MatMulNode(const Tensor& node, int ith, int nth) {
+void MatMulNode(const Tensor& node, int ith, int nth,
+                const KernelContext& ctx) {
   const Tensor& a = *node.src[0];
   const Tensor& b = *node.src[1];
   const int64_t m = a.ne[1];
@@ -103,8 +118,9 @@ void MatMulNode(const Tensor& node, int ith, int nth) {
                 static_cast<size_t>(end - begin) * sizeof(float));
     return;
   }
+  const bool a_packed = GetPackedState(a) == PackedState::kPacked;
   const auto slice = [&](int64_t s) {
-    return SliceArgs(node, s % b.ne[2], s / b.ne[2]);
+    return SliceArgs(node, a_packed, s % b.ne[2], s / b.ne[2]);
   };
   // Slices [0, whole) go whole to the threads, a contiguous run each (so
   // that slices sharing a broadcast a stay on one thread); all threads then
@@ -116,6 +132,15 @@ void MatMulNode(const Tensor& node, int ith, int nth) {
     for (int64_t s = ith * per_thread; s < (ith + 1) * per_thread; ++s) {
       SliceMatMul(slice(s), 0, 1);
     }
+  }
+  if (a_packed && slices - whole == 1 && nth > 1 &&
+      ctx.work_counter != nullptr) {
+    // One weight product shared by all threads (the common case): claim
+    // panels. A packed a never takes SliceMatMul's row-by-row detours.
+    MatMulArgs args = slice(whole);
+    args.next_column = ctx.work_counter;
+    MatMul(args, ith, nth);
+    return;
   }
   for (int64_t s = whole; s < slices; ++s) SliceMatMul(slice(s), ith, nth);
 }

@@ -2,13 +2,15 @@
 //   dst[i3][i2][n][m] = sum_k a[i3/r3][i2/r2][m][k] * b[i3][i2][n][k]
 // (ggml's mul_mat, see graph/ops.h) over Tensor strides, with `a` in
 // f32/f16/bf16 and b, dst in f32, computed slice by slice with the optimized
-// GEMM of backends/cpu/internal/mat_mul.h.
+// GEMM of backends/cpu/internal/mat_mul.h. An `a` stored packed in a
+// CpuPackedBuffer (cpu_packed_buffer.h) is read in its panels as it is.
 //
 // This is the single entry point the op kernels use for mul_mat, so that the
 // GEMM stays out of the other kernels.
 #ifndef FERRY_BACKENDS_CPU_KERNELS_MAT_MUL_NODE_H_
 #define FERRY_BACKENDS_CPU_KERNELS_MAT_MUL_NODE_H_
 
+#include "ferry/backends/cpu/kernels/kernel_context.h"
 #include "ferry/graph/tensor.h"
 
 namespace ferry {
@@ -17,9 +19,11 @@ namespace cpu_kernels {
 // Computes thread ith's share (0 <= ith < nth) of mul_mat `node`, whose
 // shapes, dtypes and layout must pass CheckSupported (kernels.h): a and b
 // rows contiguous, dst contiguous. The nth calls write disjoint blocks of
-// dst and share nothing else (the GEMM's packing buffers are thread-local,
-// so no KernelContext scratch is needed). Does not read dst.
-void MatMulNode(const Tensor& node, int ith, int nth);
+// dst and share nothing else but ctx.work_counter (the GEMM's packing
+// buffers are thread-local, so no scratch is needed): with a packed weight,
+// threads claim its panels from the counter instead of taking fixed halves,
+// so one the OS runs less does less. Does not read dst.
+void MatMulNode(const Tensor& node, int ith, int nth, const KernelContext& ctx);
 
 }  // namespace cpu_kernels
 }  // namespace ferry

@@ -63,24 +63,39 @@ absl::StatusOr<CachingAllocator::Block> CachingAllocator::Allocate(
         absl::StrCat("cannot allocate ", size, " bytes"));
   }
   const size_t rounded = RoundSize(size);
-  std::lock_guard<std::mutex> lock(mu_);
-  // Best fit among blocks up to 2x the request that this stream may use.
-  for (auto it = cache_.lower_bound(rounded);
-       it != cache_.end() && it->first <= 2 * rounded; ++it) {
-    if (!Reusable(it->second, stream)) continue;
-    Block block = it->second.block;
-    cache_.erase(it);
-    stats_.cached_bytes -= block.size;
-    stats_.allocated_bytes += block.size;
-    ++stats_.hits;
-    ++live_blocks_;
-    return block;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    // Best fit among blocks up to 2x the request that this stream may use.
+    for (auto it = cache_.lower_bound(rounded);
+         it != cache_.end() && it->first <= 2 * rounded; ++it) {
+      if (!Reusable(it->second, stream)) continue;
+      Block block = it->second.block;
+      cache_.erase(it);
+      stats_.cached_bytes -= block.size;
+      stats_.allocated_bytes += block.size;
+      ++stats_.hits;
+      ++live_blocks_;
+      return block;
+    }
   }
+  // The device's allocator, and the cache's release, outside the lock.
   absl::StatusOr<void*> ptr = memory_->Allocate(rounded);
-  if (absl::IsResourceExhausted(ptr.status()) && ReleaseIdleLocked() > 0) {
-    ++stats_.oom_retries;
+  if (absl::IsResourceExhausted(ptr.status())) {
+    std::vector<Block> idle;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      idle = TakeIdleLocked();
+    }
+    if (Release(idle) > 0) {
+      CountOomRetry();
+      ptr = memory_->Allocate(rounded);
+    }
+  }
+  if (absl::IsResourceExhausted(ptr.status()) && WaitAndReleaseCached() > 0) {
+    CountOomRetry();
     ptr = memory_->Allocate(rounded);
   }
+  std::lock_guard<std::mutex> lock(mu_);
   if (!ptr.ok()) {
     return absl::Status(
         ptr.status().code(),
@@ -93,6 +108,11 @@ absl::StatusOr<CachingAllocator::Block> CachingAllocator::Allocate(
   stats_.allocated_bytes += rounded;
   UpdatePeak();
   return Block{*ptr, rounded};
+}
+
+void CachingAllocator::CountOomRetry() {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++stats_.oom_retries;
 }
 
 void CachingAllocator::Free(Block block, uint64_t stream,
@@ -108,24 +128,77 @@ void CachingAllocator::Free(Block block, uint64_t stream,
 }
 
 size_t CachingAllocator::ReleaseIdle() {
-  std::lock_guard<std::mutex> lock(mu_);
-  return ReleaseIdleLocked();
+  std::vector<Block> idle;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    idle = TakeIdleLocked();
+  }
+  return Release(idle);
 }
 
-size_t CachingAllocator::ReleaseIdleLocked() {
-  size_t released = 0;
+std::vector<CachingAllocator::Block> CachingAllocator::TakeIdleLocked() {
+  std::vector<Block> idle;
   for (auto it = cache_.begin(); it != cache_.end();) {
     if (!Reusable(it->second, kNoStream)) {
       ++it;
       continue;
     }
-    memory_->Free(it->second.block.ptr);
-    released += it->second.block.size;
+    idle.push_back(it->second.block);
     stats_.cached_bytes -= it->second.block.size;
-    ++stats_.releases;
     it = cache_.erase(it);
   }
+  return idle;
+}
+
+size_t CachingAllocator::Release(const std::vector<Block>& blocks) {
+  size_t released = 0;
+  for (const Block& block : blocks) {
+    memory_->Free(block.ptr);
+    released += block.size;
+  }
+  if (!blocks.empty()) {
+    std::lock_guard<std::mutex> lock(mu_);
+    stats_.releases += static_cast<int64_t>(blocks.size());
+  }
   return released;
+}
+
+size_t CachingAllocator::WaitAndReleaseCached() {
+  // Take every cached block out while waiting, so nobody hands one out
+  // meanwhile; those that cannot be waited for go back.
+  std::vector<Cached> taken;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& [size, cached] : cache_) taken.push_back(std::move(cached));
+    for (const Cached& cached : taken) {
+      stats_.cached_bytes -= cached.block.size;
+    }
+    cache_.clear();
+  }
+  std::vector<Block> done;
+  std::vector<Cached> keep;
+  for (Cached& cached : taken) {
+    bool waited = true;
+    for (const std::shared_ptr<Fence>& fence : cached.other_fences) {
+      if (fence != nullptr && !fence->Wait()) waited = false;
+    }
+    if (cached.own_fence != nullptr && !cached.own_fence->Wait()) {
+      waited = false;
+    }
+    if (waited) {
+      done.push_back(cached.block);
+    } else {
+      keep.push_back(std::move(cached));
+    }
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (Cached& cached : keep) {
+      stats_.cached_bytes += cached.block.size;
+      cache_.emplace(cached.block.size, std::move(cached));
+    }
+  }
+  return Release(done);
 }
 
 void CachingAllocator::UpdatePeak() {

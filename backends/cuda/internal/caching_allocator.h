@@ -12,8 +12,13 @@
 // Sizes are rounded (512 B below 1 MiB, 2 MiB above) so blocks fit later
 // requests; a cached block serves a request up to 2x smaller than itself.
 // When the device is out of memory, idle cached blocks are released and the
-// allocation retried once; then it fails with ResourceExhausted, naming the
-// sizes.
+// allocation retried; if it still fails, cached blocks whose fences are
+// pending on the device are waited for (not those whose work is still held
+// on the host: that could wait forever), released, and the allocation
+// retried once more; then it fails with ResourceExhausted, naming the
+// sizes. Memory goes back to the device (cudaFree, which synchronizes the
+// device) outside the allocator's lock, so other threads keep allocating
+// from the cache meanwhile.
 #ifndef FERRY_BACKENDS_CUDA_INTERNAL_CACHING_ALLOCATOR_H_
 #define FERRY_BACKENDS_CUDA_INTERNAL_CACHING_ALLOCATOR_H_
 
@@ -48,6 +53,10 @@ class Fence {
   // True once the work before the fence has completed; errors count as
   // complete (the work will not touch the memory any more).
   virtual bool IsComplete() = 0;
+  // Blocks until complete and returns true, if completing needs nothing
+  // from the host (the work is on the device); returns false at once
+  // otherwise (work still held on the host behind an event).
+  virtual bool Wait() = 0;
 };
 
 using FenceList = std::vector<std::shared_ptr<Fence>>;
@@ -106,8 +115,15 @@ class CachingAllocator {
 
   // Whether `cached` may be handed to `stream` now (drops completed fences).
   static bool Reusable(Cached& cached, uint64_t stream);
-  size_t ReleaseIdleLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Takes the cached blocks whose fences completed out of the cache.
+  std::vector<Block> TakeIdleLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Gives `blocks` back to the device (outside the lock); returns bytes.
+  size_t Release(const std::vector<Block>& blocks);
+  // Waits for the fences of the cached blocks that the device alone will
+  // complete, and releases those blocks; returns bytes released.
+  size_t WaitAndReleaseCached();
   void UpdatePeak() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void CountOomRetry();
 
   RawDeviceMemory* const memory_;
   mutable std::mutex mu_;

@@ -3,7 +3,10 @@
 #include <cstdlib>
 #include <memory>
 #include <set>
+#include <thread>
 
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
 #include "ferry/runtime/status_matchers.h"
 #include "gtest/gtest.h"
 
@@ -52,11 +55,21 @@ class FakeDeviceMemory : public RawDeviceMemory {
   std::set<std::pair<void*, size_t>, ByPtr> live_;
 };
 
-// A fence the test completes by hand.
+// A fence the test completes by hand. A `device_side` fence completes when
+// waited for (the device finishes it); another (work held on the host)
+// cannot be waited for.
 class FakeFence : public Fence {
  public:
   bool IsComplete() override { return complete; }
+  bool Wait() override {
+    if (!device_side) return false;
+    ++waits;
+    complete = true;
+    return true;
+  }
   bool complete = false;
+  bool device_side = false;
+  int waits = 0;
 };
 
 constexpr uint64_t kStreamA = 1;
@@ -150,11 +163,65 @@ TEST(CachingAllocatorTest, OutOfMemoryReleasesIdleBlocksAndRetries) {
   allocator.Free(b, kStreamA, nullptr, {});
 }
 
+// Item 6 of issue #15: cached blocks whose fences are pending on the device
+// are waited for and released before an allocation gives up (the old code
+// released only idle blocks, so this allocation failed).
+TEST(CachingAllocatorTest, OutOfMemoryWaitsForBlocksTheDeviceWillFree) {
+  FakeDeviceMemory memory(8 << 20);
+  CachingAllocator allocator(&memory);
+  FERRY_ASSERT_OK_AND_ASSIGN(auto a, allocator.Allocate(6 << 20, kStreamA));
+  auto pending = std::make_shared<FakeFence>();
+  pending->device_side = true;
+  allocator.Free(a, kStreamA, nullptr, {pending});
+  FERRY_ASSERT_OK_AND_ASSIGN(auto b, allocator.Allocate(7 << 20, kStreamB));
+  EXPECT_EQ(pending->waits, 1);
+  EXPECT_EQ(memory.frees, 1);
+  EXPECT_EQ(allocator.stats().cached_bytes, 0u);
+  allocator.Free(b, kStreamB, nullptr, {});
+}
+
+// Giving memory back to the device (cudaFree synchronizes the whole
+// device) must not hold the allocator's lock: other threads keep using the
+// cache meanwhile. The old code freed under the lock.
+TEST(CachingAllocatorTest, ReleasesMemoryOutsideItsLock) {
+  class SlowFree : public RawDeviceMemory {
+   public:
+    absl::StatusOr<void*> Allocate(size_t size) override {
+      return std::malloc(size);
+    }
+    void Free(void* ptr) override {
+      std::free(ptr);
+      // Like cudaFree waiting for the device: another thread asks the
+      // allocator for its stats meanwhile.
+      auto done = std::make_shared<absl::Notification>();
+      std::thread other([this, done] {
+        (void)allocator->stats();
+        done->Notify();
+      });
+      other_finished = done->WaitForNotificationWithTimeout(absl::Seconds(5));
+      if (other_finished) {
+        other.join();
+      } else {
+        other.detach();  // Blocked on the lock our caller holds.
+      }
+    }
+    CachingAllocator* allocator = nullptr;
+    bool other_finished = false;
+  };
+  SlowFree memory;
+  CachingAllocator allocator(&memory);
+  memory.allocator = &allocator;
+  FERRY_ASSERT_OK_AND_ASSIGN(auto a, allocator.Allocate(4096, kStreamA));
+  allocator.Free(a, kStreamA, nullptr, {});
+  EXPECT_EQ(allocator.ReleaseIdle(), 4096u);
+  EXPECT_TRUE(memory.other_finished);
+}
+
 TEST(CachingAllocatorTest, OutOfMemoryWithBusyBlocksIsResourceExhausted) {
   FakeDeviceMemory memory(8 << 20);
   CachingAllocator allocator(&memory);
   FERRY_ASSERT_OK_AND_ASSIGN(auto a, allocator.Allocate(6 << 20, kStreamA));
-  auto busy = std::make_shared<FakeFence>();
+  auto busy = std::make_shared<FakeFence>();  // Held on the host.
   allocator.Free(a, kStreamA, nullptr, {busy});
   EXPECT_THAT(allocator.Allocate(7 << 20, kStreamB).status(),
               StatusIs(absl::StatusCode::kResourceExhausted));

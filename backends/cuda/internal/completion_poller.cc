@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/time/clock.h"
+#include "ferry/runtime/executor.h"
 
 namespace ferry::cuda_internal {
 
@@ -54,6 +55,7 @@ uint64_t CompletionPoller::completed() const {
 }
 
 void CompletionPoller::Loop() {
+  DeviceThreadScope device_thread;
   if (options_.on_thread_start) options_.on_thread_start();
   struct Finished {
     Done done;

@@ -14,6 +14,10 @@
 // Entries are grouped in lanes (one per stream timeline): only a lane's
 // oldest entry is queried, and a lane's entries complete in the order they
 // were watched, as the timeline values they signal require.
+//
+// The thread is a device thread (runtime/executor.h's DeviceThreadScope):
+// timeline signals from `done` resume awaiting coroutines on executors,
+// never here, so a continuation that blocks cannot stall completions.
 #ifndef FERRY_BACKENDS_CUDA_INTERNAL_COMPLETION_POLLER_H_
 #define FERRY_BACKENDS_CUDA_INTERNAL_COMPLETION_POLLER_H_
 
@@ -68,6 +72,8 @@ class CompletionPoller {
   size_t pending() const;
   // Completions delivered so far.
   uint64_t completed() const;
+  // The polling thread's id (for tests: what runs on it).
+  std::thread::id thread_id() const { return thread_.get_id(); }
 
  private:
   struct Entry {

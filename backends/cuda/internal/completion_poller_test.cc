@@ -1,12 +1,15 @@
 #include "ferry/backends/cuda/internal/completion_poller.h"
 
 #include <atomic>
+#include <condition_variable>
 #include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
 
 #include "absl/synchronization/notification.h"
+#include "ferry/runtime/default_executor.h"
+#include "ferry/runtime/executor.h"
 #include "ferry/runtime/status_matchers.h"
 #include "gtest/gtest.h"
 
@@ -38,6 +41,36 @@ TEST(CompletionPollerTest, DeliversCompletion) {
   event.done = true;
   notified.WaitForNotification();
   EXPECT_EQ(poller.completed(), 1u);
+}
+
+// Item 10 of issue #15: the poller is a device thread, so no awaiting
+// coroutine ever picks it to resume on (event.h); a continuation that
+// blocked there would stall every later completion of the device.
+TEST(CompletionPollerTest, RunsAsADeviceThread) {
+  CompletionPoller poller("test");
+  const uint64_t lane = poller.NewLane();
+  FakeEvent event;
+  event.done = true;
+  // std::mutex, not absl::Notification: TSan must see the ordering.
+  std::mutex mu;
+  std::condition_variable cv;
+  bool delivered = false;
+  bool device_thread = false;
+  Executor* current = &DefaultExecutor();
+  std::thread::id thread;
+  poller.Watch(lane, event.AsQuery(), [&](absl::Status) {
+    std::lock_guard<std::mutex> lock(mu);
+    device_thread = IsDeviceThread();
+    current = Executor::Current();
+    thread = std::this_thread::get_id();
+    delivered = true;
+    cv.notify_all();
+  });
+  std::unique_lock<std::mutex> lock(mu);
+  cv.wait(lock, [&] { return delivered; });
+  EXPECT_TRUE(device_thread);
+  EXPECT_EQ(current, nullptr);
+  EXPECT_EQ(thread, poller.thread_id());
 }
 
 TEST(CompletionPollerTest, LaneCompletesInOrderEvenIfLaterIsReadyFirst) {

@@ -12,10 +12,10 @@ GatedIssueQueue::GatedIssueQueue(FailureHandler on_failure)
 
 GatedIssueQueue::~GatedIssueQueue() { WaitIdle(); }
 
-void GatedIssueQueue::RunLocked(Step step) {
-  if (failed_) return;  // Dropped, as work behind a failure is.
+void GatedIssueQueue::RunLocked(Step step, bool always) {
+  if (failed_ && !always) return;  // Dropped, as work behind a failure is.
   absl::Status status = std::move(step)();
-  if (!status.ok()) FailLocked(std::move(status));
+  if (!status.ok() && !failed_) FailLocked(std::move(status));
 }
 
 void GatedIssueQueue::FailLocked(absl::Status status) {
@@ -23,20 +23,24 @@ void GatedIssueQueue::FailLocked(absl::Status status) {
   on_failure_(std::move(status));
 }
 
-void GatedIssueQueue::Run(Step step) {
+void GatedIssueQueue::Run(Step step) { Enqueue(std::move(step), false); }
+
+void GatedIssueQueue::RunAlways(Step step) { Enqueue(std::move(step), true); }
+
+void GatedIssueQueue::Enqueue(Step step, bool always) {
   std::lock_guard<std::mutex> lock(mu_);
   if (blocked_) {
-    held_.push_back(Item{std::move(step), std::nullopt});
+    held_.push_back(Item{std::move(step), std::nullopt, always});
     return;
   }
-  RunLocked(std::move(step));
+  RunLocked(std::move(step), always);
 }
 
 void GatedIssueQueue::WaitFor(const Event& event) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (blocked_) {
-      held_.push_back(Item{std::nullopt, event});
+      held_.push_back(Item{std::nullopt, event, false});
       return;
     }
     if (event.IsComplete()) return;
@@ -52,8 +56,16 @@ void GatedIssueQueue::WaitFor(const Event& event) {
 }
 
 Task<void> GatedIssueQueue::AwaitGate(Event gate) {
-  // Held steps are issued by the thread that completes the gate: they only
-  // enqueue GPU work, which must not wait for a hop to another thread.
+  // Held steps are issued inline by the thread that completes the gate (a
+  // CPU or sim stream worker, the CUDA completion poller, a thread that
+  // signals a timeline), not posted to an executor, deliberately: they are
+  // ferry's own issue steps, never user continuations (those resume on
+  // executors, event.h); each only enqueues GPU work and never waits for
+  // anything the completing thread must do (a pageable copy may block, but
+  // only on GPU progress), so it costs that thread microseconds, while a hop
+  // would put a thread wake-up between the producer finishing and the GPU
+  // starting. Steps leave the thread as they found it (current device, no
+  // pending CUDA error: CudaDevice::Scope).
   static InlineExecutor inline_executor;
   WaitOptions options;
   options.resume_on = &inline_executor;
@@ -70,7 +82,7 @@ void GatedIssueQueue::Resume(absl::Status status) {
       Item item = std::move(held_.front());
       held_.pop_front();
       if (item.step.has_value()) {
-        RunLocked(std::move(*item.step));
+        RunLocked(std::move(*item.step), item.always);
         continue;
       }
       if (failed_ || item.gate->IsComplete()) continue;

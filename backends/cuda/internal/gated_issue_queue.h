@@ -8,7 +8,8 @@
 // this queue: steps run at once while nothing is held back; after
 // WaitFor(event) on an incomplete event, later steps are kept here and
 // issued, in order, by the thread that completes the event (a coroutine
-// resumed by it, never a CUDA callback). A step that fails, or a gate whose
+// resumed inline by it, never a CUDA callback; see AwaitGate for why
+// inline). A step that fails, or a gate whose
 // event fails, reports through `on_failure` and drops what is held behind
 // it; the queue then skips steps until Reset(), as ferry's Stream does.
 #ifndef FERRY_BACKENDS_CUDA_INTERNAL_GATED_ISSUE_QUEUE_H_
@@ -43,6 +44,10 @@ class GatedIssueQueue {
 
   // Runs `step` now if nothing is held back, else after what is.
   void Run(Step step);
+  // The same, but `step` also runs after a failure (when other steps are
+  // dropped): for bookkeeping that must happen in order, e.g. fences that
+  // mark when the work queued before them is done.
+  void RunAlways(Step step);
   // Later steps run only once `event` completes.
   void WaitFor(const Event& event);
   // Blocks until nothing is held back.
@@ -59,10 +64,12 @@ class GatedIssueQueue {
   struct Item {
     std::optional<Step> step;   // Empty for a gate.
     std::optional<Event> gate;  // Set for a gate.
+    bool always = false;        // Runs even after a failure.
   };
 
-  // Runs a step (or skips it after a failure). Requires mu_.
-  void RunLocked(Step step) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Enqueue(Step step, bool always);
+  // Runs a step (or skips it after a failure, unless `always`).
+  void RunLocked(Step step, bool always) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FailLocked(absl::Status status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Called once `gate` completed with `status`: issues held steps up to the
   // next incomplete gate.

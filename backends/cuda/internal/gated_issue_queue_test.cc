@@ -122,5 +122,20 @@ TEST_F(GatedIssueQueueTest, FailingStepDropsTheRest) {
   EXPECT_THAT(failures_[0], StatusIs(absl::StatusCode::kInternal));
 }
 
+// Steps queued with RunAlways (the backend's fences for freed memory) run
+// in order even after a failure drops the steps around them.
+TEST_F(GatedIssueQueueTest, RunAlwaysStepsSurviveFailures) {
+  auto timeline = std::make_shared<TimelineSemaphore>();
+  queue_.WaitFor(Event(timeline, 1));
+  queue_.Run([] { return absl::InternalError("launch failed"); });
+  queue_.Run(Append(1));
+  queue_.RunAlways(Append(2));
+  queue_.Run(Append(3));
+  FERRY_ASSERT_OK(timeline->Signal(1));
+  EXPECT_EQ(order_, (std::vector<int>{2}));
+  queue_.RunAlways(Append(4));  // Not held, still failed: runs at once.
+  EXPECT_EQ(order_, (std::vector<int>{2, 4}));
+}
+
 }  // namespace
 }  // namespace ferry::cuda_internal

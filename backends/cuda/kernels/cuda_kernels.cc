@@ -157,6 +157,7 @@ class DeviceRunner {
 }  // namespace
 
 size_t ScratchBytes(const Tensor& node) {
+  if (node.op == Op::kRope) return internal::RopeScratchBytes(node);
   if (node.op != Op::kMulMat) return 0;
   return internal::MulMatScratchBytes(node);
 }

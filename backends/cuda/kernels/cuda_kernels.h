@@ -3,11 +3,13 @@
 // (cpu_kernels::CheckSupported decides what is supported, for both).
 //
 // Element-wise ops, copies, get_rows and concat run grid-stride kernels over
-// the result's elements; rms_norm, norm, soft_max and rope run one block per
-// row; mul_mat runs on cuBLAS with CUBLAS_COMPUTE_32F: f32 x f32 in full
-// f32 (no TF32 unless the caller's handle math mode asks for it), f16/bf16
-// weights on tensor cores with b converted to their type in scratch and f32
-// accumulation.
+// the result's elements (contiguous operands addressed directly, others
+// through precomputed multiply-shift division); rms_norm, norm, soft_max
+// and rope run one block per row (rope after a kernel that computes each
+// position's angles once); mul_mat runs on cuBLAS with CUBLAS_COMPUTE_32F: f32
+// x f32 in full f32 (no TF32 unless the caller's handle math mode asks for it),
+// f16/bf16 weights on tensor cores with b converted to their type in scratch
+// and f32 accumulation.
 //
 // Typical use:
 //   size_t bytes = cuda_kernels::ScratchBytes(*node);  // Plan; 0 for most.
@@ -38,8 +40,8 @@ struct LaunchContext {
 };
 
 // Returns the device scratch bytes `node` needs (mul_mat converting f32 b
-// to f16/bf16 for tensor cores, or copying operands whose rows overlap); 0
-// for most ops.
+// to f16/bf16 for tensor cores, or copying operands whose rows overlap;
+// rope's table of angles); 0 for most ops.
 size_t ScratchBytes(const Tensor& node);
 
 // Enqueues node's computation on ctx.stream. `node` must pass

@@ -13,7 +13,7 @@
 #include "ferry/backends/cuda/kernels/internal/desc.h"
 #include "ferry/backends/cuda/kernels/internal/host_emulation_kernels.h"
 #include "ferry/backends/cuda/kernels/internal/node_args.h"
-#include "ferry/graph/dtype.h"
+#include "ferry/backends/cuda/testing/emulated_gemm.h"
 #include "ferry/graph/tensor.h"
 
 namespace ferry::cuda_kernels {
@@ -21,54 +21,15 @@ namespace {
 
 namespace internal = ::ferry::cuda_kernels_internal;
 
-float LoadAsFloat(internal::ElemType type, const std::byte* p) {
+cuda_testing::GemmType ToGemmType(internal::ElemType type) {
   switch (type) {
-    case internal::ElemType::kF16: {
-      Half h;
-      std::memcpy(&h, p, sizeof(h));
-      return F16ToF32(h);
-    }
-    case internal::ElemType::kBF16: {
-      BFloat16 b;
-      std::memcpy(&b, p, sizeof(b));
-      return BF16ToF32(b);
-    }
-    default: {
-      float f;
-      std::memcpy(&f, p, sizeof(f));
-      return f;
-    }
+    case internal::ElemType::kF16:
+      return cuda_testing::GemmType::kF16;
+    case internal::ElemType::kBF16:
+      return cuda_testing::GemmType::kBF16;
+    default:
+      return cuda_testing::GemmType::kF32;
   }
-}
-
-// Column-major C (m x n) = op(A) op(B) with f32 accumulation, as
-// cublasGemmEx computes it, after checking the arguments cuBLAS checks.
-absl::Status EmulateGemm(const internal::GemmPlan& plan, const std::byte* a,
-                         const std::byte* b, float* c) {
-  const int64_t m = plan.m, n = plan.n, k = plan.k;
-  const int64_t a_rows = plan.trans_a ? k : m;
-  const int64_t b_rows = plan.trans_b ? n : k;
-  if (m < 0 || n < 0 || k < 0 || plan.lda < std::max<int64_t>(1, a_rows) ||
-      plan.ldb < std::max<int64_t>(1, b_rows) ||
-      plan.ldc < std::max<int64_t>(1, m)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("emulated cuBLAS: invalid GEMM m=", m, " n=", n, " k=", k,
-                     " lda=", plan.lda, " ldb=", plan.ldb, " ldc=", plan.ldc));
-  }
-  const int64_t size = plan.ab_type == internal::ElemType::kF32 ? 4 : 2;
-  for (int64_t j = 0; j < n; ++j) {
-    for (int64_t i = 0; i < m; ++i) {
-      float sum = 0.0f;
-      for (int64_t p = 0; p < k; ++p) {
-        const int64_t ai = plan.trans_a ? p + i * plan.lda : i + p * plan.lda;
-        const int64_t bi = plan.trans_b ? j + p * plan.ldb : p + j * plan.ldb;
-        sum += LoadAsFloat(plan.ab_type, a + ai * size) *
-               LoadAsFloat(plan.ab_type, b + bi * size);
-      }
-      c[i + j * plan.ldc] = sum;
-    }
-  }
-  return absl::OkStatus();
 }
 
 // Runs node arguments with the host emulation of each kernel.
@@ -87,23 +48,32 @@ class HostRunner {
     }
     if (plan.copy_b) internal::EmulateCopy(*plan.copy_b);
     if (plan.copy_a) internal::EmulateCopy(*plan.copy_a);
-    const int64_t size = plan.ab_type == internal::ElemType::kF32 ? 4 : 2;
+    // Each batch run as the cublasGemm(StridedBatched)Ex call Launch makes.
     for (const internal::GemmBatch& batch : plan.batches) {
-      if (batch.count < 1 || batch.stride_a < 0 || batch.stride_b < 0 ||
-          batch.stride_c < 0) {
+      cuda_testing::GemmCall call;
+      call.trans_a = plan.trans_a;
+      call.trans_b = plan.trans_b;
+      call.m = plan.m;
+      call.n = plan.n;
+      call.k = plan.k;
+      call.ab_type = ToGemmType(plan.ab_type);
+      call.a = static_cast<const std::byte*>(plan.a) + batch.a_offset;
+      call.lda = plan.lda;
+      call.stride_a = batch.stride_a;
+      call.b = static_cast<const std::byte*>(plan.b) + batch.b_offset;
+      call.ldb = plan.ldb;
+      call.stride_b = batch.stride_b;
+      call.c = reinterpret_cast<float*>(reinterpret_cast<std::byte*>(plan.c) +
+                                        batch.c_offset);
+      call.ldc = plan.ldc;
+      call.stride_c = batch.stride_c;
+      call.batch = batch.count;
+      if (batch.count < 1) {
         return absl::InvalidArgumentError("emulated cuBLAS: invalid batch");
       }
-      for (int64_t s = 0; s < batch.count; ++s) {
-        const std::byte* a = static_cast<const std::byte*>(plan.a) +
-                             batch.a_offset + s * batch.stride_a * size;
-        const std::byte* b = static_cast<const std::byte*>(plan.b) +
-                             batch.b_offset + s * batch.stride_b * size;
-        float* c = reinterpret_cast<float*>(
-            reinterpret_cast<std::byte*>(plan.c) + batch.c_offset +
-            s * batch.stride_c * static_cast<int64_t>(sizeof(float)));
-        absl::Status status = EmulateGemm(plan, a, b, c);
-        if (!status.ok()) return status;
-      }
+      absl::Status status = cuda_testing::CheckGemm(call);
+      if (!status.ok()) return status;
+      cuda_testing::RunGemm(call);
     }
     return absl::OkStatus();
   }

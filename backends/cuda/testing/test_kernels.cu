@@ -24,21 +24,39 @@ __global__ void IllegalWriteKernel(float* bad) { bad[threadIdx.x] = 1.0f; }
 
 }  // namespace
 
+// <<<...>>> leaves errors in the thread's last-error slot: clear it first,
+// so an earlier call's error is not taken for this launch's.
 absl::Status LaunchEmptyKernel(cudaStream_t stream) {
+  (void)cudaGetLastError();
   EmptyKernel<<<1, 32, 0, stream>>>();
   return CudaToStatus(cudaGetLastError(), "EmptyKernel launch");
 }
 
 absl::Status LaunchSpinKernel(cudaStream_t stream, int64_t nanoseconds) {
+  (void)cudaGetLastError();
   SpinKernel<<<1, 1, 0, stream>>>(nanoseconds);
   return CudaToStatus(cudaGetLastError(), "SpinKernel launch");
 }
 
 absl::Status LaunchIllegalWriteKernel(cudaStream_t stream) {
-  // An address no allocation ever has.
-  float* bad = reinterpret_cast<float*>(uintptr_t{0x10});
-  IllegalWriteKernel<<<1, 32, 0, stream>>>(bad);
+  (void)cudaGetLastError();
+  IllegalWriteKernel<<<1, 32, 0, stream>>>(IllegalAddress());
   return CudaToStatus(cudaGetLastError(), "IllegalWriteKernel launch");
 }
+
+const void* EmptyKernelAddress() {
+  return reinterpret_cast<const void*>(&EmptyKernel);
+}
+
+const void* SpinKernelAddress() {
+  return reinterpret_cast<const void*>(&SpinKernel);
+}
+
+const void* IllegalWriteKernelAddress() {
+  return reinterpret_cast<const void*>(&IllegalWriteKernel);
+}
+
+// An address no allocation ever has.
+float* IllegalAddress() { return reinterpret_cast<float*>(uintptr_t{0x10}); }
 
 }  // namespace ferry::cuda_testing

@@ -20,6 +20,14 @@ absl::Status LaunchSpinKernel(cudaStream_t stream, int64_t nanoseconds);
 // context) fail with cudaErrorIllegalAddress when it runs.
 absl::Status LaunchIllegalWriteKernel(cudaStream_t stream);
 
+// The kernels' host addresses, as cudaLaunchKernel takes them (for the
+// fake CUDA runtime's emulations of them).
+const void* EmptyKernelAddress();
+const void* SpinKernelAddress();
+const void* IllegalWriteKernelAddress();
+// The address IllegalWriteKernel writes to (32 floats).
+float* IllegalAddress();
+
 }  // namespace ferry::cuda_testing
 
 #endif  // FERRY_BACKENDS_CUDA_TESTING_TEST_KERNELS_H_

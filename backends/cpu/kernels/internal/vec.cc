@@ -20,6 +20,8 @@ namespace {
 // exp(r) from Cephes' degree-5 polynomial.
 constexpr float kExpLo = -87.3365447505531f;  // exp(kExpLo) = FLT_MIN.
 constexpr float kExpHi = 88.7228391116729f;   // exp(kExpHi) = FLT_MAX.
+// Upper clamp of ExpClamped: round(x log2 e) stays <= 127.
+constexpr float kExpClampHi = 88.0f;
 constexpr float kLog2e = 1.44269504088896341f;
 constexpr float kLn2Hi = 0.693359375f;
 constexpr float kLn2Lo = -2.12194440e-4f;
@@ -29,6 +31,19 @@ constexpr float kExpP2 = 8.3334519073e-3f;
 constexpr float kExpP3 = 4.1665795894e-2f;
 constexpr float kExpP4 = 1.6666665459e-1f;
 constexpr float kExpP5 = 5.0000001201e-1f;
+
+// sin/cos: x = j * pi/2 + y with |y| <= pi/4 (pi/2 split in three for an
+// exact reduction), then Cephes' minimax polynomials on [-pi/4, pi/4].
+constexpr float kTwoOverPi = 0.63661977236758134308f;
+constexpr float kHalfPi1 = 1.5703125f;
+constexpr float kHalfPi2 = 4.837512969970703125e-4f;
+constexpr float kHalfPi3 = 7.54978995489188216e-8f;
+constexpr float kSin1 = -1.6666654611e-1f;
+constexpr float kSin2 = 8.3321608736e-3f;
+constexpr float kSin3 = -1.9515295891e-4f;
+constexpr float kCos1 = 4.166664568298827e-2f;
+constexpr float kCos2 = -1.388731625493765e-3f;
+constexpr float kCos3 = 2.443315711809948e-5f;
 
 constexpr float kSqrt2OverPi = 0.79788456080286535588f;
 constexpr float kGeluCoef = 0.044715f;
@@ -55,11 +70,53 @@ float ApplyScalar(BinaryOp op, float a, float b) {
   return 0.0f;
 }
 
-float SiluScalar(float x) { return x / (1.0f + FastExp(-x)); }
+// e^x for x clamped into [kExpLo, kExpClampHi]: finite and nonzero
+// everywhere, which is all x / (1 + e^-x) needs (the quotient saturates
+// either way), so the activations skip FastExp's edge cases; the vector
+// twin is ExpClampedAvx2.
+float ExpClamped(float x) {
+  // Written so that NaN stays NaN.
+  if (x < kExpLo) x = kExpLo;
+  if (x > kExpClampHi) x = kExpClampHi;
+  return FastExp(x);
+}
+
+float SiluScalar(float x) { return x / (1.0f + ExpClamped(-x)); }
 
 float GeluScalar(float x) {
   const float u = kSqrt2OverPi * x * (1.0f + kGeluCoef * x * x);
-  return x / (1.0f + FastExp(-2.0f * u));
+  return x / (1.0f + ExpClamped(-2.0f * u));
+}
+
+void SinCosScalar(float x, float* sin, float* cos) {
+  const float j = std::nearbyint(x * kTwoOverPi);
+  float y = std::fma(-j, kHalfPi1, x);
+  y = std::fma(-j, kHalfPi2, y);
+  y = std::fma(-j, kHalfPi3, y);
+  const float z = y * y;
+  const float sp =
+      std::fma(y * z, std::fma(std::fma(kSin3, z, kSin2), z, kSin1), y);
+  const float cp =
+      std::fma(z * z, std::fma(std::fma(kCos3, z, kCos2), z, kCos1),
+               std::fma(-0.5f, z, 1.0f));
+  switch (static_cast<int>(j) & 3) {
+    case 0:
+      *sin = sp;
+      *cos = cp;
+      return;
+    case 1:
+      *sin = cp;
+      *cos = -sp;
+      return;
+    case 2:
+      *sin = -sp;
+      *cos = -cp;
+      return;
+    default:
+      *sin = -cp;
+      *cos = sp;
+      return;
+  }
 }
 
 // ---------------------------------------------------------------------------
@@ -205,8 +262,33 @@ inline __m256 ExpAvx2(__m256 x) {
                           too_big);
 }
 
+// ExpAvx2 for x clamped into [kExpLo, kExpClampHi] (ExpClamped's twin):
+// with n in [-126, 127], 2^n is one exponent field and no edge needs a
+// blend.
+inline __m256 ExpClampedAvx2(__m256 x) {
+  // min/max return their second operand when either is NaN: NaN stays.
+  x = _mm256_min_ps(Broadcast(kExpClampHi), x);
+  x = _mm256_max_ps(Broadcast(kExpLo), x);
+  const __m256 n =
+      _mm256_round_ps(_mm256_mul_ps(x, Broadcast(kLog2e)),
+                      _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(n, Broadcast(kLn2Hi), x);
+  r = _mm256_fnmadd_ps(n, Broadcast(kLn2Lo), r);
+  __m256 p = Broadcast(kExpP0);
+  p = _mm256_fmadd_ps(p, r, Broadcast(kExpP1));
+  p = _mm256_fmadd_ps(p, r, Broadcast(kExpP2));
+  p = _mm256_fmadd_ps(p, r, Broadcast(kExpP3));
+  p = _mm256_fmadd_ps(p, r, Broadcast(kExpP4));
+  p = _mm256_fmadd_ps(p, r, Broadcast(kExpP5));
+  p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r),
+                      _mm256_add_ps(r, Broadcast(1.0f)));
+  const __m256i e = _mm256_slli_epi32(
+      _mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+  return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+}
+
 inline __m256 SiluAvx2(__m256 x) {
-  const __m256 e = ExpAvx2(_mm256_sub_ps(_mm256_setzero_ps(), x));
+  const __m256 e = ExpClampedAvx2(_mm256_sub_ps(_mm256_setzero_ps(), x));
   return _mm256_div_ps(x, _mm256_add_ps(Broadcast(1.0f), e));
 }
 
@@ -216,8 +298,84 @@ inline __m256 GeluAvx2(__m256 x) {
       _mm256_fmadd_ps(Broadcast(kGeluCoef), x2, Broadcast(1.0f));
   const __m256 minus_2u =
       _mm256_mul_ps(_mm256_mul_ps(Broadcast(-2.0f * kSqrt2OverPi), x), inner);
-  const __m256 e = ExpAvx2(minus_2u);
+  const __m256 e = ExpClampedAvx2(minus_2u);
   return _mm256_div_ps(x, _mm256_add_ps(Broadcast(1.0f), e));
+}
+
+void SinCosAvx2(const float* x, float* sin, float* cos, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 v = _mm256_loadu_ps(x + i);
+    const __m256 j =
+        _mm256_round_ps(_mm256_mul_ps(v, Broadcast(kTwoOverPi)),
+                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 y = _mm256_fnmadd_ps(j, Broadcast(kHalfPi1), v);
+    y = _mm256_fnmadd_ps(j, Broadcast(kHalfPi2), y);
+    y = _mm256_fnmadd_ps(j, Broadcast(kHalfPi3), y);
+    const __m256 z = _mm256_mul_ps(y, y);
+    __m256 sp = _mm256_fmadd_ps(Broadcast(kSin3), z, Broadcast(kSin2));
+    sp = _mm256_fmadd_ps(sp, z, Broadcast(kSin1));
+    sp = _mm256_fmadd_ps(_mm256_mul_ps(y, z), sp, y);
+    __m256 cp = _mm256_fmadd_ps(Broadcast(kCos3), z, Broadcast(kCos2));
+    cp = _mm256_fmadd_ps(cp, z, Broadcast(kCos1));
+    cp = _mm256_fmadd_ps(_mm256_mul_ps(z, z), cp,
+                         _mm256_fnmadd_ps(Broadcast(0.5f), z, Broadcast(1.0f)));
+    // Quadrant q = j & 3: odd swaps sin and cos; q & 2 negates sin and
+    // (q + 1) & 2 negates cos.
+    const __m256i q = _mm256_cvtps_epi32(j);
+    const __m256 swap = _mm256_castsi256_ps(_mm256_cmpeq_epi32(
+        _mm256_and_si256(q, _mm256_set1_epi32(1)), _mm256_set1_epi32(1)));
+    const __m256 sin_sign = _mm256_castsi256_ps(
+        _mm256_slli_epi32(_mm256_and_si256(q, _mm256_set1_epi32(2)), 30));
+    const __m256 cos_sign = _mm256_castsi256_ps(_mm256_slli_epi32(
+        _mm256_and_si256(_mm256_add_epi32(q, _mm256_set1_epi32(1)),
+                         _mm256_set1_epi32(2)),
+        30));
+    _mm256_storeu_ps(sin + i,
+                     _mm256_xor_ps(_mm256_blendv_ps(sp, cp, swap), sin_sign));
+    _mm256_storeu_ps(cos + i,
+                     _mm256_xor_ps(_mm256_blendv_ps(cp, sp, swap), cos_sign));
+  }
+  for (; i < n; ++i) SinCosScalar(x[i], sin + i, cos + i);
+}
+
+void RopeNormalRowAvx2(const float* x, const float* cos2, const float* nsin2,
+                       float* dst, int64_t n_dims) {
+  int64_t i = 0;
+  for (; i + 8 <= n_dims; i += 8) {
+    const __m256 v = _mm256_loadu_ps(x + i);
+    const __m256 swapped = _mm256_permute_ps(v, 0xb1);  // Pairs exchanged.
+    _mm256_storeu_ps(
+        dst + i,
+        _mm256_fmadd_ps(v, _mm256_loadu_ps(cos2 + i),
+                        _mm256_mul_ps(swapped, _mm256_loadu_ps(nsin2 + i))));
+  }
+  for (; i < n_dims; i += 2) {
+    const float x0 = x[i];
+    const float x1 = x[i + 1];
+    dst[i] = x0 * cos2[i] + x1 * nsin2[i];
+    dst[i + 1] = x1 * cos2[i + 1] + x0 * nsin2[i + 1];
+  }
+}
+
+void RopeNeoxRowAvx2(const float* x, const float* cos, const float* sin,
+                     float* dst, int64_t half) {
+  int64_t k = 0;
+  for (; k + 8 <= half; k += 8) {
+    const __m256 x0 = _mm256_loadu_ps(x + k);
+    const __m256 x1 = _mm256_loadu_ps(x + k + half);
+    const __m256 c = _mm256_loadu_ps(cos + k);
+    const __m256 s = _mm256_loadu_ps(sin + k);
+    _mm256_storeu_ps(dst + k, _mm256_fmsub_ps(x0, c, _mm256_mul_ps(x1, s)));
+    _mm256_storeu_ps(dst + k + half,
+                     _mm256_fmadd_ps(x0, s, _mm256_mul_ps(x1, c)));
+  }
+  for (; k < half; ++k) {
+    const float x0 = x[k];
+    const float x1 = x[k + half];
+    dst[k] = x0 * cos[k] - x1 * sin[k];
+    dst[k + half] = x0 * sin[k] + x1 * cos[k];
+  }
 }
 
 inline float HorizontalSum(__m256 v) {
@@ -532,6 +690,33 @@ float FastExp(float x) {
   const int e = static_cast<int>(n) - s;
   p *= std::bit_cast<float>(static_cast<uint32_t>(e + 127) << 23);
   return s ? p * 2.0f : p;
+}
+
+void SinCosRow(const float* x, float* sin, float* cos, int64_t n) {
+  if (HasAvx2()) return SinCosAvx2(x, sin, cos, n);
+  for (int64_t i = 0; i < n; ++i) SinCosScalar(x[i], sin + i, cos + i);
+}
+
+void RopeNormalRow(const float* x, const float* cos2, const float* nsin2,
+                   float* dst, int64_t n_dims) {
+  if (HasAvx2()) return RopeNormalRowAvx2(x, cos2, nsin2, dst, n_dims);
+  for (int64_t i = 0; i < n_dims; i += 2) {
+    const float x0 = x[i];
+    const float x1 = x[i + 1];
+    dst[i] = x0 * cos2[i] + x1 * nsin2[i];
+    dst[i + 1] = x1 * cos2[i + 1] + x0 * nsin2[i + 1];
+  }
+}
+
+void RopeNeoxRow(const float* x, const float* cos, const float* sin, float* dst,
+                 int64_t half) {
+  if (HasAvx2()) return RopeNeoxRowAvx2(x, cos, sin, dst, half);
+  for (int64_t k = 0; k < half; ++k) {
+    const float x0 = x[k];
+    const float x1 = x[k + half];
+    dst[k] = x0 * cos[k] - x1 * sin[k];
+    dst[k + half] = x0 * sin[k] + x1 * cos[k];
+  }
 }
 
 void BinaryRow(BinaryOp op, const float* a, const float* b, float* dst,

@@ -57,6 +57,22 @@ float ExpSubRow(float* x, float max, int64_t n);
 // +inf above 88.7, NaN for NaN): the scalar twin of the vector exp.
 float FastExp(float x);
 
+// sin[i] = sin(x[i]), cos[i] = cos(x[i]) within a few float ulp for
+// |x[i]| <= 4 pi (callers reduce larger angles first, in double).
+void SinCosRow(const float* x, float* sin, float* cos, int64_t n);
+
+// Rotates the n_dims / 2 adjacent pairs of x (rope's normal mode):
+//   dst[2k]     = x[2k] * cos2[2k]         + x[2k+1] * nsin2[2k]
+//   dst[2k + 1] = x[2k+1] * cos2[2k+1]     + x[2k] * nsin2[2k+1]
+// with cos2 = [c0, c0, c1, c1, ...] and nsin2 = [-s0, s0, -s1, s1, ...].
+void RopeNormalRow(const float* x, const float* cos2, const float* nsin2,
+                   float* dst, int64_t n_dims);
+// Rotates the pairs (x[k], x[k + half]) (rope's neox mode):
+//   dst[k] = x[k] c[k] - x[k+half] s[k], dst[k+half] = x[k] s[k] + x[k+half]
+//   c[k].
+void RopeNeoxRow(const float* x, const float* cos, const float* sin, float* dst,
+                 int64_t half);
+
 // Converts n contiguous elements between dtypes: float types (f32, f16,
 // bf16) into each other, or a dtype into itself (i32 included). f32 -> f16
 // and f32 -> bf16 round to nearest even exactly like F32ToF16/F32ToBF16.

@@ -23,13 +23,39 @@ struct TensorDesc {
   int64_t nb[4] = {0, 0, 0, 0};
 };
 
+// Division by a divisor fixed at launch (index_math.h makes and uses it).
+struct FastDiv {
+  uint32_t divisor = 1;
+  uint32_t multiplier = 1;
+  uint32_t shift = 0;
+};
+
+// How an element kernel splits flat indices of its result's shape `ne`
+// into coordinates (index_math.h): with FastDiv when `fast` (fewer than
+// 2^32 elements), else with 64-bit division.
+struct ElementIndex {
+  int64_t ne[4] = {1, 1, 1, 1};
+  FastDiv div[3];
+  bool fast = false;
+};
+
 enum class BinaryKind : int32_t { kAdd, kSub, kMul, kDiv };
+
+// Where an element kernel finds element e of an operand of the result's
+// shape: at e (contiguous, same shape), at e mod ne[0] (a contiguous row
+// repeated), or through its coordinates (anything else).
+enum class Addressing : int32_t { kLinear, kRow, kGeneral };
 enum class UnaryKind : int32_t { kScale, kSilu, kGelu, kRelu };
 
 // add/sub/mul/div: dst = a op b, b broadcast onto a; all f32.
 struct BinaryArgs {
   TensorDesc a, b, dst;
   BinaryKind kind = BinaryKind::kAdd;
+  ElementIndex index;  // Of dst.
+  bool dst_linear = false;
+  Addressing a_at = Addressing::kGeneral;
+  Addressing b_at = Addressing::kGeneral;
+  FastDiv b_div[4];  // By b.ne[i], for broadcasting b's coordinates.
 };
 
 // scale/silu/gelu/relu on f32.
@@ -37,6 +63,8 @@ struct UnaryArgs {
   TensorDesc a, dst;
   UnaryKind kind = UnaryKind::kScale;
   float scale = 1.0f;
+  ElementIndex index;   // Of dst.
+  bool linear = false;  // a and dst contiguous: element e at e.
 };
 
 // rms_norm (center = false) and norm (center = true).
@@ -53,30 +81,42 @@ struct SoftMaxArgs {
   float scale = 1.0f;
 };
 
+// rope in two kernels: the first fills `table` (f32, [2 * n_dims / 2,
+// positions]: cos and sin of each position's angle for each pair, in
+// scratch), the second rotates each row's pairs with it, so the angles'
+// pow/sin/cos run once per position and pair, not once per head.
 struct RopeArgs {
   TensorDesc a, pos, dst;
+  TensorDesc table;
   int32_t n_dims = 0;
   bool neox = false;
   float freq_base = 10000.0f;
   float freq_scale = 1.0f;
+  ElementIndex table_index;  // Of the table's [n_dims / 2, positions].
 };
 
 // get_rows: a f32/f16/bf16, ids i32, dst f32.
 struct GetRowsArgs {
   TensorDesc a, ids, dst;
+  ElementIndex index;  // Of dst.
 };
 
 // Copies src's elements into dst in logical order (i0 fastest), converting
-// between float types; same_shape when src.ne == dst.ne (one index for both).
+// between float types; same_shape when src.ne == dst.ne (one index for
+// both); linear when both are contiguous (element e at e in both).
 struct CopyArgs {
   TensorDesc src, dst;
   bool same_shape = false;
+  bool linear = false;
+  ElementIndex dst_index;
+  ElementIndex src_index;
 };
 
 // concat along dim; a, b and dst have one element type.
 struct ConcatArgs {
   TensorDesc a, b, dst;
   int32_t dim = 0;
+  ElementIndex index;  // Of dst.
 };
 
 }  // namespace cuda_kernels_internal

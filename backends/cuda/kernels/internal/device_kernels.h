@@ -1,6 +1,7 @@
 // Launchers of the CUDA kernels, one per kernel family. Each enqueues its
-// kernel on `stream` (nothing for an empty result) and returns
-// cudaGetLastError() after the launch; none synchronizes. Pointers in the
+// kernel(s) on `stream` (nothing for an empty result) and returns the
+// launch's own result (cudaLaunchKernelEx's, not the thread's last error,
+// which an earlier call may have left set); none synchronizes. Pointers in the
 // arguments are device addresses. The math lives in kernel_math.h.
 #ifndef FERRY_BACKENDS_CUDA_KERNELS_INTERNAL_DEVICE_KERNELS_H_
 #define FERRY_BACKENDS_CUDA_KERNELS_INTERNAL_DEVICE_KERNELS_H_

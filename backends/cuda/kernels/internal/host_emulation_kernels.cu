@@ -34,7 +34,10 @@ void EmulateNorm(const NormArgs& args) { EmulateRows<NormOp>(args); }
 
 void EmulateSoftMax(const SoftMaxArgs& args) { EmulateRows<SoftMaxOp>(args); }
 
-void EmulateRope(const RopeArgs& args) { EmulateRows<RopeOp>(args); }
+void EmulateRope(const RopeArgs& args) {
+  EmulateElements<RopeTableOp>(args);
+  EmulateRows<RopeOp>(args);
+}
 
 void EmulateGetRows(const GetRowsArgs& args) {
   DispatchFloatType(args.a.type, [&](auto a) {

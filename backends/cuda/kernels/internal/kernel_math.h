@@ -14,6 +14,10 @@
 //   template <class Block> static void Apply(const Args&, int64_t row, Block&);
 // where Block gives this thread's index `tid` among `nt` threads working on
 // the row and block-wide Sum/Max reductions (every thread gets the result).
+// Both reductions are BlockReduce below, written once over a `Sync` that
+// supplies warp shuffles and barriers: the hardware's in device code
+// (global_kernels.h), emulated ones on the host (the fake runtime's block
+// emulation), so host tests run the very barrier and shuffle sequence.
 // A row op's threads each touch only elements i = tid, tid + nt, ...; an
 // element is read and written by one thread, so in-place runs (dst == a)
 // are safe as long as every read of a row precedes the reduction that ends
@@ -35,6 +39,7 @@
 #include <cstring>
 
 #include "ferry/backends/cuda/kernels/internal/desc.h"
+#include "ferry/backends/cuda/kernels/internal/index_math.h"
 
 #define FERRY_HD __host__ __device__ __forceinline__
 
@@ -64,16 +69,6 @@ FERRY_HD int64_t NumElements(const TensorDesc& t) {
 
 FERRY_HD int64_t NumRows(const TensorDesc& t) {
   return t.ne[1] * t.ne[2] * t.ne[3];
-}
-
-// Splits the logical (i0 fastest) index e of shape ne into i.
-FERRY_HD void Unflatten(int64_t e, const int64_t (&ne)[4], int64_t (&i)[4]) {
-  i[0] = e % ne[0];
-  e /= ne[0];
-  i[1] = e % ne[1];
-  e /= ne[1];
-  i[2] = e % ne[2];
-  i[3] = e / ne[2];
 }
 
 // Splits row number r (i1 fastest) of shape ne into (i1, i2, i3).
@@ -197,12 +192,33 @@ struct BinaryOp {
   using Args = BinaryArgs;
   static FERRY_HD int64_t Count(const Args& p) { return NumElements(p.dst); }
   static FERRY_HD void Apply(const Args& p, int64_t e) {
-    int64_t i[4];
-    Unflatten(e, p.dst.ne, i);
-    const float x = Load<float>(ElementPtr(p.a, i));
-    const float y =
-        Load<float>(ElementPtr(p.b, i[0] % p.b.ne[0], i[1] % p.b.ne[1],
-                               i[2] % p.b.ne[2], i[3] % p.b.ne[3]));
+    // Operands are found without coordinates when their layouts allow (no
+    // division at all in the common cases).
+    int64_t i[4] = {0, 0, 0, 0};
+    if (!p.dst_linear || p.a_at != Addressing::kLinear ||
+        p.b_at == Addressing::kGeneral) {
+      Unflatten(e, p.index, i);
+    }
+    float* out = p.dst_linear ? reinterpret_cast<float*>(p.dst.data) + e
+                              : reinterpret_cast<float*>(ElementPtr(p.dst, i));
+    const float x = p.a_at == Addressing::kLinear
+                        ? reinterpret_cast<const float*>(p.a.data)[e]
+                        : Load<float>(ElementPtr(p.a, i));
+    float y;
+    if (p.b_at == Addressing::kLinear) {
+      y = reinterpret_cast<const float*>(p.b.data)[e];
+    } else if (p.b_at == Addressing::kRow) {
+      y = reinterpret_cast<const float*>(
+          p.b.data)[Mod(e, p.index.div[0], p.index.ne[0], p.index.fast)];
+    } else {
+      int64_t j[4];
+      for (int d = 0; d < 4; ++d) {
+        j[d] = p.b.ne[d] == p.index.ne[d]
+                   ? i[d]
+                   : Mod(i[d], p.b_div[d], p.b.ne[d], p.index.fast);
+      }
+      y = Load<float>(ElementPtr(p.b, j));
+    }
     float r;
     switch (p.kind) {
       case BinaryKind::kAdd:
@@ -218,7 +234,7 @@ struct BinaryOp {
         r = x / y;
         break;
     }
-    Store<float>(ElementPtr(p.dst, i), r);
+    *out = r;
   }
 };
 
@@ -237,9 +253,18 @@ struct UnaryOp {
   using Args = UnaryArgs;
   static FERRY_HD int64_t Count(const Args& p) { return NumElements(p.dst); }
   static FERRY_HD void Apply(const Args& p, int64_t e) {
-    int64_t i[4];
-    Unflatten(e, p.dst.ne, i);
-    const float x = Load<float>(ElementPtr(p.a, i));
+    const float* in;
+    float* out;
+    if (p.linear) {
+      in = reinterpret_cast<const float*>(p.a.data) + e;
+      out = reinterpret_cast<float*>(p.dst.data) + e;
+    } else {
+      int64_t i[4];
+      Unflatten(e, p.index, i);
+      in = reinterpret_cast<const float*>(ElementPtr(p.a, i));
+      out = reinterpret_cast<float*>(ElementPtr(p.dst, i));
+    }
+    const float x = *in;
     float r;
     switch (p.kind) {
       case UnaryKind::kScale:
@@ -255,7 +280,7 @@ struct UnaryOp {
         r = Relu(x);
         break;
     }
-    Store<float>(ElementPtr(p.dst, i), r);
+    *out = r;
   }
 };
 
@@ -267,7 +292,7 @@ struct GetRowsOp {
   static FERRY_HD int64_t Count(const Args& p) { return NumElements(p.dst); }
   static FERRY_HD void Apply(const Args& p, int64_t e) {
     int64_t i[4];
-    Unflatten(e, p.dst.ne, i);
+    Unflatten(e, p.index, i);
     // ids is [N, A2, A3, 1]: element (i1, i2, i3) of the result reads
     // ids[i1][i2][i3].
     const int32_t id = Load<int32_t>(ElementPtr(p.ids, i[1], i[2], i[3], 0));
@@ -287,14 +312,20 @@ struct CopyOp {
   using Args = CopyArgs;
   static FERRY_HD int64_t Count(const Args& p) { return NumElements(p.dst); }
   static FERRY_HD void Apply(const Args& p, int64_t e) {
+    if (p.linear) {
+      // Both contiguous: element e at e, whatever the shapes.
+      reinterpret_cast<Dst*>(p.dst.data)[e] =
+          ConvertElement<Src, Dst>(reinterpret_cast<const Src*>(p.src.data)[e]);
+      return;
+    }
     int64_t d[4];
-    Unflatten(e, p.dst.ne, d);
+    Unflatten(e, p.dst_index, d);
     const char* from;
     if (p.same_shape) {
       from = ElementPtr(p.src, d);
     } else {
       int64_t s[4];
-      Unflatten(e, p.src.ne, s);
+      Unflatten(e, p.src_index, s);
       from = ElementPtr(p.src, s);
     }
     Store<Dst>(ElementPtr(p.dst, d), ConvertElement<Src, Dst>(Load<Src>(from)));
@@ -308,7 +339,7 @@ struct ConcatOp {
   static FERRY_HD int64_t Count(const Args& p) { return NumElements(p.dst); }
   static FERRY_HD void Apply(const Args& p, int64_t e) {
     int64_t i[4];
-    Unflatten(e, p.dst.ne, i);
+    Unflatten(e, p.index, i);
     char* to = ElementPtr(p.dst, i);
     const int dim = p.dim;
     const TensorDesc* src = &p.a;
@@ -399,7 +430,32 @@ struct SoftMaxOp {
   }
 };
 
-// rope over each head row: the block's threads share the n_dims / 2 pairs.
+// rope, first kernel: element e = (pair k, position i) of the table gets
+// the cosine and sine of position i's angle for pair k. The angle in
+// double: positions reach thousands of radians.
+struct RopeTableOp {
+  using Args = RopeArgs;
+  static FERRY_HD int64_t Count(const Args& p) {
+    return p.table_index.ne[0] * p.table_index.ne[1];
+  }
+  static FERRY_HD void Apply(const Args& p, int64_t e) {
+    int64_t i[4];
+    Unflatten(e, p.table_index, i);
+    const int64_t k = i[0];
+    const int32_t position = Load<int32_t>(ElementPtr(p.pos, i[1], 0, 0, 0));
+    const double theta =
+        static_cast<double>(position) * static_cast<double>(p.freq_scale) *
+        pow(static_cast<double>(p.freq_base),
+            -2.0 * static_cast<double>(k) / static_cast<double>(p.n_dims));
+    float* entry =
+        reinterpret_cast<float*>(ElementPtr(p.table, 2 * k, i[1], 0, 0));
+    entry[0] = static_cast<float>(cos(theta));
+    entry[1] = static_cast<float>(sin(theta));
+  }
+};
+
+// rope, second kernel: each head row's pairs rotated by its position's
+// table row (the block's threads share the n_dims / 2 pairs).
 struct RopeOp {
   using Args = RopeArgs;
   static FERRY_HD int64_t Rows(const Args& p) { return NumRows(p.dst); }
@@ -409,18 +465,14 @@ struct RopeOp {
     UnflattenRow(row, p.dst.ne, i1, i2, i3);
     const float* x = reinterpret_cast<const float*>(RowPtr(p.a, i1, i2, i3));
     float* d = reinterpret_cast<float*>(RowPtr(p.dst, i1, i2, i3));
+    const float* angles =
+        reinterpret_cast<const float*>(RowPtr(p.table, i2, 0, 0));
     const int64_t n = p.dst.ne[0];
     const int64_t n_dims = p.n_dims;
     const int64_t half = n_dims / 2;
-    const int32_t position = Load<int32_t>(ElementPtr(p.pos, i2, 0, 0, 0));
     for (int64_t k = block.tid; k < half; k += block.nt) {
-      // The angle in double: positions reach thousands of radians.
-      const double theta =
-          static_cast<double>(position) * static_cast<double>(p.freq_scale) *
-          pow(static_cast<double>(p.freq_base),
-              -2.0 * static_cast<double>(k) / static_cast<double>(n_dims));
-      const float cos_theta = static_cast<float>(cos(theta));
-      const float sin_theta = static_cast<float>(sin(theta));
+      const float cos_theta = angles[2 * k];
+      const float sin_theta = angles[2 * k + 1];
       const int64_t c0 = p.neox ? k : 2 * k;
       const int64_t c1 = p.neox ? k + half : 2 * k + 1;
       // In place is safe: this thread reads the pair before writing it.
@@ -434,6 +486,63 @@ struct RopeOp {
     }
   }
 };
+
+// The block-wide reduction of the row kernels: a butterfly over the 32
+// lanes of each warp (shuffles), lane 0 of each warp stores its warp's
+// result in `shared` (32 floats), a barrier, every thread combines the
+// warps' results, and a barrier before `shared` is used again. Every thread
+// of the block must call it (barriers), with nt a multiple of 32. `sync`
+// supplies ShflXor(v, lane_mask) and SyncThreads().
+#pragma nv_exec_check_disable
+template <typename Sync>
+FERRY_HD float BlockReduce(float v, bool max, int64_t tid, int64_t nt,
+                           float* shared, Sync& sync) {
+  for (int offset = 16; offset > 0; offset /= 2) {
+    const float other = sync.ShflXor(v, offset);
+    v = max ? fmaxf(v, other) : v + other;
+  }
+  const int warp = static_cast<int>(tid / 32);
+  const int warps = static_cast<int>((nt + 31) / 32);
+  if (tid % 32 == 0) shared[warp] = v;
+  sync.SyncThreads();
+  float total = shared[0];
+  for (int w = 1; w < warps; ++w) {
+    total = max ? fmaxf(total, shared[w]) : total + shared[w];
+  }
+  sync.SyncThreads();  // shared is free again for the next reduction.
+  return total;
+}
+
+// The Block of row ops over a Sync (BlockReduce).
+template <typename Sync>
+struct SyncBlock {
+  int64_t tid;
+  int64_t nt;
+  float* shared;  // 32 floats, one array per block.
+  Sync* sync;
+  FERRY_HD float Sum(float v) const {
+    return BlockReduce(v, false, tid, nt, shared, *sync);
+  }
+  FERRY_HD float Max(float v) const {
+    return BlockReduce(v, true, tid, nt, shared, *sync);
+  }
+};
+
+// What one thread of an element kernel does: its grid-stride share.
+template <typename Op>
+FERRY_HD void RunElementThread(const typename Op::Args& args, int64_t count,
+                               const GridPosition& at) {
+  ForEachElement(at, count, [&](int64_t e) { Op::Apply(args, e); });
+}
+
+// What one thread of a row kernel does: its block's rows. Every thread of
+// a block walks the same rows, so the reductions' barriers line up.
+#pragma nv_exec_check_disable
+template <typename Op, typename Block>
+FERRY_HD void RunRowThread(const typename Op::Args& args, int64_t rows,
+                           const GridPosition& at, Block& block) {
+  ForEachRow(at, rows, [&](int64_t row) { Op::Apply(args, row, block); });
+}
 
 // The Block of a serial host run: one thread, reductions are identities.
 struct SerialBlock {

@@ -74,6 +74,34 @@ TensorDesc ContiguousDesc(void* data, ElemType type,
   return d;
 }
 
+// True if element e of `t` lies at byte e * element size: a contiguous
+// layout (dimensions of extent 1 may have any stride).
+bool IsContiguous(const TensorDesc& t) {
+  int64_t expected = ElemSize(t.type);
+  for (int i = 0; i < kMaxDims; ++i) {
+    if (t.ne[i] != 1 && t.nb[i] != expected) return false;
+    expected *= t.ne[i];
+  }
+  return true;
+}
+
+bool SameShape(const TensorDesc& a, const TensorDesc& b) {
+  for (int i = 0; i < kMaxDims; ++i) {
+    if (a.ne[i] != b.ne[i]) return false;
+  }
+  return true;
+}
+
+// How element e of a result shaped like `dst` is found in `t`.
+Addressing AddressingOf(const TensorDesc& t, const TensorDesc& dst) {
+  if (SameShape(t, dst) && IsContiguous(t)) return Addressing::kLinear;
+  if (t.ne[0] == dst.ne[0] && t.ne[1] == 1 && t.ne[2] == 1 && t.ne[3] == 1 &&
+      (t.ne[0] == 1 || t.nb[0] == ElemSize(t.type))) {
+    return Addressing::kRow;
+  }
+  return Addressing::kGeneral;
+}
+
 bool FitsInt(int64_t v) {
   return v >= 0 && v <= std::numeric_limits<int32_t>::max();
 }
@@ -151,6 +179,13 @@ size_t MulMatScratchBytes(const Tensor& node) {
   return static_cast<size_t>(s.b_bytes + s.a_bytes);
 }
 
+size_t RopeScratchBytes(const Tensor& node) {
+  const int64_t half = node.ParamI32(0) / 2;
+  const int64_t positions = node.src[1]->ne[0];
+  return static_cast<size_t>(
+      AlignUp(2 * half * positions * static_cast<int64_t>(sizeof(float))));
+}
+
 absl::StatusOr<GemmPlan> PlanMulMat(const Tensor& node, void* scratch,
                                     size_t scratch_bytes) {
   const Tensor& a = *node.src[0];
@@ -181,10 +216,8 @@ absl::StatusOr<GemmPlan> PlanMulMat(const Tensor& node, void* scratch,
   std::array<int64_t, kMaxDims> b_nb = b.nb;
   plan.b = b.data;
   if (layout.copy_b) {
-    CopyArgs copy;
-    copy.src = Describe(b);
-    copy.dst = ContiguousDesc(scratch_bytes_ptr, plan.ab_type, b.ne);
-    copy.same_shape = true;
+    CopyArgs copy = MakeCopyArgs(
+        Describe(b), ContiguousDesc(scratch_bytes_ptr, plan.ab_type, b.ne));
     for (int i = 0; i < kMaxDims; ++i) b_nb[i] = copy.dst.nb[i];
     plan.b = scratch_bytes_ptr;
     plan.copy_b = copy;
@@ -194,10 +227,8 @@ absl::StatusOr<GemmPlan> PlanMulMat(const Tensor& node, void* scratch,
   plan.a = a.data;
   if (layout.copy_a) {
     std::byte* at = scratch_bytes_ptr + layout.b_bytes;
-    CopyArgs copy;
-    copy.src = Describe(a);
-    copy.dst = ContiguousDesc(at, plan.ab_type, a.ne);
-    copy.same_shape = true;
+    CopyArgs copy =
+        MakeCopyArgs(Describe(a), ContiguousDesc(at, plan.ab_type, a.ne));
     for (int i = 0; i < kMaxDims; ++i) a_nb[i] = copy.dst.nb[i];
     plan.a = at;
     plan.copy_a = copy;
@@ -246,6 +277,15 @@ BinaryArgs MakeBinaryArgs(const Tensor& node) {
   args.a = Describe(*node.src[0]);
   args.b = Describe(*node.src[1]);
   args.dst = Describe(node);
+  args.index = MakeElementIndex(args.dst.ne);
+  args.dst_linear = IsContiguous(args.dst);
+  args.a_at = AddressingOf(args.a, args.dst);
+  if (args.a_at == Addressing::kRow) args.a_at = Addressing::kGeneral;
+  args.b_at = AddressingOf(args.b, args.dst);
+  for (int i = 0; i < kMaxDims; ++i) {
+    args.b_div[i] = MakeFastDiv(static_cast<uint32_t>(
+        args.index.fast && args.b.ne[i] > 0 ? args.b.ne[i] : 1));
+  }
   switch (node.op) {
     case Op::kSub:
       args.kind = BinaryKind::kSub;
@@ -267,6 +307,8 @@ UnaryArgs MakeUnaryArgs(const Tensor& node) {
   UnaryArgs args;
   args.a = Describe(*node.src[0]);
   args.dst = Describe(node);
+  args.index = MakeElementIndex(args.dst.ne);
+  args.linear = IsContiguous(args.a) && IsContiguous(args.dst);
   switch (node.op) {
     case Op::kSilu:
       args.kind = UnaryKind::kSilu;
@@ -306,7 +348,8 @@ SoftMaxArgs MakeSoftMaxArgs(const Tensor& node) {
   return args;
 }
 
-RopeArgs MakeRopeArgs(const Tensor& node) {
+absl::StatusOr<RopeArgs> MakeRopeArgs(const Tensor& node, void* scratch,
+                                      size_t scratch_bytes) {
   RopeArgs args;
   args.a = Describe(*node.src[0]);
   args.pos = Describe(*node.src[1]);
@@ -315,6 +358,18 @@ RopeArgs MakeRopeArgs(const Tensor& node) {
   args.neox = node.ParamI32(1) == static_cast<int32_t>(RopeMode::kNeox);
   args.freq_base = node.ParamF32(2);
   args.freq_scale = node.ParamF32(3);
+  const int64_t half = args.n_dims / 2;
+  const int64_t positions = node.src[1]->ne[0];
+  const size_t needed = RopeScratchBytes(node);
+  if (scratch_bytes < needed || (needed > 0 && scratch == nullptr)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cuda kernels: rope needs ", needed, " scratch bytes, got ",
+        scratch_bytes, " (", node.DebugString(), ")"));
+  }
+  args.table =
+      ContiguousDesc(scratch, ElemType::kF32, {2 * half, positions, 1, 1});
+  const int64_t table_shape[4] = {half, positions, 1, 1};
+  args.table_index = MakeElementIndex(table_shape);
   return args;
 }
 
@@ -323,14 +378,22 @@ GetRowsArgs MakeGetRowsArgs(const Tensor& node) {
   args.a = Describe(*node.src[0]);
   args.ids = Describe(*node.src[1]);
   args.dst = Describe(node);
+  args.index = MakeElementIndex(args.dst.ne);
   return args;
 }
 
 CopyArgs MakeCopyArgs(const Tensor& src, const Tensor& dst) {
+  return MakeCopyArgs(Describe(src), Describe(dst));
+}
+
+CopyArgs MakeCopyArgs(const TensorDesc& src, const TensorDesc& dst) {
   CopyArgs args;
-  args.src = Describe(src);
-  args.dst = Describe(dst);
-  args.same_shape = src.ne == dst.ne;
+  args.src = src;
+  args.dst = dst;
+  args.same_shape = SameShape(src, dst);
+  args.linear = IsContiguous(src) && IsContiguous(dst);
+  args.dst_index = MakeElementIndex(dst.ne);
+  args.src_index = MakeElementIndex(src.ne);
   return args;
 }
 
@@ -340,6 +403,7 @@ ConcatArgs MakeConcatArgs(const Tensor& node) {
   args.b = Describe(*node.src[1]);
   args.dst = Describe(node);
   args.dim = node.ParamI32(0);
+  args.index = MakeElementIndex(args.dst.ne);
   return args;
 }
 

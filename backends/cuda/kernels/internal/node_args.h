@@ -13,6 +13,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "ferry/backends/cuda/kernels/internal/desc.h"
+#include "ferry/backends/cuda/kernels/internal/index_math.h"
 #include "ferry/graph/op.h"
 #include "ferry/graph/tensor.h"
 
@@ -63,6 +64,9 @@ struct GemmPlan {
 
 // Returns the scratch bytes PlanMulMat needs for `node` (a mul_mat).
 size_t MulMatScratchBytes(const Tensor& node);
+// Returns the scratch bytes MakeRopeArgs needs for `node` (a rope): its
+// angle table.
+size_t RopeScratchBytes(const Tensor& node);
 
 // Plans mul_mat `node` (which passed cpu_kernels::CheckSupported) over
 // `scratch` (MulMatScratchBytes(node) bytes, 256-byte aligned; only
@@ -76,9 +80,13 @@ BinaryArgs MakeBinaryArgs(const Tensor& node);
 UnaryArgs MakeUnaryArgs(const Tensor& node);
 NormArgs MakeNormArgs(const Tensor& node);
 SoftMaxArgs MakeSoftMaxArgs(const Tensor& node);
-RopeArgs MakeRopeArgs(const Tensor& node);
+// rope's angle table goes to `scratch` (RopeScratchBytes(node) bytes);
+// InvalidArgument if it is smaller.
+absl::StatusOr<RopeArgs> MakeRopeArgs(const Tensor& node, void* scratch,
+                                      size_t scratch_bytes);
 GetRowsArgs MakeGetRowsArgs(const Tensor& node);
 CopyArgs MakeCopyArgs(const Tensor& src, const Tensor& dst);
+CopyArgs MakeCopyArgs(const TensorDesc& src, const TensorDesc& dst);
 ConcatArgs MakeConcatArgs(const Tensor& node);
 
 // Returns UnimplementedError naming node's op.
@@ -112,8 +120,12 @@ absl::Status DispatchNode(const Tensor& node, void* scratch,
       return runner.Run(MakeNormArgs(node));
     case Op::kSoftMax:
       return runner.Run(MakeSoftMaxArgs(node));
-    case Op::kRope:
-      return runner.Run(MakeRopeArgs(node));
+    case Op::kRope: {
+      absl::StatusOr<RopeArgs> args =
+          MakeRopeArgs(node, scratch, scratch_bytes);
+      if (!args.ok()) return args.status();
+      return runner.Run(*args);
+    }
     case Op::kGetRows:
       return runner.Run(MakeGetRowsArgs(node));
     case Op::kCpy:  // Writes b's memory, which node describes.

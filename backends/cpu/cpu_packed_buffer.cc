@@ -1,0 +1,120 @@
+#include "ferry/backends/cpu/cpu_packed_buffer.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "ferry/backends/cpu/internal/packed_layout.h"
+
+namespace ferry {
+namespace {
+
+using cpu_internal::PackedLayout;
+
+PackedLayout LayoutOf(const Tensor& tensor) {
+  return PackedLayout(tensor.dtype, tensor.ne);
+}
+
+absl::Status RefuseView(const Tensor& tensor, absl::string_view what) {
+  return absl::UnimplementedError(absl::StrCat(
+      "cpu_packed: cannot ", what, " '", tensor.name, "' ",
+      tensor.ShapeString(), ", a view into packed weight '",
+      tensor.view_src->name,
+      "' (its bytes are in panel order); read or write the whole weight"));
+}
+
+}  // namespace
+
+bool StoredPacked(const Tensor& tensor) {
+  return tensor.view_src == nullptr && tensor.IsContiguous() &&
+         PackedLayout::Packable(tensor.dtype, tensor.ne);
+}
+
+PackedState GetPackedState(const Tensor& tensor) {
+  const Tensor& owner = tensor.view_src != nullptr ? *tensor.view_src : tensor;
+  if (!HasPresetMemory(owner) || owner.buffer == nullptr ||
+      dynamic_cast<const CpuPackedBuffer*>(owner.buffer) == nullptr ||
+      !StoredPacked(owner)) {
+    return PackedState::kPlain;
+  }
+  return tensor.view_src != nullptr ? PackedState::kViewOfPacked
+                                    : PackedState::kPacked;
+}
+
+size_t CpuPackedBufferType::AllocSize(const Tensor& tensor) const {
+  if (StoredPacked(tensor)) return LayoutOf(tensor).PackedBytes();
+  return static_cast<size_t>(tensor.NumBytes());
+}
+
+absl::StatusOr<std::unique_ptr<Buffer>> CpuPackedBufferType::Allocate(
+    size_t size) {
+  // aligned_alloc needs a multiple of the alignment, and a zero-size buffer
+  // still gets a valid, unique base.
+  const size_t align = alignment();
+  const size_t rounded = std::max(align, (size + align - 1) / align * align);
+  void* base = std::aligned_alloc(align, rounded);
+  if (base == nullptr) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat(name(), ": cannot allocate ", size, " bytes"));
+  }
+  return std::unique_ptr<Buffer>(new CpuPackedBuffer(this, base, size));
+}
+
+CpuPackedBuffer::~CpuPackedBuffer() { std::free(base()); }
+
+absl::Status CpuPackedBuffer::SetTensor(Tensor& tensor, const void* data,
+                                        size_t offset, size_t size) {
+  if (tensor.view_src != nullptr && StoredPacked(*tensor.view_src)) {
+    return RefuseView(tensor, "write");
+  }
+  if (StoredPacked(tensor)) {
+    LayoutOf(tensor).Pack(data, offset, size, tensor.data);
+  } else {
+    std::memcpy(static_cast<char*>(tensor.data) + offset, data, size);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CpuPackedBuffer::GetTensor(const Tensor& tensor, void* data,
+                                        size_t offset, size_t size) {
+  if (tensor.view_src != nullptr && StoredPacked(*tensor.view_src)) {
+    return RefuseView(tensor, "read");
+  }
+  if (StoredPacked(tensor)) {
+    LayoutOf(tensor).Unpack(tensor.data, offset, size, data);
+  } else {
+    std::memcpy(data, static_cast<const char*>(tensor.data) + offset, size);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CpuPackedBuffer::MemsetTensor(Tensor& tensor, uint8_t value,
+                                           size_t offset, size_t size) {
+  if (!StoredPacked(tensor)) {
+    if (tensor.view_src != nullptr && StoredPacked(*tensor.view_src)) {
+      return RefuseView(tensor, "fill");
+    }
+    std::memset(static_cast<char*>(tensor.data) + offset, value, size);
+    return absl::OkStatus();
+  }
+  // Every byte gets the same value, so pack a run of them; in pieces, to
+  // bound the staging memory.
+  constexpr size_t kPiece = size_t{1} << 20;
+  std::vector<uint8_t> bytes(std::min(size, kPiece), value);
+  const PackedLayout layout = LayoutOf(tensor);
+  for (size_t done = 0; done < size;) {
+    const size_t n = std::min(kPiece, size - done);
+    layout.Pack(bytes.data(), offset + done, n, tensor.data);
+    done += n;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CpuPackedBuffer::Clear(uint8_t value) {
+  std::memset(base(), value, size());
+  return absl::OkStatus();
+}
+
+}  // namespace ferry

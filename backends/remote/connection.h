@@ -1,0 +1,152 @@
+// Connection: a client's session with one ferry worker (internal to the
+// remote backend).
+//
+// Owns a UcxLoop (one progress thread) and the endpoint. Commands are
+// handed to the loop in order and numbered there (the worker runs them in
+// that order); Call() is a round trip for the few commands that need an
+// answer now (allocations, stream creation, new graphs). Replies update
+// stream timelines on the loop: a value is signalled once the worker has
+// passed it and every download before it has landed. When the worker goes
+// away (endpoint error, or no answer to pings within the deadline) every
+// stream, download and call fails with Unavailable naming the worker.
+#ifndef FERRY_BACKENDS_REMOTE_CONNECTION_H_
+#define FERRY_BACKENDS_REMOTE_CONNECTION_H_
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/functional/any_invocable.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "ferry/backends/event.h"
+#include "ferry/backends/remote/address.h"
+#include "ferry/backends/remote/protocol.h"
+#include "ferry/backends/remote/ucx_loop.h"
+#include "ferry/runtime/timeline_semaphore.h"
+
+namespace ferry::remote {
+
+// Client-side state of one worker stream; its fields are the loop's.
+struct StreamState {
+  std::shared_ptr<TimelineSemaphore> timeline;
+  uint64_t worker_done = 0;  // Highest value the worker reported.
+  // Downloads not yet landed, by the value that must wait for them.
+  std::map<uint64_t, int> pending_gets;
+  uint64_t ignore_failures_upto = 0;  // Reports from before a reset.
+};
+
+// Thread-safe.
+class Connection : public std::enable_shared_from_this<Connection> {
+ public:
+  using Done = UcxLoop::Done;
+
+  // Connects and says hello; Unavailable naming the worker if it cannot.
+  static absl::StatusOr<std::shared_ptr<Connection>> Open(
+      const HostPort& worker, std::string token);
+  // The open connection to `worker` with `token`, or a new one.
+  static absl::StatusOr<std::shared_ptr<Connection>> Get(
+      const HostPort& worker, const std::string& token);
+  ~Connection();
+
+  const HostPort& worker() const { return worker_; }
+  uint64_t session() const { return session_; }
+  const std::vector<DeviceInfo>& devices() const { return devices_; }
+  // OK, or why the connection is gone.
+  absl::Status status() const;
+  bool alive() const { return status().ok(); }
+  uint64_t NewId() { return next_id_.fetch_add(1); }
+
+  // Sends a command (seq is set on the loop). `data` must stay valid until
+  // `done` (or the stream event after it).
+  void Send(Message m, const void* data = nullptr, size_t size = 0,
+            Done done = nullptr, bool force_rndv = false);
+  // A round trip: the kResult for `m` (whose req is set here).
+  absl::StatusOr<Message> Call(Message m,
+                               absl::Duration timeout = absl::Seconds(60));
+  // Queues a download: kGetTensor `m`, its bytes into `dst`; `stream`'s
+  // value `tag` is not signalled before they land.
+  void Get(Message m, void* dst, uint64_t tag);
+
+  // Streams: timelines the replies drive.
+  void AddStream(uint64_t id, std::shared_ptr<TimelineSemaphore> timeline);
+  void RemoveStream(uint64_t id);
+  // After a reset: a fresh timeline at `value`, earlier failures ignored.
+  void ResetStream(uint64_t id, std::shared_ptr<TimelineSemaphore> timeline,
+                   uint64_t value);
+  // Calls `fn` on the loop when `event` completes (never on a device's
+  // thread of another backend).
+  void OnEvent(const Event& event, Done fn);
+  // Registers host memory with UCX (pinned buffers); returns a handle to
+  // unmap, or null if registration failed (memory still usable).
+  void* MapMemory(void* address, size_t size);
+  void UnmapMemory(void* handle);
+
+  // Sends `header` as a command as it is (tests of hostile input).
+  void SendRawForTesting(std::string header);
+
+  static std::atomic<int64_t> bytes_sent;
+  static std::atomic<int64_t> bytes_received;
+
+ private:
+  Connection(HostPort worker, std::string token);
+  absl::Status Connect();
+  static ucs_status_t OnReply(void* arg, const void* header,
+                              size_t header_length, void* data, size_t length,
+                              const ucp_am_recv_param_t* param);
+  static void OnEndpointError(void* arg, ucp_ep_h ep, ucs_status_t status);
+  ucs_status_t Reply(absl::string_view header, void* data, size_t length,
+                     bool rndv);
+  void SendOnLoop(Message m, const void* data, size_t size, Done done,
+                  bool force_rndv = false);
+  // Loop only.
+  void Fail(absl::Status status);
+  void Advance(uint64_t stream);
+  void FinishGet(uint64_t req, absl::Status status);
+  void Tick();
+
+  struct Pending {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;
+    absl::StatusOr<Message> result = absl::UnknownError("no reply");
+  };
+  struct PendingGet {
+    void* dst = nullptr;
+    uint64_t size = 0;
+    uint64_t stream = 0;
+    uint64_t tag = 0;
+  };
+
+  const HostPort worker_;
+  const std::string token_;
+  std::unique_ptr<UcxLoop> loop_;
+  ucp_ep_h ep_ = nullptr;
+  uint64_t session_ = 0;
+  std::atomic<bool> said_hello_{false};  // The loop pings only after.
+  std::vector<DeviceInfo> devices_;
+  std::atomic<uint64_t> next_id_{1};
+  mutable std::mutex mu_;
+  absl::Status status_ ABSL_GUARDED_BY(mu_);
+  // Loop only:
+  uint64_t next_seq_ = 1;
+  absl::flat_hash_map<uint64_t, std::shared_ptr<Pending>> calls_;
+  absl::flat_hash_map<uint64_t, PendingGet> gets_;
+  absl::flat_hash_map<uint64_t, StreamState> streams_;
+  std::shared_ptr<Pending> hello_;
+  absl::Time last_heard_;
+  absl::Duration deadline_;
+  bool ping_out_ = false;
+};
+
+}  // namespace ferry::remote
+
+#endif  // FERRY_BACKENDS_REMOTE_CONNECTION_H_

@@ -1,0 +1,104 @@
+// remote_probe: checks that a ferry worker answers and measures the link to
+// it: a round trip, and upload/download bandwidth of a tensor.
+//
+//   FERRY_WORKER_TOKEN=secret remote_probe --device=remote:10.0.0.2:7000/cpu
+//       [--mib=64] [--iters=5]
+// Prints one line per measurement ("PROBE upload MB/s=..."), and exits 1 if
+// the worker cannot be reached.
+#include <algorithm>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "ferry/backends/backend.h"
+#include "ferry/backends/buffer.h"
+#include "ferry/backends/registry.h"
+#include "ferry/backends/remote/remote_device.h"
+#include "ferry/graph/context.h"
+
+namespace {
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+int Run(const std::string& name, int64_t mib, int iters) {
+  ferry::Registry& registry = ferry::Registry::Global();
+  if (!ferry::RegisterRemoteFamily(registry).ok()) return 1;
+  auto list = registry.CreateBackends(name);
+  if (!list.ok()) {
+    std::fprintf(stderr, "remote_probe: %s\n",
+                 list.status().ToString().c_str());
+    return 1;
+  }
+  ferry::Backend& backend = *list->backends[0];
+  ferry::Device& device = backend.device();
+  const int64_t bytes = mib << 20;
+  ferry::Context ctx;
+  auto t = ctx.NewTensor(ferry::DType::kF32, {bytes / 4}, "probe");
+  auto small = ctx.NewTensor(ferry::DType::kF32, {1024}, "small");
+  auto buffer = device.default_buffer_type()->Allocate(bytes + 8192);
+  auto host = device.host_buffer_type()->Allocate(bytes);
+  if (!t.ok() || !small.ok() || !buffer.ok() || !host.ok()) {
+    std::fprintf(stderr, "remote_probe: allocation failed\n");
+    return 1;
+  }
+  (void)ferry::PlaceTensor(**buffer, **t, 0);
+  (void)ferry::PlaceTensor(**buffer, **small, bytes);
+  std::vector<double> up, down, rtt;
+  for (int i = 0; i < iters; ++i) {
+    absl::Time start = absl::Now();
+    if (!backend.EnqueueSetTensor(**t, (*host)->base(), 0, bytes).ok() ||
+        !backend.Synchronize().ok()) {
+      return 1;
+    }
+    up.push_back(bytes / 1e6 / absl::ToDoubleSeconds(absl::Now() - start));
+    start = absl::Now();
+    if (!backend.EnqueueGetTensor(**t, (*host)->base(), 0, bytes).ok() ||
+        !backend.Synchronize().ok()) {
+      return 1;
+    }
+    down.push_back(bytes / 1e6 / absl::ToDoubleSeconds(absl::Now() - start));
+    for (int j = 0; j < 100; ++j) {
+      start = absl::Now();
+      if (!backend.EnqueueGetTensor(**small, (*host)->base(), 0, 4096).ok() ||
+          !backend.Synchronize().ok()) {
+        return 1;
+      }
+      rtt.push_back(absl::ToDoubleMicroseconds(absl::Now() - start));
+    }
+  }
+  std::printf("PROBE %s upload MB/s=%.1f download MB/s=%.1f rtt4k_us=%.1f\n",
+              name.c_str(), Median(up), Median(down), Median(rtt));
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string device;
+  int64_t mib = 64;
+  int iters = 5;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg.rfind("--device=", 0) == 0) {
+      device = arg.substr(9);
+    } else if (arg.rfind("--mib=", 0) == 0) {
+      if (!absl::SimpleAtoi(arg.substr(6), &mib) || mib <= 0) return 2;
+    } else if (arg.rfind("--iters=", 0) == 0) {
+      if (!absl::SimpleAtoi(arg.substr(8), &iters) || iters <= 0) return 2;
+    } else {
+      std::fprintf(stderr, "remote_probe: unknown argument '%s'\n", argv[i]);
+      return 2;
+    }
+  }
+  if (device.empty()) {
+    std::fprintf(stderr, "usage: remote_probe --device=remote:HOST:PORT/DEV\n");
+    return 2;
+  }
+  return Run(device, mib, iters);
+}

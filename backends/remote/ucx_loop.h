@@ -1,0 +1,120 @@
+// UcxLoop: one UCX context and worker, driven by one thread.
+//
+// Every UCX call of a client connection or of a ferry worker happens on the
+// loop's thread (the worker is single-threaded, as UCX is fastest). Other
+// threads hand it work with Post(), which wakes the loop through the
+// worker's event fd. The loop spins on ucp_worker_progress while there is
+// traffic (for latency) and sleeps on the event fd after a short idle spell
+// (for the CPU the devices need).
+//
+// It is also the Executor that local events resume on, so a device's
+// completion turns into loop work (OnEvent) without a thread of its own.
+#ifndef FERRY_BACKENDS_REMOTE_UCX_LOOP_H_
+#define FERRY_BACKENDS_REMOTE_UCX_LOOP_H_
+
+#include <ucp/api/ucp.h>
+
+#include <atomic>
+#include <coroutine>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/functional/any_invocable.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "ferry/backends/event.h"
+#include "ferry/runtime/executor.h"
+
+namespace ferry::remote {
+
+// A UCX status as an absl::Status ("what: UCX message").
+absl::Status UcxStatus(ucs_status_t status, absl::string_view what);
+
+class UcxLoop;
+
+// Resumes coroutines on a loop while it lives; drops them after (shared so
+// that a wait outliving the loop never touches freed memory). Thread-safe.
+class LoopExecutor final : public Executor {
+ public:
+  void Post(std::coroutine_handle<> handle) override;
+
+ private:
+  friend class UcxLoop;
+  std::mutex mu_;
+  UcxLoop* loop_ ABSL_GUARDED_BY(mu_) = nullptr;
+};
+
+// Thread-safe: Post and Stop from any thread; everything else on the loop.
+class UcxLoop {
+ public:
+  using Done = absl::AnyInvocable<void(absl::Status) &&>;
+
+  static absl::StatusOr<std::unique_ptr<UcxLoop>> Create();
+  // Stops and joins the thread of Start(), then closes UCX.
+  ~UcxLoop();
+
+  ucp_context_h context() const { return context_; }
+  ucp_worker_h worker() const { return worker_; }
+  const std::shared_ptr<LoopExecutor>& executor() const { return executor_; }
+
+  // Runs `fn` on the loop, in posting order.
+  void Post(absl::AnyInvocable<void() &&> fn);
+  // Runs the loop on a new thread, a device thread (executor.h).
+  void Start(std::string name);
+  // Runs the loop on the calling thread until Stop().
+  void Run();
+  void Stop();
+  // Stops the thread of Start() and waits for it (not from the loop).
+  void Join();
+  bool InLoop() const {
+    return std::this_thread::get_id() == loop_thread_.load();
+  }
+
+  // Loop thread only. Sends an active message; `header` is kept until the
+  // send completes, `data` must stay valid until `done` runs (on the loop).
+  // Payloads of kRndvThreshold bytes and more go by rendezvous, so the
+  // receiver pulls them straight into their destination.
+  static constexpr size_t kRndvThreshold = 16 << 10;
+  // `force_rndv` sends any payload by rendezvous: the receiver reads the
+  // bytes when it asks for them, not now.
+  void SendAm(ucp_ep_h ep, unsigned id, std::string header, const void* data,
+              size_t size, Done done = nullptr, bool force_rndv = false);
+  // Receives a rendezvous AM's bytes into `dst`; `done` runs on the loop.
+  void RecvAmData(void* desc, void* dst, size_t size, Done done);
+  // Calls `fn` on the loop once `event` completes, with its status.
+  void OnEvent(const Event& event, Done fn);
+  // Runs `fn` on the loop after the current callback returns.
+  void Defer(absl::AnyInvocable<void() &&> fn);
+  // Runs `fn` on the loop about every `period` (set before Run).
+  void SetTick(absl::Duration period, absl::AnyInvocable<void()> fn);
+
+ private:
+  friend class LoopExecutor;
+  UcxLoop() = default;
+  void PostHandle(std::coroutine_handle<> handle);
+  // Runs posted work; true if there was any.
+  bool RunPosted();
+
+  ucp_context_h context_ = nullptr;
+  ucp_worker_h worker_ = nullptr;
+  int efd_ = -1;
+  std::shared_ptr<LoopExecutor> executor_;
+  std::mutex mu_;
+  std::deque<absl::AnyInvocable<void() &&>> posted_ ABSL_GUARDED_BY(mu_);
+  std::deque<absl::AnyInvocable<void() &&>> deferred_;  // Loop only.
+  absl::AnyInvocable<void()> tick_;
+  absl::Duration tick_period_ = absl::Seconds(1);
+  std::atomic<bool> stop_{false};
+  std::atomic<std::thread::id> loop_thread_{};
+  std::thread thread_;
+};
+
+}  // namespace ferry::remote
+
+#endif  // FERRY_BACKENDS_REMOTE_UCX_LOOP_H_

@@ -1,0 +1,1592 @@
+#include "ferry/backends/remote/worker_server.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <deque>
+#include <map>
+#include <thread>
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "ferry/backends/backend.h"
+#include "ferry/backends/buffer.h"
+#include "ferry/backends/host_buffer.h"
+#include "ferry/backends/remote/address.h"
+#include "ferry/backends/remote/protocol.h"
+#include "ferry/backends/remote/ucx_loop.h"
+#include "ferry/backends/remote/wire_graph.h"
+#include "ferry/runtime/status_macros.h"
+#include "ferry/runtime/timeline_semaphore.h"
+
+namespace ferry::remote {
+namespace {
+
+constexpr size_t kMaxHeldCommands = 4096;
+constexpr size_t kMaxStreams = 1024;
+constexpr size_t kMaxGraphs = 8192;
+constexpr size_t kMaxEarlyPeerData = 1024;
+constexpr size_t kMaxRecords = 256;
+
+// Bytes of an incoming message: copied eager bytes, or a rendezvous
+// descriptor the receiver pulls into place.
+struct Incoming {
+  std::string bytes;
+  void* desc = nullptr;
+  size_t length = 0;
+};
+
+// A buffer the session allocated, with a tensor covering all of it (the
+// handle local backends transfer through).
+struct BufferRec {
+  uint64_t id = 0;
+  uint32_t device = 0;
+  std::unique_ptr<Buffer> buffer;
+  Tensor whole;
+  ucp_mem_h mem = nullptr;  // UCX registration of host memory.
+  ucp_context_h context = nullptr;
+  ~BufferRec() {
+    if (mem != nullptr) ucp_mem_unmap(context, mem);
+  }
+  bool is_host() const { return buffer->is_host(); }
+  char* host(uint64_t offset) const {
+    return static_cast<char*>(buffer->base()) + offset;
+  }
+};
+
+struct StreamRec {
+  uint64_t id = 0;
+  uint32_t device = 0;
+  std::unique_ptr<Backend> backend;
+  // Client value -> what it covers: the local event and the gates then
+  // pending.
+  std::map<uint64_t, std::vector<Event>> records;
+  uint64_t last_value = 0;
+  // Gates the stream's later local work must wait for, not yet given to the
+  // local backend: transfers on an idle stream then never wake its thread.
+  std::vector<Event> pending;
+};
+
+struct GraphRec {
+  uint32_t device = 0;
+  std::unique_ptr<WireGraph> graph;
+  std::vector<std::shared_ptr<BufferRec>> buffers;  // Kept alive.
+};
+
+// Bytes from a peer for one of this session's buffers.
+struct TransferRec {
+  std::shared_ptr<BufferRec> buffer;
+  std::shared_ptr<Buffer> staging;  // For device memory.
+  char* dst = nullptr;              // Where the bytes land.
+  uint64_t size = 0;
+  uint64_t stream = 0;
+  std::shared_ptr<TimelineSemaphore> gate;
+  bool ready = false;  // The stream passed the work before the copy.
+  bool arrived = false;
+  absl::Status peer_status;
+  Incoming data;
+  absl::Time deadline;
+};
+
+struct EarlyPeerData {
+  absl::Status status;
+  Incoming data;
+};
+
+struct Session;
+using SessionPtr = std::shared_ptr<Session>;
+
+struct Held {
+  Message m;
+  Incoming in;
+};
+
+struct Session {
+  uint64_t id = 0;
+  Role role = Role::kClient;
+  ucp_ep_h ep = nullptr;
+  bool closed = false;
+  uint64_t next_seq = 1;
+  std::map<uint64_t, Held> held;  // Commands that came early.
+  uint64_t next_id = 1;
+  std::map<uint64_t, std::shared_ptr<BufferRec>> buffers;
+  std::map<uint64_t, std::shared_ptr<StreamRec>> streams;
+  std::map<uint64_t, std::shared_ptr<GraphRec>> graphs;
+  std::map<uint64_t, std::shared_ptr<TimelineSemaphore>> gates;
+  std::map<uint64_t, std::shared_ptr<TransferRec>> transfers;
+  std::map<uint64_t, EarlyPeerData> early_peer_data;
+  std::string blob_parts;  // kBlobPart bytes for the next blob command.
+};
+
+// A connection to another worker, for kSendToPeer.
+struct Peer {
+  std::string address;
+  ucp_ep_h ep = nullptr;
+  bool ready = false;
+  absl::Status failed;
+  std::deque<absl::AnyInvocable<void(absl::Status) &&>> waiting;
+};
+
+absl::Status RangeError(absl::string_view what, uint64_t offset, uint64_t size,
+                        const BufferRec& b) {
+  return absl::OutOfRangeError(absl::StrCat(
+      what, ": bytes [", offset, ", +", size, ") are outside buffer ", b.id,
+      " of ", b.buffer->size(), " bytes"));
+}
+
+}  // namespace
+
+class WorkerServer::Impl {
+ public:
+  explicit Impl(WorkerOptions options) : options_(std::move(options)) {}
+  ~Impl();
+
+  absl::Status Start();
+  int port() const { return port_; }
+  void Run() {
+    loop_->Run();
+    Shutdown();
+  }
+  void Stop() { loop_->Stop(); }
+
+ private:
+  static ucs_status_t OnCommand(void* arg, const void* header,
+                                size_t header_length, void* data, size_t length,
+                                const ucp_am_recv_param_t* param);
+  static ucs_status_t OnReply(void* arg, const void* header,
+                              size_t header_length, void* data, size_t length,
+                              const ucp_am_recv_param_t* param);
+  static void OnConnection(ucp_conn_request_h request, void* arg);
+  static void OnEndpointError(void* arg, ucp_ep_h ep, ucs_status_t status);
+
+  ucs_status_t Command(ucp_ep_h ep, absl::string_view header, void* data,
+                       size_t length, bool rndv);
+  void Hello(ucp_ep_h ep, const Message& m);
+  // Processes one in-order command of `s`.
+  void Dispatch(const SessionPtr& s, Message& m, Incoming& in);
+  absl::Status Execute(const SessionPtr& s, Message& m, Incoming& in);
+  void Reply(const SessionPtr& s, Message reply, const void* data = nullptr,
+             size_t size = 0, UcxLoop::Done done = nullptr);
+  void Result(const SessionPtr& s, uint64_t req, const absl::Status& status,
+              uint64_t value = 0);
+  // Ends a session; `close_ep` false when the process is exiting.
+  void CloseSession(const SessionPtr& s, absl::string_view why,
+                    bool close_ep = true);
+  void Drop(Incoming& in);
+  void Deliver(Incoming in, void* dst, UcxLoop::Done done);
+
+  absl::StatusOr<StreamRec*> FindStream(Session& s, uint64_t id);
+  absl::StatusOr<std::shared_ptr<BufferRec>> FindBuffer(Session& s,
+                                                        uint64_t id);
+  absl::StatusOr<std::shared_ptr<BufferRec>> FindRange(Session& s,
+                                                       const Message& m);
+  // Makes later work on `stream` fail with `status`.
+  void FailStream(StreamRec& stream, absl::Status status);
+  // A gate the stream's later work waits for: pending until local work is
+  // enqueued (Flush), or given to the local backend at once (GateNow).
+  std::shared_ptr<TimelineSemaphore> Gate(StreamRec& stream);
+  std::shared_ptr<TimelineSemaphore> GateNow(StreamRec& stream);
+  // Hands the pending gates to the local backend (before local work).
+  void Flush(StreamRec& stream);
+  // Events covering everything the stream has so far.
+  std::vector<Event> Point(StreamRec& stream);
+  // Calls `fn` once every event completed (with the first failure).
+  void AfterAll(std::vector<Event> events, UcxLoop::Done fn);
+  // Keeps `thing` alive until every stream of `s` has passed its present
+  // work.
+  void ReleaseAfterStreams(Session& s, std::shared_ptr<void> thing);
+  // Pinned host memory for staging on `device`.
+  absl::StatusOr<std::shared_ptr<Buffer>> Staging(uint32_t device, size_t size);
+
+  absl::Status SetTensor(const SessionPtr& s, const Message& m, Incoming& in);
+  absl::Status GetTensor(const SessionPtr& s, const Message& m);
+  absl::Status CopyLocal(Session& s, const Message& m);
+  absl::Status SendToPeer(const SessionPtr& s, const Message& m);
+  absl::Status RecvFromPeer(const SessionPtr& s, const Message& m);
+  void PeerData(const SessionPtr& from, const Message& m, Incoming& in);
+  void TryCompleteTransfer(uint64_t session, uint64_t transfer);
+  absl::Status LoadFile(const SessionPtr& s, const Message& m);
+  void WithPeer(const std::string& address,
+                absl::AnyInvocable<void(absl::Status, ucp_ep_h) &&> fn);
+  void PeerReply(ucp_ep_h ep, const Message& m);
+  void Tick();
+  void Shutdown();
+
+  WorkerOptions options_;
+  std::unique_ptr<UcxLoop> loop_;
+  ucp_listener_h listener_ = nullptr;
+  int port_ = 0;
+  uint64_t next_session_ = 1;
+  absl::flat_hash_map<ucp_ep_h, SessionPtr> by_ep_;
+  absl::flat_hash_map<uint64_t, SessionPtr> by_id_;
+  absl::flat_hash_map<ucp_ep_h, bool> pending_eps_;  // Before hello.
+  std::map<std::string, std::shared_ptr<Peer>> peers_;
+  absl::flat_hash_map<ucp_ep_h, std::shared_ptr<Peer>> peer_by_ep_;
+  WorkerStats stats_;
+};
+
+WorkerServer::Impl::~Impl() {
+  if (listener_ != nullptr) ucp_listener_destroy(listener_);
+}
+
+absl::Status WorkerServer::Impl::Start() {
+  if (options_.devices.empty()) {
+    return absl::InvalidArgumentError("a worker serves at least one device");
+  }
+  if (options_.token.empty()) {
+    return absl::InvalidArgumentError(
+        "a worker needs a token (--token or FERRY_WORKER_TOKEN)");
+  }
+  FERRY_ASSIGN_OR_RETURN(loop_, UcxLoop::Create());
+  for (unsigned id : {kAmCommand, kAmPeer}) {
+    ucp_am_handler_param_t param = {};
+    param.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID |
+                       UCP_AM_HANDLER_PARAM_FIELD_CB |
+                       UCP_AM_HANDLER_PARAM_FIELD_ARG;
+    param.id = id;
+    param.cb = OnCommand;
+    param.arg = this;
+    FERRY_RETURN_IF_ERROR(UcxStatus(
+        ucp_worker_set_am_recv_handler(loop_->worker(), &param), "AM handler"));
+  }
+  {
+    ucp_am_handler_param_t param = {};
+    param.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID |
+                       UCP_AM_HANDLER_PARAM_FIELD_CB |
+                       UCP_AM_HANDLER_PARAM_FIELD_ARG;
+    param.id = kAmReply;
+    param.cb = OnReply;
+    param.arg = this;
+    FERRY_RETURN_IF_ERROR(UcxStatus(
+        ucp_worker_set_am_recv_handler(loop_->worker(), &param), "AM handler"));
+  }
+  FERRY_ASSIGN_OR_RETURN(sockaddr_storage addr,
+                         ResolveAddress(options_.host, options_.port));
+  ucp_listener_params_t params = {};
+  params.field_mask = UCP_LISTENER_PARAM_FIELD_SOCK_ADDR |
+                      UCP_LISTENER_PARAM_FIELD_CONN_HANDLER;
+  params.sockaddr.addr = reinterpret_cast<const sockaddr*>(&addr);
+  params.sockaddr.addrlen = sizeof(addr);
+  params.conn_handler.cb = OnConnection;
+  params.conn_handler.arg = this;
+  FERRY_RETURN_IF_ERROR(UcxStatus(
+      ucp_listener_create(loop_->worker(), &params, &listener_),
+      absl::StrCat("listening on ", options_.host, ":", options_.port)));
+  ucp_listener_attr_t attr = {};
+  attr.field_mask = UCP_LISTENER_ATTR_FIELD_SOCKADDR;
+  FERRY_RETURN_IF_ERROR(
+      UcxStatus(ucp_listener_query(listener_, &attr), "ucp_listener_query"));
+  port_ = SockaddrPort(attr.sockaddr);
+  loop_->SetTick(absl::Milliseconds(200), [this] { Tick(); });
+  return absl::OkStatus();
+}
+
+void WorkerServer::Impl::OnConnection(ucp_conn_request_h request, void* arg) {
+  auto* self = static_cast<Impl*>(arg);
+  ucp_ep_params_t params = {};
+  params.field_mask = UCP_EP_PARAM_FIELD_CONN_REQUEST |
+                      UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+                      UCP_EP_PARAM_FIELD_ERR_HANDLER;
+  params.conn_request = request;
+  params.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+  params.err_handler.cb = OnEndpointError;
+  params.err_handler.arg = self;
+  ucp_ep_h ep;
+  if (ucp_ep_create(self->loop_->worker(), &params, &ep) == UCS_OK) {
+    self->pending_eps_[ep] = true;
+  }
+}
+
+void WorkerServer::Impl::OnEndpointError(void* arg, ucp_ep_h ep,
+                                         ucs_status_t status) {
+  auto* self = static_cast<Impl*>(arg);
+  self->loop_->Defer([self, ep, status] {
+    auto it = self->by_ep_.find(ep);
+    if (it != self->by_ep_.end()) {
+      SessionPtr session = it->second;
+      self->CloseSession(session, absl::StrCat("connection lost (",
+                                               ucs_status_string(status), ")"));
+      return;
+    }
+    auto peer = self->peer_by_ep_.find(ep);
+    if (peer != self->peer_by_ep_.end()) {
+      std::shared_ptr<Peer> p = peer->second;
+      p->failed = absl::UnavailableError(
+          absl::StrCat("peer worker ", p->address, ": connection lost (",
+                       ucs_status_string(status), ")"));
+      p->ready = false;
+      self->peer_by_ep_.erase(peer);
+      self->peers_.erase(p->address);
+      while (!p->waiting.empty()) {
+        auto fn = std::move(p->waiting.front());
+        p->waiting.pop_front();
+        std::move(fn)(p->failed);
+      }
+      ucp_ep_close_nb(ep, UCP_EP_CLOSE_MODE_FORCE);
+      return;
+    }
+    if (self->pending_eps_.erase(ep) > 0) {
+      ucp_ep_close_nb(ep, UCP_EP_CLOSE_MODE_FORCE);
+    }
+  });
+}
+
+ucs_status_t WorkerServer::Impl::OnCommand(void* arg, const void* header,
+                                           size_t header_length, void* data,
+                                           size_t length,
+                                           const ucp_am_recv_param_t* param) {
+  auto* self = static_cast<Impl*>(arg);
+  if (!(param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP)) return UCS_OK;
+  return self->Command(
+      param->reply_ep,
+      absl::string_view(static_cast<const char*>(header), header_length), data,
+      length, (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) != 0);
+}
+
+ucs_status_t WorkerServer::Impl::Command(ucp_ep_h ep, absl::string_view header,
+                                         void* data, size_t length, bool rndv) {
+  absl::StatusOr<Message> m = DecodeCommand(header);
+  auto it = by_ep_.find(ep);
+  if (it == by_ep_.end()) {
+    // Nothing but a hello before the token is checked.
+    if (m.ok() && m->cmd() == Cmd::kHello) {
+      Hello(ep, *m);
+    } else {
+      pending_eps_.erase(ep);
+      ucp_ep_close_nb(ep, UCP_EP_CLOSE_MODE_FORCE);
+    }
+    return UCS_OK;
+  }
+  SessionPtr s = it->second;
+  if (s->closed) return UCS_OK;
+  Incoming in;
+  in.length = length;
+  ucs_status_t keep = UCS_OK;
+  if (rndv) {
+    in.desc = data;
+    keep = UCS_INPROGRESS;
+  } else if (length > 0) {
+    in.bytes.assign(static_cast<const char*>(data), length);
+  }
+  if (!m.ok()) {
+    Drop(in);
+    Result(s, 0,
+           absl::Status(m.status().code(), absl::StrCat("malformed command: ",
+                                                        m.status().message())));
+    return keep;
+  }
+  if (m->cmd() == Cmd::kHello) {
+    Drop(in);
+    Result(s, 0, absl::FailedPreconditionError("hello twice"));
+    return keep;
+  }
+  if (s->role == Role::kPeer) {
+    if (m->cmd() != Cmd::kPeerData) {
+      Drop(in);
+      CloseSession(s, "a peer may only send peer data");
+      return keep;
+    }
+    PeerData(s, *m, in);
+    return keep;
+  }
+  if (m->cmd() == Cmd::kPeerData) {
+    Drop(in);
+    Result(s, 0, absl::PermissionDeniedError("peer data from a client"));
+    return keep;
+  }
+  if (m->seq != s->next_seq) {
+    if (m->seq < s->next_seq || s->held.size() >= kMaxHeldCommands ||
+        s->held.count(m->seq) > 0) {
+      Drop(in);
+      Result(s, 0,
+             absl::InvalidArgumentError(absl::StrCat(
+                 "command ", CmdName(m->cmd()), ": sequence number ", m->seq,
+                 " is stale, repeated or too far ahead of ", s->next_seq)));
+      return keep;
+    }
+    const uint64_t seq = m->seq;
+    s->held.emplace(seq, Held{*std::move(m), std::move(in)});
+    return keep;
+  }
+  Dispatch(s, *m, in);
+  // Then whatever came early and is now in order.
+  while (!s->closed) {
+    auto held = s->held.find(s->next_seq);
+    if (held == s->held.end()) break;
+    Held h = std::move(held->second);
+    s->held.erase(held);
+    Dispatch(s, h.m, h.in);
+  }
+  return keep;
+}
+
+void WorkerServer::Impl::Dispatch(const SessionPtr& s, Message& m,
+                                  Incoming& in) {
+  ++s->next_seq;
+  const Cmd cmd = m.cmd();
+  absl::Status status = Execute(s, m, in);
+  Drop(in);  // Whatever the command did not take.
+  if (status.ok()) return;
+  status = absl::Status(status.code(),
+                        absl::StrCat(CmdName(cmd), ": ", status.message()));
+  if (CommandFields(cmd) & kFReq) {
+    Result(s, m.req, status);
+    return;
+  }
+  // Stream work: the stream fails, as if the work had.
+  if (CommandFields(cmd) & kFStream) {
+    auto stream = s->streams.find(m.stream);
+    if (stream != s->streams.end()) {
+      FailStream(*stream->second, status);
+      return;
+    }
+  }
+  Result(s, 0, status);
+}
+
+void WorkerServer::Impl::Hello(ucp_ep_h ep, const Message& m) {
+  Message reply;
+  reply.kind = static_cast<uint8_t>(ReplyKind::kHello);
+  // Constant-time comparison of the token.
+  const std::string& want = options_.token;
+  unsigned char diff = m.text.size() == want.size() ? 0 : 1;
+  for (size_t i = 0; i < m.text.size(); ++i) {
+    diff |= static_cast<unsigned char>(m.text[i]) ^
+            static_cast<unsigned char>(want[i % want.size()]);
+  }
+  absl::Status status;
+  if (diff != 0) {
+    status = absl::PermissionDeniedError("wrong token");
+  } else if (m.value != kProtocolVersion) {
+    status = absl::FailedPreconditionError(
+        absl::StrCat("protocol version ", m.value, " (this worker speaks ",
+                     kProtocolVersion, ")"));
+  } else if (m.byte != static_cast<uint8_t>(Role::kClient) &&
+             m.byte != static_cast<uint8_t>(Role::kPeer)) {
+    status = absl::InvalidArgumentError(absl::StrCat("role ", m.byte));
+  }
+  pending_eps_.erase(ep);
+  if (!status.ok()) {
+    reply.set_status(status);
+    loop_->SendAm(
+        ep, kAmReply, EncodeReply(reply), nullptr, 0,
+        [ep](absl::Status) { ucp_ep_close_nb(ep, UCP_EP_CLOSE_MODE_FLUSH); });
+    return;
+  }
+  auto s = std::make_shared<Session>();
+  s->id = next_session_++;
+  s->role = static_cast<Role>(m.byte);
+  s->ep = ep;
+  by_ep_[ep] = s;
+  by_id_[s->id] = s;
+  ++stats_.sessions;
+  std::vector<DeviceInfo> infos;
+  for (Device* d : options_.devices) {
+    DeviceProps props = d->props();
+    DeviceInfo info;
+    info.name = std::string(d->name());
+    info.type = props.type;
+    info.memory_free = props.memory_free;
+    info.memory_total = props.memory_total;
+    info.alignment = d->default_buffer_type()->alignment();
+    info.max_size = d->default_buffer_type()->max_size();
+    info.description = props.description;
+    infos.push_back(std::move(info));
+  }
+  reply.value = s->id;
+  reply.blob = EncodeDeviceInfos(infos);
+  loop_->SendAm(ep, kAmReply, EncodeReply(reply), nullptr, 0);
+}
+
+void WorkerServer::Impl::Reply(const SessionPtr& s, Message reply,
+                               const void* data, size_t size,
+                               UcxLoop::Done done) {
+  if (s->closed) {
+    if (done != nullptr) {
+      loop_->Defer([done = std::move(done)]() mutable {
+        std::move(done)(absl::UnavailableError("session closed"));
+      });
+    }
+    return;
+  }
+  loop_->SendAm(s->ep, kAmReply, EncodeReply(reply), data, size,
+                std::move(done));
+}
+
+void WorkerServer::Impl::Result(const SessionPtr& s, uint64_t req,
+                                const absl::Status& status, uint64_t value) {
+  Message r;
+  r.kind = static_cast<uint8_t>(ReplyKind::kResult);
+  r.req = req;
+  r.value = value;
+  r.set_status(status);
+  Reply(s, std::move(r));
+}
+
+void WorkerServer::Impl::Drop(Incoming& in) {
+  if (in.desc != nullptr) {
+    // Released after the AM callback that may still be running returns.
+    ucp_worker_h worker = loop_->worker();
+    void* desc = in.desc;
+    loop_->Defer([worker, desc] { ucp_am_data_release(worker, desc); });
+    in.desc = nullptr;
+  }
+  in.bytes.clear();
+}
+
+void WorkerServer::Impl::Deliver(Incoming in, void* dst, UcxLoop::Done done) {
+  if (in.desc != nullptr) {
+    // Outside any AM callback.
+    loop_->Defer([this, desc = in.desc, dst, length = in.length,
+                  done = std::move(done)]() mutable {
+      loop_->RecvAmData(desc, dst, length, std::move(done));
+    });
+    return;
+  }
+  if (!in.bytes.empty()) std::memcpy(dst, in.bytes.data(), in.bytes.size());
+  loop_->Defer([done = std::move(done)]() mutable {
+    std::move(done)(absl::OkStatus());
+  });
+}
+
+absl::StatusOr<StreamRec*> WorkerServer::Impl::FindStream(Session& s,
+                                                          uint64_t id) {
+  auto it = s.streams.find(id);
+  if (it == s.streams.end()) {
+    return absl::NotFoundError(absl::StrCat("no stream ", id));
+  }
+  return it->second.get();
+}
+
+absl::StatusOr<std::shared_ptr<BufferRec>> WorkerServer::Impl::FindBuffer(
+    Session& s, uint64_t id) {
+  auto it = s.buffers.find(id);
+  if (it == s.buffers.end()) {
+    return absl::NotFoundError(absl::StrCat("no buffer ", id));
+  }
+  return it->second;
+}
+
+absl::StatusOr<std::shared_ptr<BufferRec>> WorkerServer::Impl::FindRange(
+    Session& s, const Message& m) {
+  FERRY_ASSIGN_OR_RETURN(std::shared_ptr<BufferRec> b, FindBuffer(s, m.buffer));
+  const uint64_t size = b->buffer->size();
+  if (m.offset > size || m.size > size - m.offset) {
+    return RangeError(CmdName(m.cmd()), m.offset, m.size, *b);
+  }
+  return b;
+}
+
+void WorkerServer::Impl::FailStream(StreamRec& stream, absl::Status status) {
+  auto failed = std::make_shared<TimelineSemaphore>(0);
+  failed->Fail(std::move(status));
+  (void)stream.backend->EnqueueWait(Event(failed, 1));
+}
+
+std::shared_ptr<TimelineSemaphore> WorkerServer::Impl::Gate(StreamRec& stream) {
+  auto gate = std::make_shared<TimelineSemaphore>(0);
+  stream.pending.push_back(Event(gate, 1));
+  return gate;
+}
+
+std::shared_ptr<TimelineSemaphore> WorkerServer::Impl::GateNow(
+    StreamRec& stream) {
+  Flush(stream);
+  auto gate = std::make_shared<TimelineSemaphore>(0);
+  (void)stream.backend->EnqueueWait(Event(gate, 1));
+  return gate;
+}
+
+void WorkerServer::Impl::Flush(StreamRec& stream) {
+  for (const Event& e : stream.pending) {
+    if (!e.IsComplete()) (void)stream.backend->EnqueueWait(e);
+  }
+  stream.pending.clear();
+}
+
+std::vector<Event> WorkerServer::Impl::Point(StreamRec& stream) {
+  std::vector<Event> out = {stream.backend->Record()};
+  std::erase_if(stream.pending, [](const Event& e) {
+    return e.IsComplete() && e.timeline()->status().ok();
+  });
+  out.insert(out.end(), stream.pending.begin(), stream.pending.end());
+  return out;
+}
+
+void WorkerServer::Impl::AfterAll(std::vector<Event> events, UcxLoop::Done fn) {
+  struct State {
+    size_t left;
+    absl::Status status;
+    UcxLoop::Done fn;
+  };
+  auto state =
+      std::make_shared<State>(State{events.size() + 1, {}, std::move(fn)});
+  auto one = [state](absl::Status st) {
+    if (!st.ok() && state->status.ok()) state->status = st;
+    if (--state->left == 0) std::move(state->fn)(state->status);
+  };
+  for (const Event& e : events) loop_->OnEvent(e, one);
+  one(absl::OkStatus());
+}
+
+void WorkerServer::Impl::ReleaseAfterStreams(Session& s,
+                                             std::shared_ptr<void> thing) {
+  auto count = std::make_shared<size_t>(s.streams.size() + 1);
+  auto release = [count, thing](absl::Status) mutable {
+    if (--*count == 0) thing.reset();
+  };
+  for (auto& [id, stream] : s.streams) AfterAll(Point(*stream), release);
+  release(absl::OkStatus());
+}
+
+absl::StatusOr<std::shared_ptr<Buffer>> WorkerServer::Impl::Staging(
+    uint32_t device, size_t size) {
+  Device* d = options_.devices[device];
+  BufferType* type = d->host_buffer_type();
+  static HostBufferType* plain =
+      new HostBufferType("remote_staging", 64, nullptr);
+  if (type == nullptr) type = plain;
+  FERRY_ASSIGN_OR_RETURN(std::unique_ptr<Buffer> buffer,
+                         type->Allocate(std::max<size_t>(size, 64)));
+  return std::shared_ptr<Buffer>(std::move(buffer));
+}
+
+absl::Status WorkerServer::Impl::Execute(const SessionPtr& sp, Message& m,
+                                         Incoming& in) {
+  Session& s = *sp;
+  if (m.cmd() == Cmd::kBlobPart) {
+    if (s.blob_parts.size() + m.blob.size() > kMaxBlob) {
+      s.blob_parts.clear();
+      return absl::ResourceExhaustedError(
+          absl::StrCat("blob over ", kMaxBlob, " bytes"));
+    }
+    s.blob_parts += m.blob;
+    return absl::OkStatus();
+  }
+  if (CommandFields(m.cmd()) & kFBlob) {
+    m.blob = std::move(s.blob_parts) + m.blob;
+    s.blob_parts.clear();
+  }
+  switch (m.cmd()) {
+    case Cmd::kAllocBuffer: {
+      if (m.device >= options_.devices.size()) {
+        return absl::NotFoundError(absl::StrCat("no device ", m.device));
+      }
+      Device* d = options_.devices[m.device];
+      BufferType* type = d->default_buffer_type();
+      // Whole 4-byte words, so a tensor of f32 covers the buffer.
+      const uint64_t size =
+          (std::max<uint64_t>(m.size, 4) + 63) & ~uint64_t{63};
+      if (m.size > type->max_size() || size < m.size) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(m.size, " bytes is over ", d->name(), "'s limit of ",
+                         type->max_size()));
+      }
+      // Checked before allocating: never ask the allocator for the absurd.
+      const uint64_t total = d->props().memory_total;
+      if (total > 0 && size > total) {
+        return absl::ResourceExhaustedError(
+            absl::StrCat(m.size, " bytes is more than ", d->name(), "'s ",
+                         total, " bytes of memory"));
+      }
+      FERRY_ASSIGN_OR_RETURN(std::unique_ptr<Buffer> buffer,
+                             type->Allocate(size));
+      auto rec = std::make_shared<BufferRec>();
+      rec->id = s.next_id++;
+      rec->device = m.device;
+      rec->whole.dtype = DType::kF32;
+      rec->whole.ne = {static_cast<int64_t>(buffer->size() / 4), 1, 1, 1};
+      rec->whole.nb = ContiguousStrides(DType::kF32, rec->whole.ne);
+      rec->whole.name = absl::StrCat("buffer", rec->id);
+      FERRY_RETURN_IF_ERROR(PlaceTensor(*buffer, rec->whole, 0));
+      if (buffer->is_host()) {
+        ucp_mem_map_params_t params = {};
+        params.field_mask =
+            UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH;
+        params.address = buffer->base();
+        params.length = buffer->size();
+        if (ucp_mem_map(loop_->context(), &params, &rec->mem) == UCS_OK) {
+          rec->context = loop_->context();
+        } else {
+          rec->mem = nullptr;
+        }
+      }
+      rec->buffer = std::move(buffer);
+      s.buffers[rec->id] = rec;
+      ++stats_.buffers;
+      Result(sp, m.req, absl::OkStatus(), rec->id);
+      return absl::OkStatus();
+    }
+    case Cmd::kFreeBuffer: {
+      FERRY_ASSIGN_OR_RETURN(std::shared_ptr<BufferRec> b,
+                             FindBuffer(s, m.buffer));
+      s.buffers.erase(m.buffer);
+      --stats_.buffers;
+      ReleaseAfterStreams(s, std::move(b));
+      return absl::OkStatus();
+    }
+    case Cmd::kCreateStream: {
+      if (m.device >= options_.devices.size()) {
+        return absl::NotFoundError(absl::StrCat("no device ", m.device));
+      }
+      if (s.streams.size() >= kMaxStreams) {
+        return absl::ResourceExhaustedError(
+            absl::StrCat("over ", kMaxStreams, " streams"));
+      }
+      FERRY_ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend,
+                             options_.devices[m.device]->CreateBackend(m.text));
+      auto stream = std::make_shared<StreamRec>();
+      stream->id = s.next_id++;
+      stream->device = m.device;
+      stream->backend = std::move(backend);
+      s.streams[stream->id] = stream;
+      Result(sp, m.req, absl::OkStatus(), stream->id);
+      return absl::OkStatus();
+    }
+    case Cmd::kDestroyStream: {
+      auto it = s.streams.find(m.stream);
+      if (it == s.streams.end()) {
+        return absl::NotFoundError(absl::StrCat("no stream ", m.stream));
+      }
+      std::shared_ptr<StreamRec> stream = std::move(it->second);
+      s.streams.erase(it);
+      AfterAll(Point(*stream),
+               [stream](absl::Status) mutable { stream.reset(); });
+      return absl::OkStatus();
+    }
+    case Cmd::kSetTensor:
+      return SetTensor(sp, m, in);
+    case Cmd::kGetTensor:
+      return GetTensor(sp, m);
+    case Cmd::kMemset: {
+      FERRY_ASSIGN_OR_RETURN(std::shared_ptr<BufferRec> b, FindRange(s, m));
+      FERRY_RETURN_IF_ERROR(
+          b->buffer->MemsetTensor(b->whole, m.byte, m.offset, m.size));
+      Result(sp, m.req, absl::OkStatus());
+      return absl::OkStatus();
+    }
+    case Cmd::kCopyLocal:
+      return CopyLocal(s, m);
+    case Cmd::kDefineGraph: {
+      if (m.device >= options_.devices.size()) {
+        return absl::NotFoundError(absl::StrCat("no device ", m.device));
+      }
+      if (s.graphs.size() >= kMaxGraphs) {
+        return absl::ResourceExhaustedError(
+            absl::StrCat("over ", kMaxGraphs, " graphs"));
+      }
+      Device* d = options_.devices[m.device];
+      auto rec = std::make_shared<GraphRec>();
+      rec->device = m.device;
+      auto lookup_fn = [&](uint64_t id) -> absl::StatusOr<Buffer*> {
+        FERRY_ASSIGN_OR_RETURN(std::shared_ptr<BufferRec> b, FindBuffer(s, id));
+        if (!d->SupportsBufferType(b->buffer->type())) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "buffer ", id, " is memory ", d->name(), " cannot use"));
+        }
+        rec->buffers.push_back(b);
+        return b->buffer.get();
+      };
+      WireLookup lookup = lookup_fn;
+      FERRY_ASSIGN_OR_RETURN(rec->graph, DecodeGraph(m.blob, &lookup));
+      for (Tensor* node : rec->graph->nodes) {
+        if (!d->SupportsOp(*node)) {
+          return absl::UnimplementedError(
+              absl::StrCat(d->name(), " does not support ", OpName(node->op),
+                           " node '", node->name, "' ", node->ShapeString()));
+        }
+      }
+      const uint64_t id = s.next_id++;
+      s.graphs[id] = std::move(rec);
+      ++stats_.graphs_defined;
+      Result(sp, m.req, absl::OkStatus(), id);
+      return absl::OkStatus();
+    }
+    case Cmd::kDropGraph: {
+      auto it = s.graphs.find(m.id);
+      if (it == s.graphs.end()) {
+        return absl::NotFoundError(absl::StrCat("no graph ", m.id));
+      }
+      std::shared_ptr<GraphRec> graph = std::move(it->second);
+      s.graphs.erase(it);
+      ReleaseAfterStreams(s, std::move(graph));
+      return absl::OkStatus();
+    }
+    case Cmd::kLaunch: {
+      FERRY_ASSIGN_OR_RETURN(StreamRec * stream, FindStream(s, m.stream));
+      auto it = s.graphs.find(m.id);
+      if (it == s.graphs.end()) {
+        return absl::NotFoundError(absl::StrCat("no graph ", m.id));
+      }
+      if (it->second->device != stream->device) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "graph ", m.id, " is for another device than stream ", m.stream));
+      }
+      Flush(*stream);
+      return stream->backend->EnqueueCompute(it->second->graph->nodes);
+    }
+    case Cmd::kRecord: {
+      FERRY_ASSIGN_OR_RETURN(StreamRec * stream, FindStream(s, m.stream));
+      if (m.value <= stream->last_value) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "record ", m.value, " is not above ", stream->last_value));
+      }
+      stream->last_value = m.value;
+      std::vector<Event> point = Point(*stream);
+      stream->records[m.value] = point;
+      while (stream->records.size() > kMaxRecords) {
+        stream->records.erase(stream->records.begin());
+      }
+      std::weak_ptr<Session> weak = sp;
+      const uint64_t stream_id = m.stream, value = m.value;
+      AfterAll(std::move(point),
+               [this, weak, stream_id, value](absl::Status st) {
+                 SessionPtr s = weak.lock();
+                 if (s == nullptr || s->closed) return;
+                 Message r;
+                 r.stream = stream_id;
+                 r.value = value;
+                 if (st.ok()) {
+                   r.kind = static_cast<uint8_t>(ReplyKind::kSignaled);
+                 } else {
+                   r.kind = static_cast<uint8_t>(ReplyKind::kStreamFailed);
+                   r.set_status(st);
+                 }
+                 Reply(s, std::move(r));
+               });
+      return absl::OkStatus();
+    }
+    case Cmd::kWaitStream: {
+      FERRY_ASSIGN_OR_RETURN(StreamRec * stream, FindStream(s, m.stream));
+      FERRY_ASSIGN_OR_RETURN(StreamRec * src, FindStream(s, m.src_stream));
+      if (m.value > src->last_value) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "wait for value ", m.value, " of stream ", m.src_stream,
+            ", which recorded only up to ", src->last_value));
+      }
+      auto it = src->records.find(m.value);
+      // Older records were dropped once later ones completed.
+      if (it == src->records.end()) return absl::OkStatus();
+      for (const Event& e : it->second) {
+        if (!e.IsComplete()) stream->pending.push_back(e);
+      }
+      return absl::OkStatus();
+    }
+    case Cmd::kWaitGate: {
+      FERRY_ASSIGN_OR_RETURN(StreamRec * stream, FindStream(s, m.stream));
+      if (s.gates.count(m.id) > 0 || s.gates.size() >= 65536) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("gate ", m.id, " is in use (or too many gates)"));
+      }
+      s.gates[m.id] = Gate(*stream);
+      return absl::OkStatus();
+    }
+    case Cmd::kSignalGate: {
+      auto it = s.gates.find(m.id);
+      if (it == s.gates.end()) {
+        Result(sp, 0, absl::NotFoundError(absl::StrCat("no gate ", m.id)));
+        return absl::OkStatus();
+      }
+      if (m.code == 0) {
+        (void)it->second->Signal(1);
+      } else {
+        it->second->Fail(m.status());
+      }
+      s.gates.erase(it);
+      return absl::OkStatus();
+    }
+    case Cmd::kResetStream: {
+      auto it = s.streams.find(m.stream);
+      if (it == s.streams.end()) {
+        return absl::NotFoundError(absl::StrCat("no stream ", m.stream));
+      }
+      std::shared_ptr<StreamRec> stream = it->second;
+      std::weak_ptr<Session> weak = sp;
+      const uint64_t req = m.req;
+      AfterAll(Point(*stream), [this, weak, stream, req](absl::Status) {
+        // Done (or failed): clearing it does not block.
+        absl::Status st = stream->backend->Synchronize();
+        stream->pending.clear();
+        SessionPtr s = weak.lock();
+        if (s != nullptr) Result(s, req, absl::OkStatus());
+      });
+      return absl::OkStatus();
+    }
+    case Cmd::kSendToPeer:
+      return SendToPeer(sp, m);
+    case Cmd::kRecvFromPeer:
+      return RecvFromPeer(sp, m);
+    case Cmd::kLoadFile:
+      return LoadFile(sp, m);
+    case Cmd::kPing:
+      Result(sp, m.req, absl::OkStatus());
+      return absl::OkStatus();
+    case Cmd::kSupportsOp: {
+      if (m.device >= options_.devices.size()) {
+        return absl::NotFoundError(absl::StrCat("no device ", m.device));
+      }
+      FERRY_ASSIGN_OR_RETURN(std::unique_ptr<WireGraph> graph,
+                             DecodeGraph(m.blob, nullptr));
+      bool supported = !graph->nodes.empty();
+      for (Tensor* node : graph->nodes) {
+        supported = supported && options_.devices[m.device]->SupportsOp(*node);
+      }
+      Result(sp, m.req, absl::OkStatus(), supported ? 1 : 0);
+      return absl::OkStatus();
+    }
+    case Cmd::kStats: {
+      Message r;
+      r.kind = static_cast<uint8_t>(ReplyKind::kResult);
+      r.req = m.req;
+      r.text = absl::StrCat(stats_.client_bytes_in, ",",
+                            stats_.client_bytes_out, ",", stats_.peer_bytes_in,
+                            ",", stats_.peer_bytes_out, ",", stats_.sessions,
+                            ",", stats_.buffers, ",", stats_.graphs_defined);
+      Reply(sp, std::move(r));
+      return absl::OkStatus();
+    }
+    case Cmd::kHello:
+    case Cmd::kPeerData:
+    case Cmd::kBlobPart:
+      break;
+  }
+  return absl::InvalidArgumentError("unexpected command");
+}
+
+absl::Status WorkerServer::Impl::SetTensor(const SessionPtr& sp,
+                                           const Message& m, Incoming& in) {
+  Session& s = *sp;
+  FERRY_ASSIGN_OR_RETURN(StreamRec * stream, FindStream(s, m.stream));
+  FERRY_ASSIGN_OR_RETURN(std::shared_ptr<BufferRec> b, FindRange(s, m));
+  if (in.length != m.size) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("set_tensor of ", m.size, " bytes carries ", in.length));
+  }
+  if (b->device != stream->device) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "buffer ", b->id, " is not on stream ", m.stream, "'s device"));
+  }
+  stats_.client_bytes_in += m.size;
+  if (m.size == 0) return absl::OkStatus();
+  Incoming data = std::move(in);
+  in = Incoming();
+  if (b->is_host()) {
+    char* dst = b->host(m.offset);
+    std::vector<Event> before = Point(*stream);
+    const bool idle =
+        std::all_of(before.begin(), before.end(),
+                    [](const Event& e) { return e.IsComplete(); });
+    if (idle && data.desc == nullptr) {
+      std::memcpy(dst, data.bytes.data(), data.bytes.size());
+      return absl::OkStatus();
+    }
+    // Land the bytes once the stream no longer uses the old ones; the
+    // work after waits for them.
+    std::shared_ptr<TimelineSemaphore> gate = Gate(*stream);
+    AfterAll(std::move(before), [this, b, dst, gate, data = std::move(data)](
+                                    absl::Status st) mutable {
+      if (!st.ok()) {
+        Drop(data);
+        gate->Fail(st);
+        return;
+      }
+      Deliver(std::move(data), dst, [gate, b](absl::Status st) {
+        if (st.ok()) {
+          (void)gate->Signal(1);
+        } else {
+          gate->Fail(st);
+        }
+      });
+    });
+    return absl::OkStatus();
+  }
+  // Device memory: into pinned staging, then an async upload in order. The
+  // bytes are pulled at once, unless the client asked for them to be read
+  // in stream order (they are produced by work the stream waits for).
+  FERRY_ASSIGN_OR_RETURN(std::shared_ptr<Buffer> staging,
+                         Staging(stream->device, m.size));
+  std::vector<Event> before;
+  if (m.byte != 0) before = Point(*stream);
+  std::shared_ptr<TimelineSemaphore> gate = GateNow(*stream);
+  void* dst = staging->base();
+  AfterAll(std::move(before),
+           [this, dst, gate, data = std::move(data)](absl::Status st) mutable {
+             if (!st.ok()) {
+               Drop(data);
+               gate->Fail(st);
+               return;
+             }
+             Deliver(std::move(data), dst, [gate](absl::Status st) {
+               if (st.ok()) {
+                 (void)gate->Signal(1);
+               } else {
+                 gate->Fail(st);
+               }
+             });
+           });
+  FERRY_RETURN_IF_ERROR(stream->backend->EnqueueSetTensor(
+      b->whole, staging->base(), m.offset, m.size));
+  AfterAll(Point(*stream),
+           [staging, b](absl::Status) mutable { staging.reset(); });
+  return absl::OkStatus();
+}
+
+absl::Status WorkerServer::Impl::GetTensor(const SessionPtr& sp,
+                                           const Message& m) {
+  Session& s = *sp;
+  FERRY_ASSIGN_OR_RETURN(StreamRec * stream, FindStream(s, m.stream));
+  absl::StatusOr<std::shared_ptr<BufferRec>> found = FindRange(s, m);
+  std::weak_ptr<Session> weak = sp;
+  const uint64_t req = m.req, size = m.size;
+  auto send = [this, weak, req, size](absl::Status st, const void* data,
+                                      UcxLoop::Done done) {
+    SessionPtr s = weak.lock();
+    Message r;
+    r.kind = static_cast<uint8_t>(ReplyKind::kGetData);
+    r.req = req;
+    r.set_status(st);
+    if (s == nullptr) {
+      std::move(done)(absl::UnavailableError("session closed"));
+      return;
+    }
+    if (st.ok()) stats_.client_bytes_out += size;
+    Reply(s, std::move(r), st.ok() ? data : nullptr, st.ok() ? size : 0,
+          std::move(done));
+  };
+  if (!found.ok() || (*found)->device != stream->device) {
+    // The client waits for this get: answer it with the error.
+    absl::Status st =
+        found.ok() ? absl::InvalidArgumentError(absl::StrCat(
+                         "buffer ", m.buffer, " is not on the stream's device"))
+                   : found.status();
+    send(st, nullptr, [](absl::Status) {});
+    return st;
+  }
+  std::shared_ptr<BufferRec> b = *found;
+  if (b->is_host()) {
+    const char* src = b->host(m.offset);
+    std::vector<Event> produced = Point(*stream);
+    // The stream may overwrite the bytes only once they are sent.
+    std::shared_ptr<TimelineSemaphore> gate = Gate(*stream);
+    AfterAll(
+        std::move(produced), [send, src, gate, b](absl::Status st) mutable {
+          send(st, src, [gate, b](absl::Status) { (void)gate->Signal(1); });
+        });
+    return absl::OkStatus();
+  }
+  FERRY_ASSIGN_OR_RETURN(std::shared_ptr<Buffer> staging,
+                         Staging(stream->device, m.size));
+  Flush(*stream);
+  FERRY_RETURN_IF_ERROR(stream->backend->EnqueueGetTensor(
+      b->whole, staging->base(), m.offset, m.size));
+  AfterAll(Point(*stream), [send, staging, b](absl::Status st) mutable {
+    const void* data = staging->base();
+    send(st, data, [staging](absl::Status) mutable { staging.reset(); });
+  });
+  return absl::OkStatus();
+}
+
+namespace {
+
+// A tensor of exactly `size` bytes at `offset` of `b` (f32 words, or f16
+// halves for sizes that are not whole words).
+absl::StatusOr<Tensor> Slice(const BufferRec& b, uint64_t offset,
+                             uint64_t size) {
+  Tensor t;
+  const int64_t element = size % 4 == 0 ? 4 : 2;
+  if (size % element != 0 || offset % element != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "copy of ", size, " bytes at ", offset, ": not whole 2-byte halves"));
+  }
+  t.dtype = element == 4 ? DType::kF32 : DType::kF16;
+  t.ne = {static_cast<int64_t>(size) / element, 1, 1, 1};
+  t.nb = ContiguousStrides(t.dtype, t.ne);
+  t.buffer = b.buffer.get();
+  t.data = static_cast<char*>(b.buffer->base()) + offset;
+  t.name = absl::StrCat("buffer", b.id, "+", offset);
+  return t;
+}
+
+}  // namespace
+
+absl::Status WorkerServer::Impl::CopyLocal(Session& s, const Message& m) {
+  FERRY_ASSIGN_OR_RETURN(StreamRec * stream, FindStream(s, m.stream));
+  FERRY_ASSIGN_OR_RETURN(StreamRec * src_stream, FindStream(s, m.src_stream));
+  FERRY_ASSIGN_OR_RETURN(std::shared_ptr<BufferRec> dst, FindRange(s, m));
+  FERRY_ASSIGN_OR_RETURN(std::shared_ptr<BufferRec> src,
+                         FindBuffer(s, m.src_buffer));
+  if (m.src_offset > src->buffer->size() ||
+      m.size > src->buffer->size() - m.src_offset) {
+    return RangeError("copy source", m.src_offset, m.size, *src);
+  }
+  if (m.size == 0) return absl::OkStatus();
+  FERRY_ASSIGN_OR_RETURN(Tensor from, Slice(*src, m.src_offset, m.size));
+  FERRY_ASSIGN_OR_RETURN(Tensor to, Slice(*dst, m.offset, m.size));
+  Flush(*src_stream);
+  Flush(*stream);
+  return stream->backend->EnqueueCopyTensor(*src_stream->backend, from, to);
+}
+
+void WorkerServer::Impl::WithPeer(
+    const std::string& address,
+    absl::AnyInvocable<void(absl::Status, ucp_ep_h) &&> fn) {
+  auto it = peers_.find(address);
+  std::shared_ptr<Peer> peer;
+  if (it != peers_.end()) {
+    peer = it->second;
+  } else {
+    peer = std::make_shared<Peer>();
+    peer->address = address;
+    absl::StatusOr<HostPort> hp = ParseHostPort(address);
+    absl::StatusOr<sockaddr_storage> addr =
+        hp.ok() ? ResolveAddress(hp->host, hp->port)
+                : absl::StatusOr<sockaddr_storage>(hp.status());
+    if (!addr.ok()) {
+      std::move(fn)(addr.status(), nullptr);
+      return;
+    }
+    ucp_ep_params_t params = {};
+    params.field_mask =
+        UCP_EP_PARAM_FIELD_FLAGS | UCP_EP_PARAM_FIELD_SOCK_ADDR |
+        UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER;
+    params.flags = UCP_EP_PARAMS_FLAGS_CLIENT_SERVER;
+    params.sockaddr.addr = reinterpret_cast<const sockaddr*>(&*addr);
+    params.sockaddr.addrlen = sizeof(*addr);
+    params.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+    params.err_handler.cb = OnEndpointError;
+    params.err_handler.arg = this;
+    ucs_status_t st = ucp_ep_create(loop_->worker(), &params, &peer->ep);
+    if (st != UCS_OK) {
+      std::move(fn)(UcxStatus(st, absl::StrCat("connecting to peer ", address)),
+                    nullptr);
+      return;
+    }
+    peers_[address] = peer;
+    peer_by_ep_[peer->ep] = peer;
+    Message hello;
+    hello.kind = static_cast<uint8_t>(Cmd::kHello);
+    hello.value = kProtocolVersion;
+    hello.byte = static_cast<uint8_t>(Role::kPeer);
+    hello.text = options_.token;
+    loop_->SendAm(peer->ep, kAmPeer, EncodeCommand(hello), nullptr, 0);
+  }
+  if (peer->ready) {
+    std::move(fn)(absl::OkStatus(), peer->ep);
+    return;
+  }
+  ucp_ep_h ep = peer->ep;
+  peer->waiting.push_back([fn = std::move(fn), ep](absl::Status st) mutable {
+    std::move(fn)(st, st.ok() ? ep : nullptr);
+  });
+}
+
+ucs_status_t WorkerServer::Impl::OnReply(void* arg, const void* header,
+                                         size_t header_length, void*, size_t,
+                                         const ucp_am_recv_param_t* param) {
+  auto* self = static_cast<Impl*>(arg);
+  if (!(param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP)) return UCS_OK;
+  absl::StatusOr<Message> m = DecodeReply(
+      absl::string_view(static_cast<const char*>(header), header_length));
+  if (m.ok()) self->PeerReply(param->reply_ep, *m);
+  return UCS_OK;
+}
+
+void WorkerServer::Impl::PeerReply(ucp_ep_h ep, const Message& m) {
+  auto it = peer_by_ep_.find(ep);
+  if (it == peer_by_ep_.end()) return;
+  std::shared_ptr<Peer> peer = it->second;
+  if (m.reply() != ReplyKind::kHello) return;  // Peers get no other replies.
+  absl::Status st = m.status();
+  if (st.ok()) {
+    peer->ready = true;
+  } else {
+    peer->failed = absl::Status(
+        st.code(),
+        absl::StrCat("peer worker ", peer->address, ": ", st.message()));
+    peers_.erase(peer->address);
+    peer_by_ep_.erase(ep);
+  }
+  while (!peer->waiting.empty()) {
+    auto fn = std::move(peer->waiting.front());
+    peer->waiting.pop_front();
+    std::move(fn)(st.ok() ? absl::OkStatus() : peer->failed);
+  }
+}
+
+absl::Status WorkerServer::Impl::SendToPeer(const SessionPtr& sp,
+                                            const Message& m) {
+  Session& s = *sp;
+  FERRY_ASSIGN_OR_RETURN(StreamRec * stream, FindStream(s, m.stream));
+  FERRY_ASSIGN_OR_RETURN(std::shared_ptr<BufferRec> b, FindRange(s, m));
+  FERRY_RETURN_IF_ERROR(ParseHostPort(m.text).status());
+  if (b->device != stream->device) {
+    return absl::InvalidArgumentError("buffer is not on the stream's device");
+  }
+  const void* src = nullptr;
+  std::shared_ptr<Buffer> staging;
+  std::shared_ptr<TimelineSemaphore> gate;
+  std::vector<Event> produced;
+  if (b->is_host()) {
+    src = b->host(m.offset);
+    produced = Point(*stream);
+    gate = Gate(*stream);  // Not overwritten before it is sent.
+  } else {
+    FERRY_ASSIGN_OR_RETURN(staging, Staging(stream->device, m.size));
+    Flush(*stream);
+    FERRY_RETURN_IF_ERROR(stream->backend->EnqueueGetTensor(
+        b->whole, staging->base(), m.offset, m.size));
+    src = staging->base();
+    produced = Point(*stream);
+  }
+  Message header;
+  header.kind = static_cast<uint8_t>(Cmd::kPeerData);
+  header.value = m.value;
+  header.id = m.id;
+  std::string address = m.text;
+  const uint64_t size = m.size;
+  AfterAll(std::move(produced), [this, address, header, src, size, staging,
+                                 gate, b](absl::Status st) mutable {
+    auto finish = [gate, staging, b](absl::Status st) mutable {
+      staging.reset();
+      if (gate == nullptr) return;
+      if (st.ok()) {
+        (void)gate->Signal(1);
+      } else {
+        gate->Fail(st);
+      }
+    };
+    if (!st.ok()) {
+      // Tell the receiver, so its stream fails rather than waits.
+      header.set_status(st);
+    }
+    WithPeer(address, [this, header, src, size, finish = std::move(finish)](
+                          absl::Status st, ucp_ep_h ep) mutable {
+      if (!st.ok()) {
+        finish(st);
+        return;
+      }
+      const bool ok = header.code == 0;
+      if (ok) stats_.peer_bytes_out += size;
+      loop_->SendAm(ep, kAmPeer, EncodeCommand(header), ok ? src : nullptr,
+                    ok ? size : 0, std::move(finish));
+    });
+  });
+  return absl::OkStatus();
+}
+
+absl::Status WorkerServer::Impl::RecvFromPeer(const SessionPtr& sp,
+                                              const Message& m) {
+  Session& s = *sp;
+  FERRY_ASSIGN_OR_RETURN(StreamRec * stream, FindStream(s, m.stream));
+  FERRY_ASSIGN_OR_RETURN(std::shared_ptr<BufferRec> b, FindRange(s, m));
+  if (b->device != stream->device) {
+    return absl::InvalidArgumentError("buffer is not on the stream's device");
+  }
+  if (s.transfers.count(m.id) > 0 || s.transfers.size() >= 65536) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("transfer ", m.id, " is in use (or too many)"));
+  }
+  auto t = std::make_shared<TransferRec>();
+  t->buffer = b;
+  t->size = m.size;
+  t->stream = m.stream;
+  t->deadline = absl::Now() + options_.transfer_timeout;
+  const uint64_t session = s.id, transfer = m.id;
+  if (b->is_host()) {
+    // Straight into the buffer, once the stream is past the work before.
+    t->dst = b->host(m.offset);
+    std::vector<Event> before = Point(*stream);
+    t->gate = Gate(*stream);
+    AfterAll(std::move(before), [this, session, transfer](absl::Status st) {
+      auto it = by_id_.find(session);
+      if (it == by_id_.end()) return;
+      auto found = it->second->transfers.find(transfer);
+      if (found == it->second->transfers.end()) return;
+      if (!st.ok()) {
+        found->second->gate->Fail(st);
+        Drop(found->second->data);
+        it->second->transfers.erase(found);
+        return;
+      }
+      found->second->ready = true;
+      TryCompleteTransfer(session, transfer);
+    });
+  } else {
+    // Device memory: into private staging at once; the upload follows the
+    // gate in the stream's order.
+    FERRY_ASSIGN_OR_RETURN(t->staging, Staging(stream->device, m.size));
+    t->dst = static_cast<char*>(t->staging->base());
+    t->ready = true;
+    t->gate = GateNow(*stream);
+    FERRY_RETURN_IF_ERROR(stream->backend->EnqueueSetTensor(
+        b->whole, t->staging->base(), m.offset, m.size));
+    std::shared_ptr<Buffer> staging = t->staging;
+    AfterAll(Point(*stream),
+             [staging](absl::Status) mutable { staging.reset(); });
+  }
+  s.transfers[transfer] = t;
+  // Bytes that came before this command.
+  auto early = s.early_peer_data.find(transfer);
+  if (early != s.early_peer_data.end()) {
+    t->arrived = true;
+    t->peer_status = early->second.status;
+    t->data = std::move(early->second.data);
+    s.early_peer_data.erase(early);
+  }
+  TryCompleteTransfer(session, transfer);
+  return absl::OkStatus();
+}
+
+void WorkerServer::Impl::PeerData(const SessionPtr& from, const Message& m,
+                                  Incoming& in) {
+  (void)from;
+  auto it = by_id_.find(m.value);
+  if (it == by_id_.end() || it->second->role != Role::kClient) {
+    Drop(in);
+    return;  // The session ended: nothing waits for these bytes.
+  }
+  Session& s = *it->second;
+  absl::Status status = m.status();
+  if (status.ok()) stats_.peer_bytes_in += in.length;
+  auto t = s.transfers.find(m.id);
+  if (t == s.transfers.end()) {
+    if (s.early_peer_data.size() >= kMaxEarlyPeerData ||
+        s.early_peer_data.count(m.id) > 0) {
+      Drop(in);
+      return;
+    }
+    s.early_peer_data[m.id] = EarlyPeerData{status, std::move(in)};
+    in = Incoming();
+    return;
+  }
+  if (t->second->arrived) {
+    Drop(in);
+    return;
+  }
+  t->second->arrived = true;
+  t->second->peer_status = status;
+  t->second->data = std::move(in);
+  in = Incoming();
+  TryCompleteTransfer(s.id, m.id);
+}
+
+void WorkerServer::Impl::TryCompleteTransfer(uint64_t session,
+                                             uint64_t transfer) {
+  auto it = by_id_.find(session);
+  if (it == by_id_.end()) return;
+  Session& s = *it->second;
+  auto found = s.transfers.find(transfer);
+  if (found == s.transfers.end()) return;
+  std::shared_ptr<TransferRec> t = found->second;
+  if (!t->ready || !t->arrived) return;
+  s.transfers.erase(found);
+  if (!t->peer_status.ok()) {
+    Drop(t->data);
+    t->gate->Fail(t->peer_status);
+    return;
+  }
+  if (t->data.length != t->size) {
+    Drop(t->data);
+    t->gate->Fail(absl::InvalidArgumentError(
+        absl::StrCat("transfer ", transfer, ": ", t->data.length,
+                     " bytes from the peer, ", t->size, " expected")));
+    return;
+  }
+  Deliver(std::move(t->data), t->dst, [t](absl::Status st) {
+    if (st.ok()) {
+      (void)t->gate->Signal(1);
+    } else {
+      t->gate->Fail(st);
+    }
+  });
+}
+
+absl::Status WorkerServer::Impl::LoadFile(const SessionPtr& sp,
+                                          const Message& m) {
+  Session& s = *sp;
+  FERRY_ASSIGN_OR_RETURN(StreamRec * stream, FindStream(s, m.stream));
+  FERRY_ASSIGN_OR_RETURN(std::shared_ptr<BufferRec> b, FindRange(s, m));
+  if (options_.weights_dir.empty()) {
+    return absl::PermissionDeniedError(
+        "this worker loads no files (start it with --weights_dir)");
+  }
+  if (m.text.empty() || m.text[0] == '/' ||
+      m.text.find('\0') != std::string::npos) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", m.text, "' is not a relative path"));
+  }
+  for (absl::string_view part : absl::StrSplit(m.text, '/')) {
+    if (part == ".." || part.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("'", m.text, "' leaves the weights directory"));
+    }
+  }
+  const std::string path = absl::StrCat(options_.weights_dir, "/", m.text);
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    return absl::NotFoundError(
+        absl::StrCat("cannot open '", m.text, "': ", strerror(errno)));
+  }
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
+      m.value > static_cast<uint64_t>(st.st_size) ||
+      m.size > static_cast<uint64_t>(st.st_size) - m.value) {
+    close(fd);
+    return absl::OutOfRangeError(absl::StrCat("'", m.text, "': bytes [",
+                                              m.value, ", +", m.size,
+                                              ") are outside the file"));
+  }
+  std::shared_ptr<Buffer> staging;
+  char* dst;
+  std::vector<Event> before;
+  std::shared_ptr<TimelineSemaphore> gate;
+  if (b->is_host()) {
+    dst = b->host(m.offset);
+    before = Point(*stream);
+    gate = Gate(*stream);
+  } else {
+    absl::StatusOr<std::shared_ptr<Buffer>> made =
+        Staging(stream->device, m.size);
+    if (!made.ok()) {
+      close(fd);
+      return made.status();
+    }
+    staging = *std::move(made);
+    dst = static_cast<char*>(staging->base());
+    gate = GateNow(*stream);
+    FERRY_RETURN_IF_ERROR(stream->backend->EnqueueSetTensor(
+        b->whole, staging->base(), m.offset, m.size));
+  }
+  UcxLoop* loop = loop_.get();
+  const uint64_t size = m.size, file_offset = m.value;
+  std::string name = m.text;
+  AfterAll(std::move(before), [loop, fd, dst, size, file_offset, gate, staging,
+                               b, name](absl::Status st) mutable {
+    if (!st.ok()) {
+      close(fd);
+      gate->Fail(st);
+      return;
+    }
+    // Read off the loop: a large file must not stall other sessions.
+    std::thread([loop, fd, dst, size, file_offset, gate, staging, b, name] {
+      absl::Status result;
+      uint64_t done = 0;
+      while (done < size) {
+        const ssize_t n =
+            pread(fd, dst + done, size - done, file_offset + done);
+        if (n <= 0) {
+          result = absl::DataLossError(
+              absl::StrCat("reading '", name, "' at ", file_offset + done, ": ",
+                           n == 0 ? "end of file" : strerror(errno)));
+          break;
+        }
+        done += static_cast<uint64_t>(n);
+      }
+      close(fd);
+      if (result.ok()) {
+        (void)gate->Signal(1);
+      } else {
+        gate->Fail(result);
+      }
+    }).detach();
+  });
+  if (staging != nullptr) {
+    AfterAll(Point(*stream),
+             [staging](absl::Status) mutable { staging.reset(); });
+  }
+  return absl::OkStatus();
+}
+
+void WorkerServer::Impl::CloseSession(const SessionPtr& s,
+                                      absl::string_view why, bool close_ep) {
+  if (s->closed) return;
+  s->closed = true;
+  const absl::Status gone =
+      absl::CancelledError(absl::StrCat("session ", s->id, " ended: ", why));
+  for (auto& [seq, held] : s->held) Drop(held.in);
+  s->held.clear();
+  for (auto& [id, gate] : s->gates) gate->Fail(gone);
+  s->gates.clear();
+  for (auto& [id, t] : s->transfers) {
+    Drop(t->data);
+    t->gate->Fail(gone);
+  }
+  s->transfers.clear();
+  for (auto& [id, early] : s->early_peer_data) Drop(early.data);
+  s->early_peer_data.clear();
+  stats_.buffers -= static_cast<int64_t>(s->buffers.size());
+  --stats_.sessions;
+  by_ep_.erase(s->ep);
+  by_id_.erase(s->id);
+  // Everything goes once the streams have drained (their work may still
+  // read the buffers).
+  auto state = std::make_shared<Session>();
+  state->streams = s->streams;
+  auto keep =
+      std::make_shared<std::tuple<decltype(s->buffers), decltype(s->graphs)>>(
+          std::move(s->buffers), std::move(s->graphs));
+  ReleaseAfterStreams(*state, keep);
+  s->streams.clear();
+  auto streams =
+      std::make_shared<decltype(state->streams)>(std::move(state->streams));
+  ReleaseAfterStreams(*state, streams);
+  if (close_ep) ucp_ep_close_nb(s->ep, UCP_EP_CLOSE_MODE_FORCE);
+}
+
+void WorkerServer::Impl::Tick() {
+  const absl::Time now = absl::Now();
+  for (auto& [id, s] : by_id_) {
+    std::vector<uint64_t> expired;
+    for (auto& [tid, t] : s->transfers) {
+      if (!t->arrived && now > t->deadline) expired.push_back(tid);
+    }
+    for (uint64_t tid : expired) {
+      auto t = s->transfers[tid];
+      s->transfers.erase(tid);
+      Drop(t->data);
+      t->gate->Fail(absl::DeadlineExceededError(
+          absl::StrCat("transfer ", tid, ": no bytes from the peer worker in ",
+                       absl::FormatDuration(options_.transfer_timeout))));
+    }
+  }
+}
+
+void WorkerServer::Impl::Shutdown() {
+  std::vector<SessionPtr> sessions;
+  for (auto& [id, s] : by_id_) sessions.push_back(s);
+  for (const SessionPtr& s : sessions) {
+    CloseSession(s, "worker stopping", /*close_ep=*/false);
+  }
+  // Let the streams drain and the releases run.
+  for (int i = 0; i < 1000; ++i) {
+    while (ucp_worker_progress(loop_->worker()) != 0) {
+    }
+    loop_->Post([] {});
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    if (i > 10) break;
+  }
+}
+
+WorkerServer::WorkerServer(std::unique_ptr<Impl> impl)
+    : impl_(std::move(impl)) {}
+WorkerServer::~WorkerServer() = default;
+
+absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Create(
+    WorkerOptions options) {
+  auto impl = std::make_unique<Impl>(std::move(options));
+  FERRY_RETURN_IF_ERROR(impl->Start());
+  return std::unique_ptr<WorkerServer>(new WorkerServer(std::move(impl)));
+}
+
+int WorkerServer::port() const { return impl_->port(); }
+void WorkerServer::Run() { impl_->Run(); }
+void WorkerServer::Stop() { impl_->Stop(); }
+
+}  // namespace ferry::remote

@@ -1,0 +1,72 @@
+// WorkerServer: the heart of `ferry_worker`. Serves local devices (cpu, sim,
+// cuda) to remote clients over a UCX listener.
+//
+// A client connects, proves it knows the token (kHello, before anything
+// else), and gets a session: buffers it allocates on the worker's devices,
+// streams (a local Backend each), graphs it defined, gates and transfers.
+// Everything is bounds-checked against the session's own records; a bad
+// command gets an error reply (or fails the stream it was for) and never
+// touches memory outside a buffer. Stream work is queued on the local
+// backends and never blocks the loop: incoming bytes land in the buffer
+// once the stream has passed the work before them (a gate on the local
+// stream holds the work after), outgoing bytes are sent once the stream
+// has produced them. Another worker (a peer, same token) delivers a
+// split input straight into a buffer with kPeerData. A session whose
+// client goes away releases everything once its streams have drained.
+#ifndef FERRY_BACKENDS_REMOTE_WORKER_SERVER_H_
+#define FERRY_BACKENDS_REMOTE_WORKER_SERVER_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "ferry/backends/device.h"
+
+namespace ferry::remote {
+
+struct WorkerOptions {
+  std::string host = "0.0.0.0";  // Address to listen on.
+  int port = 0;                  // 0: any free port (see port()).
+  std::string token;             // Clients and peers must present it.
+  std::vector<Device*> devices;  // Served, as device 0, 1, ... by name.
+  // Root for kLoadFile (worker-local weights); empty refuses every load.
+  std::string weights_dir;
+  // How long a stream waits for a peer's bytes before failing.
+  absl::Duration transfer_timeout = absl::Seconds(60);
+};
+
+// Counters, for tests and benchmarks.
+struct WorkerStats {
+  int64_t client_bytes_in = 0;   // Tensor bytes from clients.
+  int64_t client_bytes_out = 0;  // Tensor bytes to clients.
+  int64_t peer_bytes_in = 0;     // From other workers.
+  int64_t peer_bytes_out = 0;    // To other workers.
+  int64_t sessions = 0;          // Open sessions.
+  int64_t buffers = 0;           // Live buffers over all sessions.
+  int64_t graphs_defined = 0;    // kDefineGraph commands accepted.
+};
+
+class WorkerServer {
+ public:
+  static absl::StatusOr<std::unique_ptr<WorkerServer>> Create(
+      WorkerOptions options);
+  ~WorkerServer();
+
+  int port() const;
+  // Serves on the calling thread until Stop().
+  void Run();
+  // Thread-safe.
+  void Stop();
+
+ private:
+  class Impl;
+  explicit WorkerServer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace ferry::remote
+
+#endif  // FERRY_BACKENDS_REMOTE_WORKER_SERVER_H_

@@ -1,0 +1,285 @@
+// Remote devices against the numbers that matter for them, each beside its
+// baseline in the same run (ratios in the report, not absolutes):
+//   BM_Upload / BM_Download      a 64 MiB tensor copy from/to pinned memory
+//                                (compare: ucx_perftest tag_bw, same UCX_TLS)
+//   BM_RoundTrip4KiB             a 4 KiB download and its event
+//   BM_WeightUpload              weights from pageable memory, synchronous
+//   BM_WorkerFileLoad            weights read by the worker from its disk
+//   BM_WorkerToWorker            a split input copied worker to worker
+//   BM_Llama8/mode               the 8-layer llama (n_embd 2048) as ggml's
+//                                harness builds it: 0 local CPU (2 threads),
+//                                1 the same two stages in one process (1
+//                                thread each), 2 two ferry_worker processes
+//                                (1 thread each); logits read after every
+//                                micro-batch (async, pinned), n_copies 4.
+// The transport is UCX_TLS's (tcp, or sm,self,tcp for shared memory):
+//   UCX_TLS=tcp ./bazelw run --config=opt //tests/remote:remote_benchmark
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "benchmark/benchmark.h"
+#include "ferry/backends/backend.h"
+#include "ferry/backends/buffer.h"
+#include "ferry/backends/cpu/cpu_backend.h"
+#include "ferry/backends/remote/remote_device.h"
+#include "ferry/backends/remote/testing/worker_process.h"
+#include "ferry/graph/context.h"
+#include "ferry/models/llama/llama_graph.h"
+#include "ferry/models/llama/llama_model.h"
+#include "ferry/runtime/status_macros.h"
+#include "ferry/sched/scheduler.h"
+
+namespace ferry {
+namespace {
+
+using remote::testing::WorkerProcess;
+
+std::string WeightsDir() {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  return tmp != nullptr ? tmp : "/tmp";
+}
+
+struct Workers {
+  std::vector<std::unique_ptr<WorkerProcess>> processes;
+  std::vector<std::unique_ptr<Device>> devices;
+};
+
+// Two workers serving their CPU, for the whole run.
+Workers& GetWorkers() {
+  static Workers* workers = [] {
+    auto* w = new Workers;
+    for (int i = 0; i < 2; ++i) {
+      auto p = WorkerProcess::Start(
+          {"--devices=cpu", "--weights_dir=" + WeightsDir()});
+      FERRY_CHECK(p.ok());
+      auto d = MakeRemoteDevice((*p)->address() + "/cpu");
+      FERRY_CHECK(d.ok());
+      w->processes.push_back(std::move(*p));
+      w->devices.push_back(std::move(*d));
+    }
+    // The workers go with the benchmark (their devices stay, unused).
+    std::atexit([] {
+      for (auto& p : GetWorkers().processes) p->Kill();
+    });
+    return w;
+  }();
+  return *workers;
+}
+
+struct Placed {
+  Context ctx;
+  std::vector<std::unique_ptr<Buffer>> buffers;
+  Tensor* New(BufferType& type, int64_t bytes, const char* name) {
+    auto t = ctx.NewTensor(DType::kF32, {bytes / 4}, name);
+    FERRY_CHECK(t.ok());
+    auto b = type.Allocate(static_cast<size_t>(bytes));
+    FERRY_CHECK(b.ok());
+    FERRY_CHECK(PlaceTensor(**b, **t, 0).ok());
+    buffers.push_back(std::move(*b));
+    return *t;
+  }
+};
+
+void BM_Upload(benchmark::State& state) {
+  Device& device = *GetWorkers().devices[0];
+  const int64_t bytes = state.range(0);
+  auto backend = device.CreateBackend("threads=1");
+  FERRY_CHECK(backend.ok());
+  Placed p;
+  Tensor* t = p.New(*device.default_buffer_type(), bytes, "t");
+  Tensor* host = p.New(*device.host_buffer_type(), bytes, "host");
+  for (auto _ : state) {
+    FERRY_CHECK((*backend)->EnqueueSetTensor(*t, host->data, 0, bytes).ok());
+    FERRY_CHECK((*backend)->Synchronize().ok());
+  }
+  state.SetBytesProcessed(state.iterations() * bytes);
+}
+BENCHMARK(BM_Upload)->Arg(64 << 20)->Arg(1 << 20)->UseRealTime();
+
+void BM_Download(benchmark::State& state) {
+  Device& device = *GetWorkers().devices[0];
+  const int64_t bytes = state.range(0);
+  auto backend = device.CreateBackend("threads=1");
+  FERRY_CHECK(backend.ok());
+  Placed p;
+  Tensor* t = p.New(*device.default_buffer_type(), bytes, "t");
+  Tensor* host = p.New(*device.host_buffer_type(), bytes, "host");
+  for (auto _ : state) {
+    FERRY_CHECK((*backend)->EnqueueGetTensor(*t, host->data, 0, bytes).ok());
+    FERRY_CHECK((*backend)->Synchronize().ok());
+  }
+  state.SetBytesProcessed(state.iterations() * bytes);
+}
+BENCHMARK(BM_Download)->Arg(64 << 20)->UseRealTime();
+
+void BM_RoundTrip4KiB(benchmark::State& state) {
+  Device& device = *GetWorkers().devices[0];
+  auto backend = device.CreateBackend("threads=1");
+  FERRY_CHECK(backend.ok());
+  Placed p;
+  Tensor* t = p.New(*device.default_buffer_type(), 4096, "t");
+  Tensor* host = p.New(*device.host_buffer_type(), 4096, "host");
+  for (auto _ : state) {
+    FERRY_CHECK((*backend)->EnqueueGetTensor(*t, host->data, 0, 4096).ok());
+    FERRY_CHECK((*backend)->Synchronize().ok());
+  }
+}
+BENCHMARK(BM_RoundTrip4KiB)->UseRealTime();
+
+void BM_WeightUpload(benchmark::State& state) {
+  Device& device = *GetWorkers().devices[0];
+  const int64_t bytes = state.range(0);
+  Placed p;
+  Tensor* t = p.New(*device.default_buffer_type(), bytes, "w");
+  std::vector<char> host(static_cast<size_t>(bytes), 1);
+  for (auto _ : state) {
+    FERRY_CHECK(SetTensorData(*t, host.data()).ok());
+  }
+  state.SetBytesProcessed(state.iterations() * bytes);
+}
+BENCHMARK(BM_WeightUpload)->Arg(64 << 20)->UseRealTime();
+
+void BM_WorkerFileLoad(benchmark::State& state) {
+  Device& device = *GetWorkers().devices[0];
+  const int64_t bytes = state.range(0);
+  const std::string name = "remote_benchmark_weights.bin";
+  {
+    std::ofstream out(WeightsDir() + "/" + name, std::ios::binary);
+    std::vector<char> zeros(1 << 20, 3);
+    for (int64_t i = 0; i < bytes; i += zeros.size()) {
+      out.write(zeros.data(), zeros.size());
+    }
+  }
+  auto backend = device.CreateBackend("threads=1");
+  FERRY_CHECK(backend.ok());
+  Placed p;
+  Tensor* t = p.New(*device.default_buffer_type(), bytes, "w");
+  for (auto _ : state) {
+    FERRY_CHECK(
+        EnqueueLoadFromWorkerFile(**backend, *t, 0, bytes, name, 0).ok());
+    FERRY_CHECK((*backend)->Synchronize().ok());
+  }
+  state.SetBytesProcessed(state.iterations() * bytes);
+}
+BENCHMARK(BM_WorkerFileLoad)->Arg(64 << 20)->UseRealTime();
+
+void BM_WorkerToWorker(benchmark::State& state) {
+  Workers& w = GetWorkers();
+  const int64_t bytes = state.range(0);
+  auto b0 = w.devices[0]->CreateBackend("threads=1");
+  auto b1 = w.devices[1]->CreateBackend("threads=1");
+  FERRY_CHECK(b0.ok() && b1.ok());
+  Placed p;
+  Tensor* src = p.New(*w.devices[0]->default_buffer_type(), bytes, "src");
+  Tensor* dst = p.New(*w.devices[1]->default_buffer_type(), bytes, "dst");
+  const RemoteTraffic before = GetRemoteTraffic();
+  for (auto _ : state) {
+    FERRY_CHECK((*b1)->EnqueueCopyTensor(**b0, *src, *dst).ok());
+    FERRY_CHECK((*b1)->Synchronize().ok());
+  }
+  const RemoteTraffic after = GetRemoteTraffic();
+  state.counters["client_bytes"] =
+      static_cast<double>(after.bytes_sent - before.bytes_sent +
+                          after.bytes_received - before.bytes_received);
+  state.SetBytesProcessed(state.iterations() * bytes);
+}
+BENCHMARK(BM_WorkerToWorker)->Arg(64 << 20)->UseRealTime();
+
+// The harness's model: 8 layers, n_embd 2048, 16 heads (no GQA), n_ff 5632,
+// vocab 32000, f32 weights; 32 tokens per micro-batch, 4 per pass.
+constexpr llama::LlamaConfig kLlama = {.n_layer = 8,
+                                       .n_embd = 2048,
+                                       .n_head = 16,
+                                       .n_head_kv = 16,
+                                       .n_ff = 5632,
+                                       .n_vocab = 32000,
+                                       .n_ctx = 32};
+constexpr int64_t kTokens = 32;
+constexpr int kMicroBatches = 4;
+
+void BM_Llama8(benchmark::State& state) {
+  const int mode = static_cast<int>(state.range(0));
+  std::vector<std::unique_ptr<Backend>> owned;
+  auto add = [&](absl::StatusOr<std::unique_ptr<Backend>> b) {
+    FERRY_CHECK(b.ok());
+    owned.push_back(std::move(*b));
+  };
+  llama::LlamaModelOptions options;
+  if (mode == 0) {
+    add(GetCpuDevice().CreateBackend("threads=2"));
+  } else {
+    if (mode == 1) {
+      add(GetCpuDevice().CreateBackend("threads=1"));
+      add(GetCpuDevice().CreateBackend("threads=1"));
+    } else {
+      add(GetWorkers().devices[0]->CreateBackend("threads=1"));
+      add(GetWorkers().devices[1]->CreateBackend("threads=1"));
+    }
+    add(GetCpuDevice().CreateBackend("threads=1"));  // The embedding.
+    options.layer_backends = {0, 0, 0, 0, 1, 1, 1, 1};
+  }
+  std::vector<Backend*> backends;
+  for (auto& b : owned) backends.push_back(b.get());
+  auto start = absl::Now();
+  auto model = llama::LlamaModel::Create(kLlama, backends, options);
+  FERRY_CHECK(model.ok());
+  FERRY_CHECK((*model)->FillRandom(1).ok());
+  const double upload_s = absl::ToDoubleSeconds(absl::Now() - start);
+  auto g = llama::BuildLlamaGraph(**model, {.n_tokens = kTokens});
+  FERRY_CHECK(g.ok());
+  auto sched = Scheduler::Create(backends, {.n_copies = 4});
+  FERRY_CHECK(sched.ok());
+  FERRY_CHECK((*sched)->AllocGraph(g->graph).ok());
+  Backend* out = (*sched)->GetTensorBackend(*g->logits);
+  const size_t bytes = static_cast<size_t>(g->logits->NumBytes());
+  BufferType* pinned = out->device().host_buffer_type();
+  if (pinned == nullptr) pinned = GetCpuDevice().default_buffer_type();
+  std::vector<std::unique_ptr<Buffer>> slots;
+  std::vector<Event> slot_done(4);
+  for (int i = 0; i < 4; ++i) {
+    auto b = pinned->Allocate(bytes);
+    FERRY_CHECK(b.ok());
+    slots.push_back(std::move(*b));
+  }
+  std::vector<int32_t> tokens(kTokens);
+  int k = 0;
+  auto pass = [&] {
+    for (int ub = 0; ub < kMicroBatches; ++ub, ++k) {
+      for (int64_t i = 0; i < kTokens; ++i) {
+        tokens[i] = static_cast<int32_t>((k * 131 + i * 17) % kLlama.n_vocab);
+      }
+      // The slot's previous logits must have landed before it is reused.
+      FERRY_CHECK(slot_done[k % 4].WaitBlocking().ok());
+      FERRY_CHECK(llama::SetLlamaInputs(*g, kLlama.n_vocab, tokens).ok());
+      auto done = (*sched)->Submit(g->graph);
+      FERRY_CHECK(done.ok());
+      FERRY_CHECK(
+          out->EnqueueGetTensor(*g->logits, slots[k % 4]->base(), 0, bytes)
+              .ok());
+      slot_done[k % 4] = out->Record();
+    }
+    FERRY_CHECK((*sched)->Synchronize().ok());
+  };
+  pass();  // Warm-up.
+  for (auto _ : state) pass();
+  state.SetItemsProcessed(state.iterations() * kMicroBatches * kTokens);
+  state.counters["upload_s"] = upload_s;
+  state.SetLabel(mode == 0   ? "local cpu, 2 threads"
+                 : mode == 1 ? "two stages in one process, 1 thread each"
+                             : "two ferry workers, 1 thread each");
+}
+BENCHMARK(BM_Llama8)
+    ->Arg(0)
+    ->Arg(1)
+    ->Arg(2)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->MinTime(3);
+
+}  // namespace
+}  // namespace ferry

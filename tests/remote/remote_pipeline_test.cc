@@ -1,0 +1,276 @@
+// Two ferry_worker processes as pipeline stages: the example llama split
+// over them (and the local CPU) gives the local run's logits, split inputs
+// go from worker to worker without passing through this process, and a
+// worker killed mid-batch fails the run with Unavailable (no hang), after
+// which new connections work.
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "ferry/backends/backend.h"
+#include "ferry/backends/buffer.h"
+#include "ferry/backends/cpu/cpu_backend.h"
+#include "ferry/backends/event.h"
+#include "ferry/backends/remote/remote_device.h"
+#include "ferry/backends/remote/testing/worker_process.h"
+#include "ferry/graph/context.h"
+#include "ferry/graph/testing/reference.h"
+#include "ferry/models/llama/llama_graph.h"
+#include "ferry/models/llama/llama_model.h"
+#include "ferry/runtime/status_matchers.h"
+#include "ferry/sched/scheduler.h"
+#include "gtest/gtest.h"
+
+namespace ferry {
+namespace {
+
+using llama::BuildLlamaGraph;
+using llama::LlamaConfig;
+using llama::LlamaModel;
+using llama::SetLlamaInputs;
+using remote::testing::WorkerProcess;
+using ::testing::HasSubstr;
+
+constexpr LlamaConfig kConfig = {.n_layer = 4,
+                                 .n_embd = 64,
+                                 .n_head = 4,
+                                 .n_head_kv = 2,
+                                 .n_ff = 96,
+                                 .n_vocab = 64,
+                                 .n_ctx = 32};
+constexpr int64_t kUbatch = 8;
+constexpr int kMicroBatches = 6;
+
+std::vector<int32_t> Prompt(int k, int64_t n) {
+  std::vector<int32_t> out;
+  for (int64_t i = 0; i < n; ++i) {
+    out.push_back(
+        static_cast<int32_t>((k * 31 + i * 17 + 5) % kConfig.n_vocab));
+  }
+  return out;
+}
+
+class RemotePipelineTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    for (int i = 0; i < 2; ++i) {
+      FERRY_ASSERT_OK_AND_ASSIGN(auto worker,
+                                 WorkerProcess::Start({"--devices=cpu"}));
+      workers_.push_back(std::move(worker));
+    }
+    FERRY_ASSERT_OK_AND_ASSIGN(cpu_, GetCpuDevice().CreateBackend("threads=1"));
+  }
+
+  // A backend on worker i's CPU (its device outlives the backend).
+  std::unique_ptr<Backend> Remote(int i) {
+    auto device = MakeRemoteDevice(workers_[i]->address() + "/cpu");
+    EXPECT_TRUE(device.ok()) << device.status();
+    if (!device.ok()) return nullptr;
+    auto backend = (*device)->CreateBackend("threads=1");
+    EXPECT_TRUE(backend.ok()) << backend.status();
+    devices_.push_back(std::move(*device));
+    return backend.ok() ? std::move(*backend) : nullptr;
+  }
+
+  // Logits of every micro-batch, n_copies batches in flight; the layers on
+  // the first backends, the embedding on the CPU (the last).
+  // `after_warmup` runs once the first n_copies micro-batches are done (each
+  // copy slot places split inputs apart, so each slot has its own splits).
+  absl::StatusOr<std::vector<std::vector<float>>> Prefill(
+      std::vector<Backend*> backends, int n_copies,
+      std::function<void()> after_warmup = nullptr) {
+    llama::LlamaModelOptions options;
+    if (backends.size() > 1) {
+      options.split.assign(backends.size(), 1.0);
+      options.split.back() = 0.0;
+    }
+    FERRY_ASSIGN_OR_RETURN(auto model,
+                           LlamaModel::Create(kConfig, backends, options));
+    FERRY_RETURN_IF_ERROR(model->FillRandom(9));
+    FERRY_ASSIGN_OR_RETURN(auto g,
+                           BuildLlamaGraph(*model, {.n_tokens = kUbatch}));
+    FERRY_ASSIGN_OR_RETURN(auto sched,
+                           Scheduler::Create(backends, {.n_copies = n_copies}));
+    FERRY_RETURN_IF_ERROR(sched->AllocGraph(g.graph));
+    Backend* out = sched->GetTensorBackend(*g.logits);
+    const size_t bytes = static_cast<size_t>(g.logits->NumBytes());
+    BufferType* pinned_type = out->device().host_buffer_type();
+    std::vector<std::unique_ptr<Buffer>> pinned;
+    std::vector<std::vector<float>> result(kMicroBatches);
+    std::vector<float*> dst;
+    for (int k = 0; k < kMicroBatches; ++k) {
+      result[k].resize(bytes / 4);
+      if (pinned_type != nullptr) {
+        FERRY_ASSIGN_OR_RETURN(auto b, pinned_type->Allocate(bytes));
+        dst.push_back(static_cast<float*>(b->base()));
+        pinned.push_back(std::move(b));
+      } else {
+        dst.push_back(result[k].data());
+      }
+    }
+    Event previous;
+    for (int k = 0; k < kMicroBatches; ++k) {
+      if (n_copies == 1 && k > 0)
+        FERRY_RETURN_IF_ERROR(previous.WaitBlocking());
+      FERRY_RETURN_IF_ERROR(
+          SetLlamaInputs(g, kConfig.n_vocab, Prompt(k, kUbatch)));
+      FERRY_ASSIGN_OR_RETURN(previous, sched->Submit(g.graph));
+      FERRY_RETURN_IF_ERROR(out->EnqueueGetTensor(*g.logits, dst[k], 0, bytes));
+      if (k == n_copies - 1 && after_warmup != nullptr) {
+        FERRY_RETURN_IF_ERROR(previous.WaitBlocking());
+        after_warmup();
+      }
+    }
+    FERRY_RETURN_IF_ERROR(sched->Synchronize());
+    if (pinned_type != nullptr) {
+      for (int k = 0; k < kMicroBatches; ++k) {
+        std::copy(dst[k], dst[k] + bytes / 4, result[k].begin());
+      }
+    }
+    return result;
+  }
+
+  std::vector<std::unique_ptr<WorkerProcess>> workers_;
+  std::vector<std::unique_ptr<Device>> devices_;
+  std::unique_ptr<Backend> cpu_;
+};
+
+TEST_F(RemotePipelineTest, TwoWorkersAsStagesMatchTheLocalRun) {
+  FERRY_ASSERT_OK_AND_ASSIGN(auto expected, Prefill({cpu_.get()}, 1));
+  std::unique_ptr<Backend> w0 = Remote(0);
+  std::unique_ptr<Backend> w1 = Remote(1);
+  ASSERT_NE(w0, nullptr);
+  ASSERT_NE(w1, nullptr);
+  FERRY_ASSERT_OK_AND_ASSIGN(std::vector<int64_t> before,
+                             GetWorkerStats(w1->device()));
+  // Splits are defined on the workers by the first batches (one set per
+  // copy slot), then launched by id: the later batches define nothing.
+  std::vector<int64_t> defined_after_warmup;
+  FERRY_ASSERT_OK_AND_ASSIGN(auto actual,
+                             Prefill({w0.get(), w1.get(), cpu_.get()}, 4, [&] {
+                               for (Backend* b : {w0.get(), w1.get()}) {
+                                 auto stats = GetWorkerStats(b->device());
+                                 ASSERT_TRUE(stats.ok()) << stats.status();
+                                 defined_after_warmup.push_back((*stats)[6]);
+                               }
+                             }));
+  for (int i = 0; i < 2; ++i) {
+    Backend* b = i == 0 ? w0.get() : w1.get();
+    FERRY_ASSERT_OK_AND_ASSIGN(std::vector<int64_t> stats,
+                               GetWorkerStats(b->device()));
+    ASSERT_EQ(defined_after_warmup.size(), 2u);
+    EXPECT_GT(defined_after_warmup[i], 0) << "worker " << i;
+    EXPECT_LE(defined_after_warmup[i], 4) << "worker " << i;
+    EXPECT_EQ(stats[6], defined_after_warmup[i])
+        << "worker " << i << " got new graphs after the warm-up";
+  }
+  ASSERT_EQ(expected.size(), actual.size());
+  for (int k = 0; k < kMicroBatches; ++k) {
+    EXPECT_LE(testing::Nmse(expected[k], actual[k]), 1e-6) << "batch " << k;
+  }
+  EXPECT_GT(testing::Nmse(expected[0], expected[1]), 1e-3);
+  // The activations between the stages went from worker 0 to worker 1.
+  FERRY_ASSERT_OK_AND_ASSIGN(std::vector<int64_t> after,
+                             GetWorkerStats(w1->device()));
+  const int64_t activation = kConfig.n_embd * kUbatch * 4;
+  EXPECT_GE(after[2] - before[2], kMicroBatches * activation)
+      << "peer bytes into worker 1";
+}
+
+TEST_F(RemotePipelineTest, WorkerToWorkerCopyBypassesTheClient) {
+  std::unique_ptr<Backend> w0 = Remote(0);
+  std::unique_ptr<Backend> w1 = Remote(1);
+  ASSERT_NE(w0, nullptr);
+  ASSERT_NE(w1, nullptr);
+  constexpr int64_t n = 1 << 18;  // 1 MiB of f32.
+  Context ctx;
+  std::vector<std::unique_ptr<Buffer>> buffers;
+  auto place = [&](Backend& b, const char* name) -> Tensor* {
+    auto t = ctx.NewTensor(DType::kF32, {n}, name);
+    EXPECT_TRUE(t.ok());
+    auto buffer = b.default_buffer_type()->Allocate((*t)->NumBytes());
+    EXPECT_TRUE(buffer.ok()) << buffer.status();
+    EXPECT_TRUE(PlaceTensor(**buffer, **t, 0).ok());
+    buffers.push_back(std::move(*buffer));
+    return *t;
+  };
+  Tensor* src = place(*w0, "src");
+  Tensor* dst = place(*w1, "dst");
+  std::vector<float> values(n);
+  for (int64_t i = 0; i < n; ++i)
+    values[i] = static_cast<float>(i % 977) - 3.5f;
+  FERRY_ASSERT_OK(SetTensorData(*src, values.data()));
+  FERRY_ASSERT_OK_AND_ASSIGN(std::vector<int64_t> before,
+                             GetWorkerStats(w1->device()));
+  const RemoteTraffic client_before = GetRemoteTraffic();
+  for (int i = 0; i < 4; ++i) {
+    FERRY_ASSERT_OK(w1->EnqueueCopyTensor(*w0, *src, *dst));
+  }
+  FERRY_ASSERT_OK(w1->Synchronize());
+  FERRY_ASSERT_OK(w0->Synchronize());
+  const RemoteTraffic client_after = GetRemoteTraffic();
+  FERRY_ASSERT_OK_AND_ASSIGN(std::vector<int64_t> after,
+                             GetWorkerStats(w1->device()));
+  EXPECT_EQ(client_after.bytes_sent - client_before.bytes_sent, 0);
+  EXPECT_EQ(client_after.bytes_received - client_before.bytes_received, 0);
+  EXPECT_EQ(after[2] - before[2], 4 * n * 4) << "peer bytes into worker 1";
+  std::vector<float> got(n);
+  FERRY_ASSERT_OK(GetTensorData(*dst, got.data()));
+  EXPECT_EQ(got, values);
+}
+
+TEST_F(RemotePipelineTest, AKilledWorkerFailsTheRunWithUnavailable) {
+  std::unique_ptr<Backend> w0 = Remote(0);
+  std::unique_ptr<Backend> w1 = Remote(1);
+  ASSERT_NE(w0, nullptr);
+  ASSERT_NE(w1, nullptr);
+  std::vector<Backend*> backends = {w0.get(), w1.get(), cpu_.get()};
+  llama::LlamaModelOptions options;
+  options.split = {1, 1, 0};
+  FERRY_ASSERT_OK_AND_ASSIGN(auto model,
+                             LlamaModel::Create(kConfig, backends, options));
+  FERRY_ASSERT_OK(model->FillRandom(9));
+  FERRY_ASSERT_OK_AND_ASSIGN(auto g,
+                             BuildLlamaGraph(*model, {.n_tokens = kUbatch}));
+  FERRY_ASSERT_OK_AND_ASSIGN(auto sched,
+                             Scheduler::Create(backends, {.n_copies = 2}));
+  FERRY_ASSERT_OK(sched->AllocGraph(g.graph));
+  FERRY_ASSERT_OK(SetLlamaInputs(g, kConfig.n_vocab, Prompt(0, kUbatch)));
+  FERRY_ASSERT_OK(sched->Compute(g.graph));  // Works before the kill.
+  const std::string victim = workers_[1]->address();
+  FERRY_ASSERT_OK(SetLlamaInputs(g, kConfig.n_vocab, Prompt(1, kUbatch)));
+  absl::StatusOr<Event> batch = sched->Submit(g.graph);
+  workers_[1]->Kill();
+  const absl::Time start = absl::Now();
+  absl::Status status =
+      batch.ok() ? batch->WaitBlocking(absl::Now() + absl::Seconds(30))
+                 : batch.status();
+  // Either the batch had finished before the kill, or it failed; the next
+  // one must fail, naming the worker, within the deadline.
+  if (status.ok()) {
+    absl::StatusOr<Event> next = sched->Submit(g.graph);
+    status = next.ok() ? next->WaitBlocking(absl::Now() + absl::Seconds(30))
+                       : next.status();
+  }
+  EXPECT_THAT(status, testing::StatusIs(absl::StatusCode::kUnavailable,
+                                        HasSubstr(victim)));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(20));
+  EXPECT_THAT(sched->Synchronize(),
+              testing::StatusIs(absl::StatusCode::kUnavailable));
+  // Events of the dead worker's streams fail too, at once.
+  EXPECT_THAT(w1->Record().WaitBlocking(absl::Now() + absl::Seconds(5)),
+              testing::StatusIs(absl::StatusCode::kUnavailable));
+  // The surviving worker still works, and a new worker can be used.
+  FERRY_EXPECT_OK(w0->Synchronize());
+  FERRY_ASSERT_OK_AND_ASSIGN(auto fresh,
+                             WorkerProcess::Start({"--devices=cpu"}));
+  FERRY_ASSERT_OK_AND_ASSIGN(auto device,
+                             MakeRemoteDevice(fresh->address() + "/cpu"));
+  FERRY_ASSERT_OK_AND_ASSIGN(auto backend, device->CreateBackend());
+  FERRY_EXPECT_OK(backend->Synchronize());
+}
+
+}  // namespace
+}  // namespace ferry

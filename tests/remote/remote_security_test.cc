@@ -1,0 +1,314 @@
+// A worker facing bad clients: a wrong token, commands out of bounds,
+// malformed headers and graphs, paths outside its weights directory, and a
+// client that goes away. Each gets an error (a reply, or its stream fails)
+// and the worker keeps serving; nothing it held for a gone client stays.
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "ferry/backends/remote/connection.h"
+#include "ferry/backends/remote/protocol.h"
+#include "ferry/backends/remote/testing/worker_process.h"
+#include "ferry/backends/remote/wire_graph.h"
+#include "ferry/graph/context.h"
+#include "ferry/graph/ops.h"
+#include "ferry/runtime/status_matchers.h"
+#include "ferry/runtime/timeline_semaphore.h"
+#include "gtest/gtest.h"
+
+namespace ferry::remote {
+namespace {
+
+using ::ferry::testing::StatusIs;
+using ::testing::HasSubstr;
+using testing::kTestToken;
+using ::testing::Not;
+using testing::WorkerProcess;
+
+Message Command(Cmd cmd) {
+  Message m;
+  m.kind = static_cast<uint8_t>(cmd);
+  return m;
+}
+
+class RemoteSecurityTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::string(std::getenv("TEST_TMPDIR"));
+    std::ofstream(dir_ + "/weights.bin", std::ios::binary)
+        << std::string(4096, '\x2a');
+    FERRY_ASSERT_OK_AND_ASSIGN(
+        worker_,
+        WorkerProcess::Start({"--devices=cpu,sim0", "--weights_dir=" + dir_}));
+    FERRY_ASSERT_OK_AND_ASSIGN(c_, Connect());
+  }
+
+  absl::StatusOr<std::shared_ptr<Connection>> Connect(
+      std::string token = kTestToken) {
+    absl::StatusOr<HostPort> hp = ParseHostPort(worker_->address());
+    if (!hp.ok()) return hp.status();
+    return Connection::Open(*hp, std::move(token));
+  }
+
+  absl::StatusOr<uint64_t> Alloc(uint64_t size, uint32_t device = 0) {
+    Message m = Command(Cmd::kAllocBuffer);
+    m.device = device;
+    m.size = size;
+    absl::StatusOr<Message> r = c_->Call(std::move(m));
+    if (!r.ok()) return r.status();
+    return r->value;
+  }
+
+  // A stream on device 0 and its client-side timeline.
+  struct Stream {
+    uint64_t id;
+    std::shared_ptr<TimelineSemaphore> timeline;
+    uint64_t value = 0;
+  };
+  Stream NewStream(uint32_t device = 0) {
+    Message m = Command(Cmd::kCreateStream);
+    m.device = device;
+    absl::StatusOr<Message> r = c_->Call(std::move(m));
+    EXPECT_TRUE(r.ok()) << r.status();
+    Stream s{r.ok() ? r->value : 0, std::make_shared<TimelineSemaphore>(0)};
+    c_->AddStream(s.id, s.timeline);
+    return s;
+  }
+  // Records on `s` and waits: the stream's status.
+  absl::Status Finish(Stream& s) {
+    Message m = Command(Cmd::kRecord);
+    m.stream = s.id;
+    m.value = ++s.value;
+    c_->Send(std::move(m));
+    return s.timeline->WaitBlocking(s.value, absl::Now() + absl::Seconds(10));
+  }
+  absl::Status Ping() { return c_->Call(Command(Cmd::kPing)).status(); }
+
+  std::string dir_;
+  std::unique_ptr<WorkerProcess> worker_;
+  std::shared_ptr<Connection> c_;
+};
+
+TEST_F(RemoteSecurityTest, AWrongTokenGetsNothing) {
+  EXPECT_THAT(Connect("not-the-token"), StatusIs(absl::StatusCode::kUnavailable,
+                                                 HasSubstr("wrong token")));
+  EXPECT_THAT(Connect(""), StatusIs(absl::StatusCode::kUnavailable));
+  FERRY_EXPECT_OK(Ping());
+}
+
+TEST_F(RemoteSecurityTest, RequestsOutOfBoundsGetErrors) {
+  EXPECT_THAT(Alloc(64, /*device=*/7), StatusIs(absl::StatusCode::kNotFound));
+  EXPECT_THAT(Alloc(~uint64_t{0} - 8), Not(::ferry::testing::IsOk()));
+  FERRY_ASSERT_OK_AND_ASSIGN(uint64_t buffer, Alloc(256));
+  Message memset = Command(Cmd::kMemset);
+  memset.buffer = buffer;
+  memset.offset = 200;
+  memset.size = 100;  // Past the end.
+  EXPECT_THAT(c_->Call(memset),
+              StatusIs(absl::StatusCode::kOutOfRange, HasSubstr("buffer")));
+  memset.offset = ~uint64_t{0} - 10;  // Wraps around.
+  memset.size = 20;
+  EXPECT_THAT(c_->Call(memset), StatusIs(absl::StatusCode::kOutOfRange));
+  memset.buffer = buffer + 1000;  // Not this session's.
+  memset.offset = 0;
+  EXPECT_THAT(c_->Call(memset), StatusIs(absl::StatusCode::kNotFound));
+  Message stream = Command(Cmd::kCreateStream);
+  stream.device = 9;
+  EXPECT_THAT(c_->Call(stream), StatusIs(absl::StatusCode::kNotFound));
+  FERRY_EXPECT_OK(Ping());
+}
+
+TEST_F(RemoteSecurityTest, StreamWorkOutOfBoundsFailsTheStream) {
+  FERRY_ASSERT_OK_AND_ASSIGN(uint64_t buffer, Alloc(256));
+  Stream s = NewStream();
+  std::vector<char> bytes(128, 1);
+  Message set = Command(Cmd::kSetTensor);
+  set.stream = s.id;
+  set.buffer = buffer;
+  set.offset = 192;  // 192 + 128 > 256.
+  set.size = bytes.size();
+  c_->Send(set, bytes.data(), bytes.size());
+  EXPECT_THAT(Finish(s),
+              StatusIs(absl::StatusCode::kOutOfRange, HasSubstr("set_tensor")));
+  // A size that does not match the bytes sent.
+  set.offset = 0;
+  set.size = 64;
+  Stream s2 = NewStream();
+  set.stream = s2.id;
+  c_->Send(set, bytes.data(), bytes.size());
+  EXPECT_THAT(Finish(s2), StatusIs(absl::StatusCode::kInvalidArgument,
+                                   HasSubstr("carries")));
+  // A copy from another stream's buffer range that is out of bounds.
+  Stream s3 = NewStream();
+  Message copy = Command(Cmd::kCopyLocal);
+  copy.stream = s3.id;
+  copy.src_stream = s3.id;
+  copy.src_buffer = buffer;
+  copy.src_offset = 250;
+  copy.buffer = buffer;
+  copy.offset = 0;
+  copy.size = 64;
+  c_->Send(copy);
+  EXPECT_THAT(Finish(s3), StatusIs(absl::StatusCode::kOutOfRange));
+  // A wait for a value the other stream never recorded.
+  Stream s4 = NewStream();
+  Message wait = Command(Cmd::kWaitStream);
+  wait.stream = s4.id;
+  wait.src_stream = s3.id;
+  wait.value = 99;
+  c_->Send(wait);
+  EXPECT_THAT(Finish(s4), StatusIs(absl::StatusCode::kInvalidArgument,
+                                   HasSubstr("recorded only")));
+  FERRY_EXPECT_OK(Ping());
+}
+
+TEST_F(RemoteSecurityTest, HostileGraphsAreRefusedBeforeTheyRun) {
+  FERRY_ASSERT_OK_AND_ASSIGN(uint64_t buffer, Alloc(1024));
+  Context ctx;
+  FERRY_ASSERT_OK_AND_ASSIGN(Tensor * x, ctx.NewTensor(DType::kF32, {64}, "x"));
+  FERRY_ASSERT_OK_AND_ASSIGN(Tensor * y, Scale(ctx, x, 2.0f));
+  Tensor* nodes[] = {y};
+  auto define = [&](uint64_t offset_x, uint64_t buffer_id) {
+    auto locate = [&](const Tensor& t) -> absl::StatusOr<WirePlace> {
+      return WirePlace{buffer_id, &t == x ? offset_x : 512};
+    };
+    WireLocate ref = locate;
+    x->data = reinterpret_cast<void*>(1);
+    y->data = reinterpret_cast<void*>(1);
+    absl::StatusOr<std::string> blob = EncodeNodes(nodes, &ref);
+    EXPECT_TRUE(blob.ok());
+    Message m = Command(Cmd::kDefineGraph);
+    m.device = 0;
+    m.blob = *blob;
+    return c_->Call(std::move(m)).status();
+  };
+  FERRY_EXPECT_OK(define(0, buffer));
+  // x's 256 bytes at 900 leave the 1024-byte buffer.
+  EXPECT_THAT(define(900, buffer),
+              StatusIs(absl::StatusCode::kOutOfRange, HasSubstr("'x'")));
+  EXPECT_THAT(define(0, buffer + 77), StatusIs(absl::StatusCode::kNotFound));
+  // Shapes the op does not allow: the device's own check refuses them.
+  y->ne[0] = 128;
+  EXPECT_THAT(define(0, buffer), Not(::ferry::testing::IsOk()));
+  y->ne[0] = 64;
+  // Garbage.
+  Message junk = Command(Cmd::kDefineGraph);
+  junk.blob = std::string("\xff\xff\xff\x7f garbage", 12);
+  EXPECT_THAT(c_->Call(junk), StatusIs(absl::StatusCode::kInvalidArgument));
+  // A launch of a graph that does not exist fails its stream.
+  Stream s = NewStream();
+  Message launch = Command(Cmd::kLaunch);
+  launch.stream = s.id;
+  launch.id = 123456;
+  c_->Send(launch);
+  EXPECT_THAT(Finish(s),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("graph")));
+  FERRY_EXPECT_OK(Ping());
+}
+
+TEST_F(RemoteSecurityTest, MalformedHeadersGetAnErrorAndTheWorkerLives) {
+  // Random bytes, a truncated header, a wrong field mask: the worker
+  // answers with an error (the client reports it) and keeps serving others.
+  FERRY_ASSERT_OK_AND_ASSIGN(auto other, Connect());
+  for (std::string header :
+       {std::string("\x05\x01", 2), std::string(300, '\xee'),
+        std::string("\x07\xff\xff\xff\xff", 5), std::string()}) {
+    c_->SendRawForTesting(header);
+  }
+  const absl::Time deadline = absl::Now() + absl::Seconds(5);
+  while (c_->alive() && absl::Now() < deadline)
+    absl::SleepFor(absl::Milliseconds(5));
+  EXPECT_THAT(c_->status(),
+              StatusIs(absl::StatusCode::kInternal, HasSubstr("refused")));
+  FERRY_EXPECT_OK(other->Call(Command(Cmd::kPing)).status());
+}
+
+TEST_F(RemoteSecurityTest, FilesLoadOnlyFromTheWeightsDirectory) {
+  FERRY_ASSERT_OK_AND_ASSIGN(uint64_t buffer, Alloc(4096));
+  Stream s = NewStream();
+  auto load = [&](std::string path, uint64_t file_offset, uint64_t size) {
+    Message m = Command(Cmd::kLoadFile);
+    m.stream = s.id;
+    m.buffer = buffer;
+    m.offset = 0;
+    m.size = size;
+    m.text = std::move(path);
+    m.value = file_offset;
+    c_->Send(std::move(m));
+    absl::Status status = Finish(s);
+    if (!status.ok()) {
+      Message reset = Command(Cmd::kResetStream);
+      reset.stream = s.id;
+      EXPECT_TRUE(c_->Call(reset).ok());
+      s.timeline = std::make_shared<TimelineSemaphore>(s.value);
+      c_->ResetStream(s.id, s.timeline, s.value);
+    }
+    return status;
+  };
+  FERRY_EXPECT_OK(load("weights.bin", 0, 4096));
+  EXPECT_THAT(load("../weights.bin", 0, 16),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(load(dir_ + "/weights.bin", 0, 16),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(load("weights.bin", 4000, 200),
+              StatusIs(absl::StatusCode::kOutOfRange));
+  EXPECT_THAT(load("missing.bin", 0, 16),
+              StatusIs(absl::StatusCode::kNotFound));
+  // The bytes that did load are the file's.
+  Stream g = NewStream();
+  std::vector<char> got(4096);
+  Message get = Command(Cmd::kGetTensor);
+  get.stream = g.id;
+  get.buffer = buffer;
+  get.offset = 0;
+  get.size = got.size();
+  c_->Get(get, got.data(), g.value + 1);
+  FERRY_ASSERT_OK(Finish(g));
+  EXPECT_EQ(std::string(got.begin(), got.end()), std::string(4096, '\x2a'));
+}
+
+TEST_F(RemoteSecurityTest, AClientThatGoesAwayLeavesNothingBehind) {
+  auto stats = [&]() -> std::vector<int64_t> {
+    absl::StatusOr<Message> r = c_->Call(Command(Cmd::kStats));
+    EXPECT_TRUE(r.ok());
+    std::vector<int64_t> out;
+    for (absl::string_view p : absl::StrSplit(r->text, ',')) {
+      int64_t v = 0;
+      EXPECT_TRUE(absl::SimpleAtoi(p, &v));
+      out.push_back(v);
+    }
+    return out;
+  };
+  const std::vector<int64_t> before = stats();
+  {
+    FERRY_ASSERT_OK_AND_ASSIGN(auto gone, Connect());
+    for (int i = 0; i < 3; ++i) {
+      Message m = Command(Cmd::kAllocBuffer);
+      m.device = 1;
+      m.size = 1 << 20;
+      FERRY_ASSERT_OK(gone->Call(std::move(m)).status());
+    }
+    Message m = Command(Cmd::kCreateStream);
+    m.device = 1;
+    FERRY_ASSERT_OK(gone->Call(std::move(m)).status());
+    EXPECT_EQ(stats()[5], before[5] + 3);  // Buffers.
+    EXPECT_EQ(stats()[4], before[4] + 1);  // Sessions.
+  }  // The connection drops without freeing anything.
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  std::vector<int64_t> after = stats();
+  while ((after[5] != before[5] || after[4] != before[4]) &&
+         absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(20));
+    after = stats();
+  }
+  EXPECT_EQ(after[5], before[5]);
+  EXPECT_EQ(after[4], before[4]);
+}
+
+}  // namespace
+}  // namespace ferry::remote
