@@ -40,6 +40,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -52,11 +53,16 @@
 #include "ferry/examples/safetensors.h"
 #include "ferry/examples/timeline_svg.h"
 #include "ferry/examples/workload.h"
+#include "ferry/models/gguf/gguf_file.h"
+#include "ferry/models/llama/llama_gguf.h"
 #include "ferry/models/llama/llama_model.h"
 #include "ferry/runtime/io_reactor.h"
 #include "ferry/runtime/status_macros.h"
 #include "ferry/runtime/thread_pool.h"
 #include "ferry/runtime/trace.h"
+#include "ferry/tokenizer/gguf_tokenizer.h"
+#include "ferry/tokenizer/stream_decoder.h"
+#include "ferry/tokenizer/tokenizer.h"
 
 ABSL_FLAG(std::string, backends, "sim0,sim1,cpu",
           "Backends in priority order, the CPU last: simN (simulated GPUs), "
@@ -78,6 +84,16 @@ ABSL_FLAG(int64_t, ctx, 1024, "The model's context length.");
 ABSL_FLAG(uint64_t, seed, 42, "Seed of the random weights and workload.");
 ABSL_FLAG(std::string, weights, "",
           "Load weights (and the config) from this safetensors file.");
+ABSL_FLAG(std::string, model, "",
+          "Load a llama GGUF file (e.g. SmolLM2 from tools/fetch_smollm2.sh): "
+          "its config, weights (dequantized to f32 at load) and tokenizer. "
+          "Prompts may then be text (--prompt, or \"text\" in --prompts).");
+ABSL_FLAG(std::string, prompt, "",
+          "One prompt as text (needs --model); the answer is printed as "
+          "text.");
+ABSL_FLAG(bool, chat, true,
+          "Wrap --prompt in the model's chat template (ChatML, the only one "
+          "supported; SmolLM2's) when its GGUF has one.");
 ABSL_FLAG(std::string, write_weights, "",
           "Write random weights for the config to this safetensors file and "
           "exit.");
@@ -568,7 +584,43 @@ absl::Status Run() {
   std::unique_ptr<llama::LlamaModel> model;
   ThreadPool pool(2);
   std::string loaded;
-  if (const std::string path = absl::GetFlag(FLAGS_weights); !path.empty()) {
+  std::unique_ptr<tokenizer::Tokenizer> tok;
+  bool chatml = false;
+  const std::string model_path = absl::GetFlag(FLAGS_model);
+  if (!model_path.empty() && !absl::GetFlag(FLAGS_weights).empty()) {
+    return absl::InvalidArgumentError(
+        "--model and --weights are exclusive; give one");
+  }
+  if (!absl::GetFlag(FLAGS_prompt).empty() && model_path.empty()) {
+    return absl::InvalidArgumentError(
+        "--prompt needs --model (a GGUF file with a tokenizer)");
+  }
+  if (!absl::GetFlag(FLAGS_prompt).empty() &&
+      !absl::GetFlag(FLAGS_prompts).empty()) {
+    return absl::InvalidArgumentError(
+        "--prompt and --prompts are exclusive; give one");
+  }
+  if (!model_path.empty()) {
+    FERRY_ASSIGN_OR_RETURN(gguf::GgufFile gguf,
+                           gguf::GgufFile::Open(model_path));
+    FERRY_ASSIGN_OR_RETURN(tok, tokenizer::TokenizerFromGguf(gguf));
+    if (gguf.Has("tokenizer.chat_template")) {
+      FERRY_ASSIGN_OR_RETURN(std::string tmpl,
+                             gguf.GetString("tokenizer.chat_template"));
+      chatml = absl::StrContains(tmpl, "<|im_start|>");
+    }
+    FERRY_ASSIGN_OR_RETURN(auto io, IoReactor::Create(&pool));
+    llama::GgufLoadStats load;
+    FERRY_ASSIGN_OR_RETURN(
+        model, llama::LoadLlamaGguf(model_path, backends.list, model_options,
+                                    *io, /*n_ctx=*/0, &load));
+    loaded = absl::StrFormat(
+        "loaded %s with %s: %s of tensors dequantized to %s of f32 weights "
+        "in %.3f s\n",
+        model_path, io->name(), Bytes(static_cast<double>(load.file_bytes)),
+        Bytes(static_cast<double>(load.weight_bytes)), load.seconds);
+  } else if (const std::string path = absl::GetFlag(FLAGS_weights);
+             !path.empty()) {
     FERRY_ASSIGN_OR_RETURN(auto io, IoReactor::Create(&pool));
     LoadStats load;
     TraceRecorder::Global().SetEnabled(tracing);
@@ -589,10 +641,38 @@ absl::Status Run() {
 
   std::vector<engine::Request> requests;
   const bool from_file = !absl::GetFlag(FLAGS_prompts).empty();
+  const std::string prompt_text = absl::GetFlag(FLAGS_prompt);
+  TextEncoder encode;
+  if (tok != nullptr) {
+    encode = [&tok](absl::string_view text) { return tok->Encode(text); };
+  }
+  // Text prompts end at the tokenizer's end of sequence (ChatML's
+  // <|im_end|> in SmolLM2).
+  auto add_stop = [&tok](engine::Request& r) {
+    if (tok != nullptr && tok->eos_id() >= 0) {
+      r.stop_tokens.push_back(tok->eos_id());
+    }
+  };
   if (from_file) {
-    FERRY_ASSIGN_OR_RETURN(requests,
-                           ReadRequests(absl::GetFlag(FLAGS_prompts), c.n_vocab,
-                                        absl::GetFlag(FLAGS_gen_tokens)));
+    FERRY_ASSIGN_OR_RETURN(
+        requests, ReadRequests(absl::GetFlag(FLAGS_prompts), c.n_vocab,
+                               absl::GetFlag(FLAGS_gen_tokens), encode));
+    for (engine::Request& r : requests) add_stop(r);
+  } else if (!prompt_text.empty()) {
+    const bool chat = chatml && absl::GetFlag(FLAGS_chat);
+    const std::string text =
+        chat ? absl::StrCat("<|im_start|>user\n", prompt_text,
+                            "<|im_end|>\n<|im_start|>assistant\n")
+             : prompt_text;
+    engine::Request r;
+    r.id = "prompt";
+    FERRY_ASSIGN_OR_RETURN(r.prompt, tok->Encode(text));
+    if (r.prompt.empty()) {
+      return absl::InvalidArgumentError("--prompt encodes to no tokens");
+    }
+    r.max_new_tokens = absl::GetFlag(FLAGS_gen_tokens);
+    add_stop(r);
+    requests.push_back(std::move(r));
   } else {
     SyntheticWorkload w;
     w.requests = absl::GetFlag(FLAGS_requests);
@@ -631,7 +711,9 @@ absl::Status Run() {
   }
 
   // The report goes to stdout, unless the results do.
-  std::FILE* out = from_file && output_path.empty() ? stderr : stdout;
+  std::FILE* out = (from_file || !prompt_text.empty()) && output_path.empty()
+                       ? stderr
+                       : stdout;
   std::fprintf(out, "ferry pipelined inference: llama %s\n",
                c.ToString().c_str());
   std::fprintf(out, "%s", loaded.c_str());
@@ -650,8 +732,9 @@ absl::Status Run() {
                "(%s)\n",
                requests.size(), static_cast<long long>(prompt_total),
                static_cast<long long>(new_total),
-               from_file ? absl::GetFlag(FLAGS_prompts).c_str()
-                         : absl::GetFlag(FLAGS_workload).c_str());
+               from_file              ? absl::GetFlag(FLAGS_prompts).c_str()
+               : !prompt_text.empty() ? "--prompt"
+                                      : absl::GetFlag(FLAGS_workload).c_str());
 
   std::vector<RunConfig> configs = {{"one in flight", 1, false, false}};
   const int n_copies = absl::GetFlag(FLAGS_n_copies);
@@ -684,6 +767,18 @@ absl::Status Run() {
   std::string lines;
   for (size_t k = 0; k < main_run.results.size(); ++k) {
     const engine::Result& res = main_run.results[k];
+    // Tokens to text a token at a time, as a stream would: a character cut
+    // across tokens comes out whole, once its last byte arrives.
+    std::string text;
+    if (tok != nullptr) {
+      tokenizer::StreamDecoder decoder(*tok, {.skip_special = true});
+      for (int32_t t : res.tokens) text += decoder.Push(t);
+      text += decoder.Finish();
+    }
+    if (!prompt_text.empty()) {
+      std::printf("%s\n", text.c_str());
+      continue;
+    }
     std::vector<std::pair<int64_t, int64_t>> rows;
     for (const auto& [pos, logits] : res.logits) {
       rows.emplace_back(pos, dump_rows++);
@@ -692,7 +787,8 @@ absl::Status Run() {
     absl::StrAppend(
         &lines,
         ResultToJson(res, static_cast<int64_t>(requests[k].prompt.size()),
-                     logits_path.empty() ? decltype(rows){} : rows),
+                     logits_path.empty() ? decltype(rows){} : rows,
+                     tok != nullptr ? &text : nullptr),
         "\n");
   }
   if (!output_path.empty()) {

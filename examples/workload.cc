@@ -73,7 +73,7 @@ absl::Status GetIds(const Json& j, const char* key, int64_t lo, int64_t hi,
 
 absl::StatusOr<std::vector<engine::Request>> ParseRequests(
     absl::string_view text, absl::string_view source, int64_t n_vocab,
-    int default_max_new_tokens) {
+    int default_max_new_tokens, const TextEncoder& encode) {
   std::vector<engine::Request> out;
   int line_no = 0;
   for (absl::string_view line : absl::StrSplit(text, '\n')) {
@@ -102,18 +102,42 @@ absl::StatusOr<std::vector<engine::Request>> ParseRequests(
     } else {
       r.id = std::to_string(line_no);
     }
-    if (!j.contains("tokens")) {
+    const bool has_text = j.contains("text");
+    if (j.contains("tokens") == has_text) {
       return absl::InvalidArgumentError(
-          absl::StrCat(where, "missing \"tokens\""));
+          absl::StrCat(where, "needs exactly one of \"tokens\" and \"text\""));
     }
     std::vector<int64_t> ids;
-    if (absl::Status s = GetIds(j, "tokens", 0, n_vocab, &ids, where);
-        !s.ok()) {
+    if (has_text) {
+      if (!j.at("text").is_string()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(where, "\"text\" must be a string"));
+      }
+      if (encode == nullptr) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            where, "\"text\" needs a model with a tokenizer (--model)"));
+      }
+      absl::StatusOr<std::vector<int32_t>> encoded =
+          encode(j.at("text").get<std::string>());
+      if (!encoded.ok()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(where, "\"text\": ", encoded.status().message()));
+      }
+      for (int32_t id : *encoded) {
+        if (id < 0 || id >= n_vocab) {
+          return absl::InvalidArgumentError(
+              absl::StrCat(where, "\"text\" encodes to id ", id,
+                           " outside the model's vocabulary of ", n_vocab));
+        }
+      }
+      ids.assign(encoded->begin(), encoded->end());
+    } else if (absl::Status s = GetIds(j, "tokens", 0, n_vocab, &ids, where);
+               !s.ok()) {
       return s;
     }
     if (ids.empty()) {
       return absl::InvalidArgumentError(
-          absl::StrCat(where, "empty \"tokens\""));
+          absl::StrCat(where, "empty \"", has_text ? "text" : "tokens", "\""));
     }
     r.prompt.assign(ids.begin(), ids.end());
     ids.clear();
@@ -148,7 +172,8 @@ absl::StatusOr<std::vector<engine::Request>> ParseRequests(
 }
 
 absl::StatusOr<std::vector<engine::Request>> ReadRequests(
-    const std::string& path, int64_t n_vocab, int default_max_new_tokens) {
+    const std::string& path, int64_t n_vocab, int default_max_new_tokens,
+    const TextEncoder& encode) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     return absl::NotFoundError(absl::StrCat(
@@ -156,7 +181,8 @@ absl::StatusOr<std::vector<engine::Request>> ReadRequests(
   }
   std::stringstream text;
   text << in.rdbuf();
-  return ParseRequests(text.str(), path, n_vocab, default_max_new_tokens);
+  return ParseRequests(text.str(), path, n_vocab, default_max_new_tokens,
+                       encode);
 }
 
 std::vector<engine::Request> MakeRequests(const SyntheticWorkload& w,
@@ -181,10 +207,12 @@ std::vector<engine::Request> MakeRequests(const SyntheticWorkload& w,
 
 std::string ResultToJson(
     const engine::Result& r, int64_t prompt_tokens,
-    const std::vector<std::pair<int64_t, int64_t>>& logits_rows) {
+    const std::vector<std::pair<int64_t, int64_t>>& logits_rows,
+    const std::string* text) {
   Json j;
   j["id"] = r.id;
   j["tokens"] = r.tokens;
+  if (text != nullptr) j["text"] = *text;
   j["finish"] = std::string(engine::FinishReasonName(r.finish));
   j["prompt_tokens"] = prompt_tokens;
   j["ttft_ms"] = static_cast<double>(r.first_token_ns - r.submitted_ns) / 1e6;

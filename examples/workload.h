@@ -6,11 +6,13 @@
 //   {"id": "a", "tokens": [1, 2, 3], "max_new_tokens": 16,
 //    "stop": [2], "temperature": 0.8, "top_k": 40, "top_p": 0.95,
 //    "seed": 7, "logits_positions": [2]}
-// Only "tokens" is required; "id" defaults to the line number.
+// One of "tokens" and "text" is required ("text" is encoded with the
+// model's tokenizer, so it needs one); "id" defaults to the line number.
 #ifndef FERRY_EXAMPLES_WORKLOAD_H_
 #define FERRY_EXAMPLES_WORKLOAD_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -20,15 +22,21 @@
 
 namespace ferry::examples {
 
+// Encodes a prompt's "text" into token ids (the model's tokenizer).
+using TextEncoder =
+    std::function<absl::StatusOr<std::vector<int32_t>>(absl::string_view)>;
+
 // Parses JSON lines; errors name the file (`source`), the line and the
-// field. Token ids are checked against n_vocab here, with the line.
+// field. Token ids are checked against n_vocab here, with the line. Without
+// `encode`, a "text" field is an error.
 absl::StatusOr<std::vector<engine::Request>> ParseRequests(
     absl::string_view text, absl::string_view source, int64_t n_vocab,
-    int default_max_new_tokens);
+    int default_max_new_tokens, const TextEncoder& encode = nullptr);
 
 // Reads and parses the file at `path`.
 absl::StatusOr<std::vector<engine::Request>> ReadRequests(
-    const std::string& path, int64_t n_vocab, int default_max_new_tokens);
+    const std::string& path, int64_t n_vocab, int default_max_new_tokens,
+    const TextEncoder& encode = nullptr);
 
 struct SyntheticWorkload {
   int requests = 16;
@@ -43,10 +51,12 @@ std::vector<engine::Request> MakeRequests(const SyntheticWorkload& workload,
 
 // One JSON line per result: {"id", "tokens", "finish", "prompt_tokens",
 // "ttft_ms", "latency_ms", "itl_ms_mean", "non_finite_logits"} plus
-// "logits_rows" (position -> row of the logits dump) when given.
+// "logits_rows" (position -> row of the logits dump) when given, and "text"
+// (the decoded tokens) when `text` is not null.
 std::string ResultToJson(
     const engine::Result& result, int64_t prompt_tokens,
-    const std::vector<std::pair<int64_t, int64_t>>& logits_rows);
+    const std::vector<std::pair<int64_t, int64_t>>& logits_rows,
+    const std::string* text = nullptr);
 
 }  // namespace ferry::examples
 

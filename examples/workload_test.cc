@@ -47,7 +47,10 @@ TEST(WorkloadTest, ErrorsNameFileLineAndField) {
                        HasSubstr("p.jsonl:1: \"tokens\"[1] = 10 outside")));
   EXPECT_THAT(parse(R"({"id": "x"})"),
               StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("missing \"tokens\"")));
+                       HasSubstr("exactly one of \"tokens\" and \"text\"")));
+  EXPECT_THAT(parse(R"({"text": "hi"})"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("p.jsonl:1: \"text\" needs a model")));
   EXPECT_THAT(parse(R"({"tokens": []})"),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("empty \"tokens\"")));
@@ -61,6 +64,38 @@ TEST(WorkloadTest, ErrorsNameFileLineAndField) {
                        HasSubstr("\"temperature\" must be a number")));
   EXPECT_THAT(parse("\n\n"), StatusIs(absl::StatusCode::kInvalidArgument,
                                       HasSubstr("no requests")));
+}
+
+TEST(WorkloadTest, TextIsEncodedWithTheModelsTokenizer) {
+  // One id per byte, offset by 1: enough to see the text went through it.
+  const TextEncoder encode =
+      [](absl::string_view text) -> absl::StatusOr<std::vector<int32_t>> {
+    std::vector<int32_t> ids;
+    for (char c : text) ids.push_back(static_cast<unsigned char>(c) + 1);
+    return ids;
+  };
+  FERRY_ASSERT_OK_AND_ASSIGN(
+      auto requests, ParseRequests(R"({"text": "ab", "max_new_tokens": 3})",
+                                   "p.jsonl", 300, 16, encode));
+  ASSERT_EQ(requests.size(), 1u);
+  EXPECT_EQ(requests[0].prompt, (std::vector<int32_t>{98, 99}));
+  EXPECT_THAT(
+      ParseRequests(R"({"text": "ab", "tokens": [1]})", "p.jsonl", 300, 16,
+                    encode)
+          .status(),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("exactly one")));
+  EXPECT_THAT(
+      ParseRequests(R"({"text": ""})", "p.jsonl", 300, 16, encode).status(),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr("empty \"text\"")));
+  EXPECT_THAT(
+      ParseRequests(R"({"text": 7})", "p.jsonl", 300, 16, encode).status(),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr("\"text\" must be a string")));
+  // Ids past the model's vocabulary ('b' + 1 = 99 >= 99).
+  EXPECT_THAT(
+      ParseRequests(R"({"text": "ab"})", "p.jsonl", 99, 16, encode).status(),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("id 99")));
 }
 
 TEST(WorkloadTest, SyntheticRequestsAreInRangeAndRepeatable) {
@@ -98,6 +133,9 @@ TEST(WorkloadTest, ResultsAreJsonLines) {
   EXPECT_DOUBLE_EQ(j["ttft_ms"].get<double>(), 2.0);
   EXPECT_DOUBLE_EQ(j["itl_ms_mean"].get<double>(), 3.0);
   EXPECT_EQ(j["logits_rows"]["2"], 0);
+  EXPECT_FALSE(j.contains("text"));
+  const std::string text = "caf\u00e9";
+  EXPECT_EQ(nlohmann::json::parse(ResultToJson(r, 3, {}, &text))["text"], text);
 }
 
 }  // namespace

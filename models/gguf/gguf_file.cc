@@ -1,6 +1,9 @@
 #include "ferry/models/gguf/gguf_file.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <limits>
 #include <numeric>
@@ -431,8 +434,26 @@ absl::StatusOr<GgufFile> GgufFile::Parse(GgufSource& source) {
   return GgufParser(source).Parse();
 }
 
+absl::StatusOr<File> OpenGgufForRead(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) {
+    return absl::NotFoundError(
+        absl::StrCat("cannot open '", path, "': ", std::strerror(errno)));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    const char* kind = S_ISDIR(st.st_mode)    ? "a directory"
+                       : S_ISFIFO(st.st_mode) ? "a FIFO"
+                       : S_ISCHR(st.st_mode)  ? "a character device"
+                       : S_ISSOCK(st.st_mode) ? "a socket"
+                                              : "not a regular file";
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": is ", kind, "; expected a GGUF file"));
+  }
+  return File::Open(path);
+}
+
 absl::StatusOr<GgufFile> GgufFile::Open(const std::string& path) {
-  FERRY_ASSIGN_OR_RETURN(File file, File::Open(path));
+  FERRY_ASSIGN_OR_RETURN(File file, OpenGgufForRead(path));
   FERRY_ASSIGN_OR_RETURN(int64_t size, file.Size());
   FileGgufSource source(file, static_cast<uint64_t>(size));
   return Parse(source);

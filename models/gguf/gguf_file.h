@@ -35,6 +35,7 @@
 #include "ferry/models/gguf/gguf_source.h"
 #include "ferry/models/gguf/gguf_value.h"
 #include "ferry/models/quant/quant_type.h"
+#include "ferry/runtime/file.h"
 
 namespace ferry::gguf {
 
@@ -46,6 +47,11 @@ inline constexpr size_t kGgufMaxTensorName = 63;
 inline constexpr size_t kGgufMaxKeyLength = 65535;
 // Arrays of arrays deeper than this are rejected.
 inline constexpr int kGgufMaxArrayDepth = 8;
+
+// Opens `path` for reading, refusing (InvalidArgument naming the path and
+// what it is) anything but a regular file: open() of a FIFO blocks until a
+// writer comes, and a directory is no GGUF file.
+absl::StatusOr<File> OpenGgufForRead(const std::string& path);
 
 struct GgufTensorInfo {
   std::string name;

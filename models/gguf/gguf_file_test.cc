@@ -1,5 +1,9 @@
 #include "ferry/models/gguf/gguf_file.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -123,6 +127,24 @@ TEST(GgufFileTest, TypedAccessorErrorsNameTheKey) {
                        HasSubstr("array of float32, expected array of int32")));
   EXPECT_THAT(f.GetStringArray("tokenizer.ggml.scores"),
               StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
+TEST(GgufFileTest, OpenRefusesWhatIsNotARegularFile) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string dir = tmp != nullptr ? tmp : "/tmp";
+  const std::string fifo = dir + "/gguf_fifo";
+  ::unlink(fifo.c_str());
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  // Without the check, open() blocks here until a writer opens the FIFO.
+  EXPECT_THAT(GgufFile::Open(fifo).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr(fifo), HasSubstr("is a FIFO"))));
+  EXPECT_THAT(GgufFile::Open(dir).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("is a directory")));
+  EXPECT_THAT(GgufFile::Open(dir + "/no_such.gguf").status(),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("no_such.gguf")));
+  ::unlink(fifo.c_str());
 }
 
 TEST(GgufFileTest, CustomAlignment) {

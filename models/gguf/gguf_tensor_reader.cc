@@ -11,7 +11,7 @@ namespace ferry::gguf {
 
 absl::StatusOr<std::unique_ptr<GgufTensorReader>> GgufTensorReader::Open(
     const std::string& path) {
-  FERRY_ASSIGN_OR_RETURN(File file, File::Open(path));
+  FERRY_ASSIGN_OR_RETURN(File file, OpenGgufForRead(path));
   FERRY_ASSIGN_OR_RETURN(int64_t size, file.Size());
   FileGgufSource source(file, static_cast<uint64_t>(size));
   FERRY_ASSIGN_OR_RETURN(GgufFile gguf, GgufFile::Parse(source));

@@ -38,6 +38,13 @@ expect_error trace-missing-dir "directory '$tmp/no/such' does not exist" \
 mkfifo "$tmp/fifo"
 expect_error weights-fifo "is a FIFO" "${small[@]}" --weights="$tmp/fifo"
 expect_error weights-directory "is a directory" "${small[@]}" --weights="$tmp"
+expect_error model-fifo "is a FIFO" --model="$tmp/fifo"
+expect_error model-directory "is a directory" --model="$tmp"
+echo hello > "$tmp/not.gguf"
+expect_error model-not-gguf "no \"GGUF\" magic" --model="$tmp/not.gguf"
+expect_error model-and-weights "exclusive" --model="$tmp/not.gguf" \
+  --weights="$tmp/not.gguf"
+expect_error prompt-without-model "--prompt needs --model" --prompt=hi
 
 # --help and a default-sized run say nothing about CUDA on a machine
 # without it (nobody asked for a CUDA device).

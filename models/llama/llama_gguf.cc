@@ -1,0 +1,169 @@
+#include "ferry/models/llama/llama_gguf.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstddef>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "ferry/backends/buffer.h"
+#include "ferry/models/gguf/gguf_tensor_reader.h"
+#include "ferry/models/gguf/llama_hparams.h"
+#include "ferry/models/quant/dequantize.h"
+#include "ferry/runtime/status_macros.h"
+#include "ferry/runtime/sync_wait.h"
+
+namespace ferry::llama {
+namespace {
+
+// Positions a KV cache gets when the caller does not say (SmolLM2 was
+// trained for 8192; a cache that long is rarely what a test wants).
+constexpr int64_t kDefaultMaxCtx = 4096;
+
+// Checks one model weight against its GGUF tensor: present, same shape
+// (trailing 1s ignored), a type we can dequantize.
+absl::StatusOr<const gguf::GgufTensorInfo*> MatchTensor(
+    const gguf::GgufFile& file, const std::string& canonical,
+    std::vector<int64_t> want) {
+  const std::string name = GgufTensorName(canonical);
+  const gguf::GgufTensorInfo* t = file.FindTensor(name);
+  if (t == nullptr) {
+    return file.Error(absl::StatusCode::kNotFound,
+                      absl::StrCat("tensor '", name, "' is missing"));
+  }
+  std::vector<int64_t> have = t->dims;
+  while (have.size() > 1 && have.back() == 1) have.pop_back();
+  while (want.size() > 1 && want.back() == 1) want.pop_back();
+  if (have != want) {
+    return file.Error(
+        absl::StatusCode::kInvalidArgument,
+        absl::StrCat("tensor '", name, "' has dims [",
+                     absl::StrJoin(have, ", "), "], the model needs [",
+                     absl::StrJoin(want, ", "), "]"));
+  }
+  if (!quant::CanDequantize(t->type)) {
+    return file.Error(absl::StatusCode::kUnimplemented,
+                      absl::StrCat("tensor '", name, "' has type ",
+                                   quant::QuantTypeName(t->type),
+                                   ", which ferry cannot dequantize yet"));
+  }
+  return t;
+}
+
+// The GGUF tensor of every weight of `model`, checked.
+absl::StatusOr<std::vector<std::pair<Tensor*, const gguf::GgufTensorInfo*>>>
+MatchWeights(const gguf::GgufFile& file, const LlamaModel& model) {
+  std::vector<std::pair<Tensor*, const gguf::GgufTensorInfo*>> out;
+  for (Tensor* t : model.Weights()) {
+    std::vector<int64_t> ne(t->ne.begin(), t->ne.end());
+    FERRY_ASSIGN_OR_RETURN(const gguf::GgufTensorInfo* info,
+                           MatchTensor(file, t->name, ne));
+    out.emplace_back(t, info);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string GgufTensorName(const std::string& canonical) {
+  if (canonical == "tok_embd") return "token_embd.weight";
+  return canonical + ".weight";
+}
+
+absl::StatusOr<LlamaConfig> LlamaConfigFromGguf(const gguf::GgufFile& file,
+                                                int64_t n_ctx) {
+  FERRY_ASSIGN_OR_RETURN(gguf::LlamaHParams hp, gguf::ReadLlamaHParams(file));
+  if (hp.n_rot != hp.head_dim()) {
+    return file.Error(
+        absl::StatusCode::kUnimplemented,
+        absl::StrCat("llama.rope.dimension_count is ", hp.n_rot,
+                     "; ferry ropes whole heads (", hp.head_dim(), ")"));
+  }
+  if (hp.rope_freq_scale != 1.0f) {
+    return file.Error(absl::StatusCode::kUnimplemented,
+                      "linear rope scaling is not supported yet");
+  }
+  if (n_ctx < 0) {
+    return file.Error(absl::StatusCode::kInvalidArgument,
+                      absl::StrCat("n_ctx ", n_ctx, " is negative"));
+  }
+  LlamaConfig c;
+  c.n_layer = static_cast<int>(hp.n_layer);
+  c.n_embd = hp.n_embd;
+  c.n_head = hp.n_head;
+  c.n_head_kv = hp.n_head_kv;
+  c.n_ff = hp.n_ff;
+  c.n_vocab = hp.n_vocab;
+  c.n_ctx = n_ctx > 0 ? n_ctx : std::min(hp.n_ctx_train, kDefaultMaxCtx);
+  c.eps = hp.rms_norm_eps;
+  c.rope_freq_base = hp.rope_freq_base;
+  // GGUF's converter permutes Q and K for llama.cpp's normal rope.
+  c.rope_mode = RopeMode::kNormal;
+  c.tie_embeddings = hp.tied_embeddings;
+  if (absl::Status s = c.Validate(); !s.ok()) {
+    return file.Error(s.code(), s.message());
+  }
+  // Every weight, checked before the caller allocates.
+  FERRY_ASSIGN_OR_RETURN(std::unique_ptr<LlamaModel> unplaced,
+                         LlamaModel::CreateUnplaced(c));
+  FERRY_RETURN_IF_ERROR(MatchWeights(file, *unplaced).status());
+  return c;
+}
+
+absl::StatusOr<std::unique_ptr<LlamaModel>> LoadLlamaGguf(
+    const std::string& path, std::vector<Backend*> backends,
+    const LlamaModelOptions& options, IoReactor& io, int64_t n_ctx,
+    GgufLoadStats* stats) {
+  const auto start = std::chrono::steady_clock::now();
+  FERRY_ASSIGN_OR_RETURN(std::unique_ptr<gguf::GgufTensorReader> reader,
+                         gguf::GgufTensorReader::Open(path));
+  const gguf::GgufFile& file = reader->gguf();
+  FERRY_ASSIGN_OR_RETURN(LlamaConfig config, LlamaConfigFromGguf(file, n_ctx));
+  FERRY_ASSIGN_OR_RETURN(std::unique_ptr<LlamaModel> model,
+                         LlamaModel::Create(config, backends, options));
+  FERRY_ASSIGN_OR_RETURN(auto weights, MatchWeights(file, *model));
+
+  // The file's bytes of every weight, read in one batch of io_uring reads
+  // (at most the file's size, which the parser bounded), then dequantized
+  // a tensor at a time into a staging row block and copied to its buffer.
+  std::vector<std::vector<std::byte>> raw(weights.size());
+  std::vector<gguf::TensorDestination> reads;
+  GgufLoadStats local;
+  for (size_t i = 0; i < weights.size(); ++i) {
+    raw[i].resize(weights[i].second->size);
+    reads.push_back({weights[i].second, absl::MakeSpan(raw[i])});
+    local.file_bytes += static_cast<int64_t>(weights[i].second->size);
+  }
+  FERRY_RETURN_IF_ERROR(SyncWait(reader->ReadTensors(io, reads)));
+  std::vector<float> values;
+  for (size_t i = 0; i < weights.size(); ++i) {
+    auto [t, info] = weights[i];
+    const int64_t row = info->dims[0];
+    const int64_t rows = info->num_rows();
+    const int64_t row_bytes = quant::RowBytes(info->type, row);
+    values.resize(static_cast<size_t>(row * rows));
+    for (int64_t r = 0; r < rows; ++r) {
+      absl::Status s =
+          quant::DequantizeRow(info->type, raw[i].data() + r * row_bytes,
+                               values.data() + r * row, row);
+      if (!s.ok()) {
+        return file.Error(
+            s.code(), absl::StrCat("tensor '", info->name, "' row ", r, ": ",
+                                   s.message()));
+      }
+    }
+    raw[i] = {};  // Frees the file bytes as we go.
+    FERRY_RETURN_IF_ERROR(
+        SetTensorData(*t, values.data(), 0, values.size() * sizeof(float)));
+    local.weight_bytes += static_cast<int64_t>(values.size() * sizeof(float));
+  }
+  local.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
+  if (stats != nullptr) *stats = local;
+  return model;
+}
+
+}  // namespace ferry::llama
