@@ -427,8 +427,6 @@ absl::StatusOr<std::unique_ptr<Buffer>> CudaDevice::BufferFromHostPointer(
 }
 
 bool CudaDevice::SupportsOp(const Tensor& node) const {
-  // set_rows has no CUDA kernel yet.
-  if (node.op == Op::kSetRows) return false;
   return cpu_kernels::CheckSupported(node).ok();
 }
 

@@ -56,6 +56,9 @@ class DeviceRunner {
   absl::Status Run(const internal::GetRowsArgs& args) {
     return Check(internal::LaunchGetRows(args, ctx_.stream), "GetRowsKernel");
   }
+  absl::Status Run(const internal::SetRowsArgs& args) {
+    return Check(internal::LaunchSetRows(args, ctx_.stream), "SetRowsKernel");
+  }
   absl::Status Run(const internal::CopyArgs& args) {
     return Check(internal::LaunchCopy(args, ctx_.stream), "CopyKernel");
   }

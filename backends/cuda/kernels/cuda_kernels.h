@@ -2,10 +2,11 @@
 // kernels support, enqueued on a CUDA stream with the same semantics
 // (cpu_kernels::CheckSupported decides what is supported, for both).
 //
-// Element-wise ops, copies, get_rows and concat run grid-stride kernels over
-// the result's elements (contiguous operands addressed directly, others
-// through precomputed multiply-shift division); rms_norm, norm, soft_max
-// and rope run one block per row (rope after a kernel that computes each
+// Element-wise ops, copies, get_rows, set_rows and concat run grid-stride
+// kernels over the result's elements (set_rows: over the rows it writes;
+// contiguous operands addressed directly, others through precomputed
+// multiply-shift division); rms_norm, norm, soft_max and rope run one block
+// per row (rope after a kernel that computes each
 // position's angles once); mul_mat runs on cuBLAS with CUBLAS_COMPUTE_32F: f32
 // x f32 in full f32 (no TF32 unless the caller's handle math mode asks for it),
 // f16/bf16 weights on tensor cores with b converted to their type in scratch

@@ -93,6 +93,9 @@ class HostRunner {
   static void Emulate(const internal::GetRowsArgs& a) {
     internal::EmulateGetRows(a);
   }
+  static void Emulate(const internal::SetRowsArgs& a) {
+    internal::EmulateSetRows(a);
+  }
   static void Emulate(const internal::CopyArgs& a) { internal::EmulateCopy(a); }
   static void Emulate(const internal::ConcatArgs& a) {
     internal::EmulateConcat(a);

@@ -91,8 +91,10 @@ TEST(HostEmulationCoverageTest, CasesCoverEveryOpAndDtype) {
         EXPECT_EQ(node->data, node->src[0]->data) << test_case.name;
         in_place_ops.insert(node->op);
       }
-      // The dtype that selects the kernel: a's for most ops.
-      const DType dtype = node->src[0]->dtype;
+      // The dtype that selects the kernel: a's for most ops, the cache's for
+      // set_rows.
+      const DType dtype =
+          node->op == Op::kSetRows ? node->dtype : node->src[0]->dtype;
       const std::string key = absl::StrCat(
           OpName(node->op), "/", DTypeName(dtype),
           node->op == Op::kCpy ? absl::StrCat(">", DTypeName(node->dtype))
@@ -103,17 +105,17 @@ TEST(HostEmulationCoverageTest, CasesCoverEveryOpAndDtype) {
   }
   for (int i = 0; i < kNumOps; ++i) {
     const Op op = static_cast<Op>(i);
-    // set_rows has no CUDA kernel yet (CudaDevice::SupportsOp says no).
-    if (op == Op::kNone || IsViewOp(op) || op == Op::kSetRows) continue;
+    if (op == Op::kNone || IsViewOp(op)) continue;
     EXPECT_TRUE(ops.contains(op)) << OpName(op);
     EXPECT_EQ(in_place_ops.contains(op), OpCanRunInPlace(op)) << OpName(op);
   }
   for (const char* key :
-       {"mul_mat/f32", "mul_mat/f16", "mul_mat/bf16", "get_rows/f32",
-        "get_rows/f16", "get_rows/bf16", "cpy/f32>f16", "cpy/f32>bf16",
-        "cpy/f16>f32", "cpy/f16>bf16", "cpy/bf16>f32", "cpy/bf16>f16",
-        "cpy/i32>i32", "cont/i32", "cont/bf16", "concat/i32", "concat/f16",
-        "concat/bf16", "concat/f32"}) {
+       {"mul_mat/f32",   "mul_mat/f16",   "mul_mat/bf16", "get_rows/f32",
+        "get_rows/f16",  "get_rows/bf16", "set_rows/f32", "set_rows/f16",
+        "set_rows/bf16", "cpy/f32>f16",   "cpy/f32>bf16", "cpy/f16>f32",
+        "cpy/f16>bf16",  "cpy/bf16>f32",  "cpy/bf16>f16", "cpy/i32>i32",
+        "cont/i32",      "cont/bf16",     "concat/i32",   "concat/f16",
+        "concat/bf16",   "concat/f32"}) {
     EXPECT_TRUE(op_dtypes.contains(key)) << key;
   }
   std::string summary =

@@ -101,6 +101,14 @@ struct GetRowsArgs {
   ElementIndex index;  // Of dst.
 };
 
+// set_rows: rows f32 [E, N], ids i32 [N], dst f32/f16/bf16 [E, R]: row n of
+// rows goes to row ids[n] of dst; rows with an id outside [0, R) are skipped
+// (as on the CPU). The kernel walks rows' elements.
+struct SetRowsArgs {
+  TensorDesc rows, ids, dst;
+  ElementIndex index;  // Of rows.
+};
+
 // Copies src's elements into dst in logical order (i0 fastest), converting
 // between float types; same_shape when src.ne == dst.ne (one index for
 // both); linear when both are contiguous (element e at e in both).

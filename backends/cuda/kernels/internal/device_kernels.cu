@@ -82,6 +82,15 @@ cudaError_t LaunchGetRows(const GetRowsArgs& args, cudaStream_t stream) {
   return error;
 }
 
+cudaError_t LaunchSetRows(const SetRowsArgs& args, cudaStream_t stream) {
+  cudaError_t error = cudaSuccess;
+  DispatchFloatType(args.dst.type, [&](auto d) {
+    using D = typename decltype(d)::type;
+    error = LaunchElements<SetRowsOp<D>>(args, stream);
+  });
+  return error;
+}
+
 cudaError_t LaunchCopy(const CopyArgs& args, cudaStream_t stream) {
   cudaError_t error = cudaSuccess;
   DispatchCopyTypes(args.src.type, args.dst.type, [&](auto src, auto dst) {

@@ -19,6 +19,7 @@ cudaError_t LaunchNorm(const NormArgs& args, cudaStream_t stream);
 cudaError_t LaunchSoftMax(const SoftMaxArgs& args, cudaStream_t stream);
 cudaError_t LaunchRope(const RopeArgs& args, cudaStream_t stream);
 cudaError_t LaunchGetRows(const GetRowsArgs& args, cudaStream_t stream);
+cudaError_t LaunchSetRows(const SetRowsArgs& args, cudaStream_t stream);
 cudaError_t LaunchCopy(const CopyArgs& args, cudaStream_t stream);
 cudaError_t LaunchConcat(const ConcatArgs& args, cudaStream_t stream);
 

@@ -57,6 +57,7 @@ void ForEachElementOp(Fn&& fn) {
   for (ElemType type : {ElemType::kF32, ElemType::kF16, ElemType::kBF16}) {
     DispatchFloatType(type, [&](auto a) {
       fn(TypeTag<GetRowsOp<typename decltype(a)::type>>{});
+      fn(TypeTag<SetRowsOp<typename decltype(a)::type>>{});
     });
   }
   constexpr ElemType kTypes[] = {ElemType::kF32, ElemType::kF16,

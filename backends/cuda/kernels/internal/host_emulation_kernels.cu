@@ -46,6 +46,13 @@ void EmulateGetRows(const GetRowsArgs& args) {
   });
 }
 
+void EmulateSetRows(const SetRowsArgs& args) {
+  DispatchFloatType(args.dst.type, [&](auto d) {
+    using D = typename decltype(d)::type;
+    EmulateElements<SetRowsOp<D>>(args);
+  });
+}
+
 void EmulateCopy(const CopyArgs& args) {
   DispatchCopyTypes(args.src.type, args.dst.type, [&](auto src, auto dst) {
     using Src = typename decltype(src)::type;

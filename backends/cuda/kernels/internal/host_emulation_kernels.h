@@ -17,6 +17,7 @@ void EmulateNorm(const NormArgs& args);
 void EmulateSoftMax(const SoftMaxArgs& args);
 void EmulateRope(const RopeArgs& args);
 void EmulateGetRows(const GetRowsArgs& args);
+void EmulateSetRows(const SetRowsArgs& args);
 void EmulateCopy(const CopyArgs& args);
 void EmulateConcat(const ConcatArgs& args);
 

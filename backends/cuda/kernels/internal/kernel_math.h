@@ -306,6 +306,23 @@ struct GetRowsOp {
   }
 };
 
+// set_rows into dst of storage type D: dst[ids[n]][i0] = rows[n][i0], ids
+// outside [0, dst.ne[1]) skipped. ids are distinct (graph/ops.h), so no two
+// threads write one element.
+template <typename D>
+struct SetRowsOp {
+  using Args = SetRowsArgs;
+  static FERRY_HD int64_t Count(const Args& p) { return NumElements(p.rows); }
+  static FERRY_HD void Apply(const Args& p, int64_t e) {
+    int64_t i[4];
+    Unflatten(e, p.index, i);
+    const int32_t id = Load<int32_t>(ElementPtr(p.ids, i[1], 0, 0, 0));
+    if (id < 0 || id >= p.dst.ne[1]) return;
+    const float r = Load<float>(ElementPtr(p.rows, i));
+    Store<D>(ElementPtr(p.dst, i[0], id, 0, 0), FromFloat<D>(r));
+  }
+};
+
 // cpy, cont and mul_mat's operand conversions.
 template <typename Src, typename Dst>
 struct CopyOp {

@@ -382,6 +382,15 @@ GetRowsArgs MakeGetRowsArgs(const Tensor& node) {
   return args;
 }
 
+SetRowsArgs MakeSetRowsArgs(const Tensor& node) {
+  SetRowsArgs args;
+  args.rows = Describe(*node.src[0]);
+  args.ids = Describe(*node.src[1]);
+  args.dst = Describe(node);
+  args.index = MakeElementIndex(args.rows.ne);
+  return args;
+}
+
 CopyArgs MakeCopyArgs(const Tensor& src, const Tensor& dst) {
   return MakeCopyArgs(Describe(src), Describe(dst));
 }

@@ -85,6 +85,7 @@ SoftMaxArgs MakeSoftMaxArgs(const Tensor& node);
 absl::StatusOr<RopeArgs> MakeRopeArgs(const Tensor& node, void* scratch,
                                       size_t scratch_bytes);
 GetRowsArgs MakeGetRowsArgs(const Tensor& node);
+SetRowsArgs MakeSetRowsArgs(const Tensor& node);
 CopyArgs MakeCopyArgs(const Tensor& src, const Tensor& dst);
 CopyArgs MakeCopyArgs(const TensorDesc& src, const TensorDesc& dst);
 ConcatArgs MakeConcatArgs(const Tensor& node);
@@ -128,6 +129,8 @@ absl::Status DispatchNode(const Tensor& node, void* scratch,
     }
     case Op::kGetRows:
       return runner.Run(MakeGetRowsArgs(node));
+    case Op::kSetRows:
+      return runner.Run(MakeSetRowsArgs(node));
     case Op::kCpy:  // Writes b's memory, which node describes.
     case Op::kCont:
       return runner.Run(MakeCopyArgs(*node.src[0], node));

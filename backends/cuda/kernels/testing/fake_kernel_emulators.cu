@@ -68,6 +68,10 @@ std::vector<Operand> Operands(k::SoftMaxArgs& p) {
 std::vector<Operand> Operands(k::GetRowsArgs& p) {
   return {{&p.a, false}, {&p.ids, false}, {&p.dst, true}};
 }
+std::vector<Operand> Operands(k::SetRowsArgs& p) {
+  // dst is read too: the rows not set keep their values.
+  return {{&p.rows, false}, {&p.ids, false}, {&p.dst, true}};
+}
 std::vector<Operand> Operands(k::CopyArgs& p) {
   return {{&p.src, false}, {&p.dst, true}};
 }
