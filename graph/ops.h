@@ -97,11 +97,12 @@ absl::StatusOr<Tensor*> Cpy(Context& ctx, Tensor* a, Tensor* b);
 // Scatters rows (ggml's set_rows): row n of `rows` goes to row ids[n] of
 // `dst`. dst: [E, R] f32/f16/bf16 with contiguous rows (a 2-D tensor, e.g. a
 // KV cache); rows: f32 [E, N] rows contiguous; ids: i32 [N] contiguous,
-// distinct, in [0, R) at compute time (out-of-range ids are skipped by the
-// CPU kernel; the reference returns OutOfRangeError). The result has dst's
-// dtype, shape and strides and aliases dst (view_src = dst's root):
-// computing it writes the N rows of dst and leaves the others as they were,
-// so a fixed graph can write a batch's K/V rows at per-token cache cells
+// at compute time distinct and in [0, R), or -1 for a row that goes nowhere
+// (padding). Kernels skip every id outside [0, R); the reference evaluator
+// returns OutOfRangeError for one other than -1, and for a repeated id. The
+// result has dst's dtype, shape and strides and aliases dst (view_src = dst's
+// root): computing it writes the N rows of dst and leaves the others as they
+// were, so a fixed graph can write a batch's K/V rows at per-token cache cells
 // given as data. src = {rows, ids, dst}.
 absl::StatusOr<Tensor*> SetRows(Context& ctx, Tensor* dst, Tensor* rows,
                                 Tensor* ids);

@@ -293,13 +293,20 @@ absl::Status Compute(Tensor& node, std::vector<double>& out) {
     case Op::kSetRows: {
       // a: rows [E, N]; b: ids [N]; node aliases dst and keeps its rows.
       out = LoadAll(node);
+      std::vector<bool> written(static_cast<size_t>(ne[1]), false);
       for (int64_t n = 0; n < a->ne[1]; ++n) {
         const auto id = static_cast<int64_t>(Load(*b, {n, 0, 0, 0}));
+        if (id == -1) continue;  // A row that goes nowhere (padding).
         if (id < 0 || id >= ne[1]) {
           return absl::OutOfRangeError(
               absl::StrCat("reference: set_rows id ", id, " at [", n,
                            "] outside [0, ", ne[1], ")"));
         }
+        if (written[static_cast<size_t>(id)]) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "reference: set_rows id ", id, " at [", n, "] repeated"));
+        }
+        written[static_cast<size_t>(id)] = true;
         for (int64_t e = 0; e < ne[0]; ++e) {
           out[Flat(ne, {e, id, 0, 0})] = Load(*a, {e, n, 0, 0});
         }

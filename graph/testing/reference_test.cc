@@ -18,6 +18,7 @@ using ::testing::ElementsAre;
 using ::testing::ElementsAreArray;
 using ::testing::FloatNear;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using ::testing::Pointwise;
 
 constexpr float kTol = 1e-5f;
@@ -342,6 +343,36 @@ TEST(NmseTest, Values) {
   EXPECT_TRUE(std::isnan(Nmse(std::vector<float>{1}, std::vector<float>{})));
   EXPECT_TRUE(std::isnan(
       Nmse(std::vector<float>{1}, std::vector<float>{std::nanf("")})));
+}
+
+// set_rows: -1 sends a row nowhere (padding); any other id outside the
+// cache, or one repeated, is refused (kernels skip the first and would race
+// on the second).
+TEST_F(ReferenceTest, SetRowsSkipsMinusOneAndRefusesBadIds) {
+  Tensor* cache = F32({2, 3}, {0, 1, 10, 11, 20, 21});
+  Tensor* rows = F32({2, 3}, {-1, -2, 5, 6, -3, -4});
+  EXPECT_THAT(Run(SetRows(ctx_, cache, rows, I32({3}, {2, -1, 0}))),
+              ElementsAre(-3, -4, 10, 11, -1, -2));
+  for (const std::vector<float>& ids :
+       {std::vector<float>{0, 3, 1}, std::vector<float>{0, -2, 1},
+        std::vector<float>{1, 2, 1}}) {
+    Context ctx;
+    absl::StatusOr<Tensor*> c = ctx.NewTensor(DType::kF32, {2, 3});
+    absl::StatusOr<Tensor*> r = ctx.NewTensor(DType::kF32, {2, 3});
+    absl::StatusOr<Tensor*> i = ctx.NewTensor(DType::kI32, {3});
+    ASSERT_THAT(c, IsOk());
+    ASSERT_THAT(r, IsOk());
+    ASSERT_THAT(i, IsOk());
+    absl::StatusOr<Tensor*> out = SetRows(ctx, *c, *r, *i);
+    ASSERT_THAT(out, IsOk());
+    absl::StatusOr<Graph> graph = Graph::Build({*out});
+    ASSERT_THAT(graph, IsOk());
+    ASSERT_THAT(ctx.AllocateHostData(), IsOk());
+    ASSERT_THAT(WriteTensor(**c, std::vector<float>(6, 0.0f)), IsOk());
+    ASSERT_THAT(WriteTensor(**r, std::vector<float>(6, 1.0f)), IsOk());
+    ASSERT_THAT(WriteTensor(**i, ids), IsOk());
+    EXPECT_THAT(EvaluateReference(*graph), Not(IsOk())) << ids[1];
+  }
 }
 
 }  // namespace

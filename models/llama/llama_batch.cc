@@ -12,6 +12,8 @@ namespace ferry::llama {
 namespace {
 
 constexpr float kMasked = -std::numeric_limits<float>::infinity();
+// set_rows's id for a row that goes nowhere (graph/ops.h).
+constexpr int32_t kNoCell = -1;
 
 struct CacheAttention {
   const LlamaKvCache* cache;
@@ -121,7 +123,7 @@ void LlamaBatchBuilder::Clear() {
   n_tokens_ = n_window_ = n_outputs_ = 0;
   tokens_.assign(nt, 0);
   pos_.assign(nt, 0);
-  kv_dst_.assign(nt, pad_cell_);
+  kv_dst_.assign(nt, kNoCell);
   kv_window_.assign(nw, pad_cell_);
   out_rows_.assign(static_cast<size_t>(shape_.n_outputs), 0);
   // Padding rows see the last window entry only; no row sees it otherwise.

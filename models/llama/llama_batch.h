@@ -13,8 +13,10 @@
 //                 entry w (same sequence, position <= its own), else -inf;
 //   out_rows      [n_outputs] i32: the tokens whose logits come out.
 // The output is logits [n_vocab, n_outputs]. Unused token slots are padding:
-// they write a scratch cell and see only the last window entry, which
-// LlamaBatchBuilder keeps for them, so no row of soft_max is fully masked.
+// their kv_dst is -1, so they write no cell (set_rows skips it; several
+// padding rows writing one cell would race), and they see only the last
+// window entry, a scratch cell LlamaBatchBuilder keeps for them (zero, as the
+// cache was cleared), so no row of soft_max is fully masked.
 #ifndef FERRY_MODELS_LLAMA_LLAMA_BATCH_H_
 #define FERRY_MODELS_LLAMA_LLAMA_BATCH_H_
 
@@ -65,7 +67,8 @@ absl::StatusOr<LlamaBatchGraph> BuildLlamaBatchGraph(
 // Thread-compatible.
 class LlamaBatchBuilder {
  public:
-  // `pad_cell`: the scratch cell padding writes (no sequence's).
+  // `pad_cell`: the scratch cell padding attends to (no sequence's; never
+  // written).
   LlamaBatchBuilder(const LlamaBatchShape& shape, int32_t pad_cell);
 
   // Starts an empty batch (all padding).
