@@ -144,6 +144,11 @@ class Scheduler {
   }
   ~Scheduler() {
     for (auto& fiber : fibers_) {
+#if defined(FERRY_FIBER_ASAN)
+      // The shadow still marks the last frames' redzones: memory mapped
+      // here later (the fake's device memory) would read as a stack.
+      __asan_unpoison_memory_region(fiber->stack, kStackBytes);
+#endif
       munmap(fiber->stack, kStackBytes);
 #if defined(FERRY_FIBER_TSAN)
       if (fiber->tsan != nullptr) __tsan_destroy_fiber(fiber->tsan);
