@@ -79,15 +79,7 @@ absl::Status Connection::status() const {
 absl::Status Connection::Connect() {
   FERRY_ASSIGN_OR_RETURN(loop_, UcxLoop::Create());
   deadline_ = DeadlineFromEnv();
-  ucp_am_handler_param_t param = {};
-  param.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID |
-                     UCP_AM_HANDLER_PARAM_FIELD_CB |
-                     UCP_AM_HANDLER_PARAM_FIELD_ARG;
-  param.id = kAmReply;
-  param.cb = OnReply;
-  param.arg = this;
-  FERRY_RETURN_IF_ERROR(UcxStatus(
-      ucp_worker_set_am_recv_handler(loop_->worker(), &param), "AM handler"));
+  FERRY_RETURN_IF_ERROR(loop_->SetAmHandler(kAmReply, OnReply, this));
   FERRY_ASSIGN_OR_RETURN(sockaddr_storage addr,
                          ResolveAddress(worker_.host, worker_.port));
   ucp_ep_params_t params = {};

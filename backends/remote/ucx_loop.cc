@@ -115,6 +115,19 @@ void UcxLoop::Stop() {
   if (worker_ != nullptr) ucp_worker_signal(worker_);
 }
 
+absl::Status UcxLoop::SetAmHandler(unsigned id, ucp_am_recv_callback_t cb,
+                                   void* arg) {
+  ucp_am_handler_param_t param = {};
+  param.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID |
+                     UCP_AM_HANDLER_PARAM_FIELD_CB |
+                     UCP_AM_HANDLER_PARAM_FIELD_ARG;
+  param.id = id;
+  param.cb = cb;
+  param.arg = arg;
+  return UcxStatus(ucp_worker_set_am_recv_handler(worker_, &param),
+                   "AM handler");
+}
+
 bool UcxLoop::RunPosted() {
   std::deque<absl::AnyInvocable<void() &&>> batch;
   {

@@ -89,6 +89,9 @@ class UcxLoop {
   void RecvAmData(void* desc, void* dst, size_t size, Done done);
   // Calls `fn` on the loop once `event` completes, with its status.
   void OnEvent(const Event& event, Done fn);
+  // Routes active messages with `id` to `cb(arg, ...)` on the loop (before
+  // Run, or on the loop).
+  absl::Status SetAmHandler(unsigned id, ucp_am_recv_callback_t cb, void* arg);
   // Runs `fn` on the loop after the current callback returns.
   void Defer(absl::AnyInvocable<void() &&> fn);
   // Runs `fn` on the loop about every `period` (set before Run).
