@@ -22,6 +22,28 @@ absl::Duration DeadlineFromEnv() {
   return absl::Milliseconds(std::max<int64_t>(ms, 100));
 }
 
+absl::Duration MicrosecondsFromEnv(const char* name, int64_t fallback) {
+  const char* env = std::getenv(name);
+  int64_t us = fallback;
+  if (env != nullptr && !absl::SimpleAtoi(env, &us)) us = fallback;
+  return absl::Microseconds(std::max<int64_t>(us, 0));
+}
+
+// How long a thread waiting for a reply runs the loop itself before it
+// gives it back and sleeps (0 turns driving off), and how much of that it
+// spins (on a host with few cores a spinning thread takes the core the
+// other side needs, so none by default).
+absl::Duration DriveBudget() {
+  static const absl::Duration budget =
+      MicrosecondsFromEnv("FERRY_REMOTE_DRIVE_US", 2000);
+  return budget;
+}
+absl::Duration DriveSpin() {
+  static const absl::Duration spin =
+      MicrosecondsFromEnv("FERRY_REMOTE_DRIVE_SPIN_US", 0);
+  return spin;
+}
+
 std::mutex& RegistryMutex() {
   static std::mutex* mu = new std::mutex;
   return *mu;
@@ -204,8 +226,8 @@ void Connection::SendOnLoop(Message m, const void* data, size_t size, Done done,
 
 void Connection::Send(Message m, const void* data, size_t size, Done done,
                       bool force_rndv) {
-  loop_->Post([this, m = std::move(m), data, size, done = std::move(done),
-               force_rndv]() mutable {
+  RunInLoop([this, m = std::move(m), data, size, done = std::move(done),
+             force_rndv]() mutable {
     SendOnLoop(std::move(m), data, size, std::move(done), force_rndv);
   });
 }
@@ -216,12 +238,24 @@ void Connection::SendRawForTesting(std::string header) {
   });
 }
 
+bool Connection::Drive(absl::FunctionRef<bool()> done) {
+  return loop_->Drive(done, DriveSpin(), DriveBudget());
+}
+
+void Connection::RunInLoop(absl::AnyInvocable<void() &&> fn) {
+  if (DriveBudget() > absl::ZeroDuration()) {
+    loop_->RunOrPost(std::move(fn));
+  } else {
+    loop_->Post(std::move(fn));
+  }
+}
+
 absl::StatusOr<Message> Connection::Call(Message m, absl::Duration timeout) {
   FERRY_RETURN_IF_ERROR(status());
   auto pending = std::make_shared<Pending>();
   m.req = NewId();
   const uint64_t req = m.req;
-  loop_->Post([this, m = std::move(m), pending]() mutable {
+  RunInLoop([this, m = std::move(m), pending]() mutable {
     absl::Status status = this->status();
     if (!status.ok()) {
       std::lock_guard<std::mutex> lock(pending->mu);
@@ -232,6 +266,12 @@ absl::StatusOr<Message> Connection::Call(Message m, absl::Duration timeout) {
     }
     calls_[m.req] = pending;
     SendOnLoop(std::move(m), nullptr, 0, nullptr);
+  });
+  // Wait for the reply driving the loop (no thread hand-off) for a while,
+  // then asleep.
+  Drive([&] {
+    std::lock_guard<std::mutex> lock(pending->mu);
+    return pending->done;
   });
   std::unique_lock<std::mutex> lock(pending->mu);
   if (!pending->cv.wait_for(lock, absl::ToChronoNanoseconds(timeout),
@@ -248,7 +288,7 @@ absl::StatusOr<Message> Connection::Call(Message m, absl::Duration timeout) {
 
 void Connection::Get(Message m, void* dst, uint64_t tag) {
   m.req = NewId();
-  loop_->Post([this, m = std::move(m), dst, tag]() mutable {
+  RunInLoop([this, m = std::move(m), dst, tag]() mutable {
     auto stream = streams_.find(m.stream);
     if (stream == streams_.end()) return;
     absl::Status status = this->status();

@@ -24,6 +24,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/functional/any_invocable.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -72,6 +73,14 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // A round trip: the kResult for `m` (whose req is set here).
   absl::StatusOr<Message> Call(Message m,
                                absl::Duration timeout = absl::Seconds(60));
+  // Runs the connection's loop on the calling thread while `done()` is
+  // false, for a while: a thread about to wait for a reply receives it
+  // itself instead of being woken by the loop's thread. True if done.
+  // FERRY_REMOTE_DRIVE_US sets the while (2000 by default; 0 turns driving
+  // off: commands are posted to the loop's thread and replies awaited
+  // asleep), FERRY_REMOTE_DRIVE_SPIN_US how much of it spins (0). See
+  // UcxLoop::Drive.
+  bool Drive(absl::FunctionRef<bool()> done);
   // Queues a download: kGetTensor `m`, its bytes into `dst`; `stream`'s
   // value `tag` is not signalled before they land.
   void Get(Message m, void* dst, uint64_t tag);
@@ -105,6 +114,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   static void OnEndpointError(void* arg, ucp_ep_h ep, ucs_status_t status);
   ucs_status_t Reply(absl::string_view header, void* data, size_t length,
                      bool rndv);
+  // Runs `fn` in the loop: here and now when this thread can hold it
+  // (UcxLoop::RunOrPost) and driving is on, else posted.
+  void RunInLoop(absl::AnyInvocable<void() &&> fn);
   void SendOnLoop(Message m, const void* data, size_t size, Done done,
                   bool force_rndv = false);
   // Loop only.

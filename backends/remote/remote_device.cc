@@ -6,7 +6,6 @@
 #include <map>
 #include <mutex>
 #include <set>
-#include <thread>
 #include <utility>
 
 #include "absl/strings/match.h"
@@ -735,17 +734,11 @@ absl::Status RemoteBackend::EnqueueWait(const Event& event) {
 absl::Status RemoteBackend::Synchronize() {
   Event event = Record();
   // A short round trip may be over before a sleeping thread would wake:
-  // look for a little while (yielding the core) before blocking.
-  static const int64_t spin_us = [] {
-    const char* env = std::getenv("FERRY_REMOTE_SYNC_SPIN_US");
-    int64_t us = 0;
-    if (env != nullptr && !absl::SimpleAtoi(env, &us)) us = 0;
-    return us;
-  }();
-  const absl::Time spin_until = absl::Now() + absl::Microseconds(spin_us);
-  while (!event.IsComplete() && absl::Now() < spin_until) {
-    std::this_thread::yield();
-  }
+  // receive the reply here for a little while before blocking.
+  connection_->Drive([&] {
+    return event.IsComplete() || !timeline_->status().ok() ||
+           !connection_->alive();
+  });
   absl::Status status = event.WaitBlocking();
   if (status.ok()) return status;
   FERRY_RETURN_IF_ERROR(connection_->status());

@@ -1,9 +1,13 @@
 #include "ferry/backends/remote/ucx_loop.h"
 
 #include <poll.h>
+#include <sys/epoll.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <exception>
 #include <utility>
 
@@ -57,6 +61,19 @@ absl::StatusOr<std::unique_ptr<UcxLoop>> UcxLoop::Create() {
   if (status != UCS_OK) return UcxStatus(status, "ucp_worker_create");
   status = ucp_worker_get_efd(loop->worker_, &loop->efd_);
   if (status != UCS_OK) return UcxStatus(status, "ucp_worker_get_efd");
+  // The loop's thread sleeps on an epoll set holding the worker's fd, so
+  // that a thread driving the loop can take the fd out of it (Drive).
+  loop->loop_epfd_ = epoll_create1(EPOLL_CLOEXEC);
+  if (loop->loop_epfd_ < 0) {
+    return absl::InternalError(
+        absl::StrCat("epoll_create1: ", std::strerror(errno)));
+  }
+  epoll_event ev = {};
+  ev.events = EPOLLIN;
+  if (epoll_ctl(loop->loop_epfd_, EPOLL_CTL_ADD, loop->efd_, &ev) != 0) {
+    return absl::InternalError(
+        absl::StrCat("epoll_ctl: ", std::strerror(errno)));
+  }
   loop->executor_ = std::make_shared<LoopExecutor>();
   {
     std::lock_guard<std::mutex> lock(loop->executor_->mu_);
@@ -72,6 +89,7 @@ UcxLoop::~UcxLoop() {
     std::lock_guard<std::mutex> lock(executor_->mu_);
     executor_->loop_ = nullptr;
   }
+  if (loop_epfd_ >= 0) close(loop_epfd_);
   if (worker_ != nullptr) ucp_worker_destroy(worker_);
   if (context_ != nullptr) ucp_cleanup(context_);
 }
@@ -82,6 +100,94 @@ void UcxLoop::Post(absl::AnyInvocable<void() &&> fn) {
     posted_.push_back(std::move(fn));
   }
   if (!InLoop()) ucp_worker_signal(worker_);
+}
+
+void UcxLoop::RunOrPost(absl::AnyInvocable<void() &&> fn) {
+  // Inside loop work, running `fn` now would reenter UCX: queue it.
+  if (!InLoop() && !stop_.load()) {
+    std::unique_lock<std::mutex> held(hold_mu_, std::try_to_lock);
+    if (held.owns_lock()) {
+      loop_thread_.store(std::this_thread::get_id());
+      {
+        DeviceThreadScope device_thread;
+        RunPosted();  // What was posted before `fn` runs first.
+        std::move(fn)();
+        RunUntilIdle();
+      }
+      Release(held);
+      return;
+    }
+  }
+  Post(std::move(fn));
+}
+
+bool UcxLoop::Drive(absl::FunctionRef<bool()> done, absl::Duration spin,
+                    absl::Duration budget) {
+  if (done()) return true;
+  if (budget <= absl::ZeroDuration() || InLoop() || stop_.load()) return false;
+  std::unique_lock<std::mutex> held(hold_mu_, std::try_to_lock);
+  if (!held.owns_lock()) return false;
+  loop_thread_.store(std::this_thread::get_id());
+  // The loop's thread sleeps on: traffic wakes this thread alone.
+  (void)epoll_ctl(loop_epfd_, EPOLL_CTL_DEL, efd_, nullptr);
+  using Clock = std::chrono::steady_clock;
+  const auto now = Clock::now();
+  const auto spin_until = now + absl::ToChronoNanoseconds(spin);
+  const auto until = now + absl::ToChronoNanoseconds(budget);
+  bool finished = false;
+  {
+    DeviceThreadScope device_thread;
+    while (true) {
+      RunUntilIdle();
+      if ((finished = done())) break;
+      const auto t = Clock::now();
+      if (t >= until) break;
+      if (t < spin_until) continue;
+      // Sleep on the worker's fd as the loop's thread would.
+      if (ucp_worker_arm(worker_) == UCS_ERR_BUSY) continue;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (!posted_.empty()) continue;
+      }
+      const auto left =
+          std::chrono::duration_cast<std::chrono::nanoseconds>(until - t);
+      timespec timeout = {static_cast<time_t>(left.count() / 1000000000),
+                          static_cast<long>(left.count() % 1000000000)};
+      pollfd pfd = {efd_, POLLIN, 0};
+      (void)ppoll(&pfd, 1, &timeout, nullptr);
+    }
+  }
+  Release(held);
+  return finished;
+}
+
+void UcxLoop::RunUntilIdle() {
+  bool active = true;
+  while (active) {
+    active = RunPosted();
+    while (ucp_worker_progress(worker_) != 0) active = true;
+  }
+}
+
+void UcxLoop::Release(std::unique_lock<std::mutex>& held) {
+  // Leave the worker armed with nothing pending, so that the loop's thread
+  // wakes only for new traffic.
+  while (true) {
+    RunUntilIdle();
+    if (ucp_worker_arm(worker_) != UCS_ERR_BUSY) break;
+  }
+  bool left = pending_requests_ > 0 || !deferred_.empty();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    left |= !posted_.empty();
+  }
+  loop_thread_.store(std::thread::id());
+  epoll_event ev = {};
+  ev.events = EPOLLIN;
+  (void)epoll_ctl(loop_epfd_, EPOLL_CTL_ADD, efd_, &ev);
+  held.unlock();
+  // Work that still needs progress: the loop's thread takes it over.
+  if (left) ucp_worker_signal(worker_);
 }
 
 void UcxLoop::PostHandle(std::coroutine_handle<> handle) {
@@ -146,6 +252,7 @@ bool UcxLoop::RunPosted() {
 }
 
 void UcxLoop::Run() {
+  std::unique_lock<std::mutex> held(hold_mu_);
   loop_thread_.store(std::this_thread::get_id());
   using Clock = std::chrono::steady_clock;
   // Spin this long after the last activity before sleeping on the fd
@@ -181,23 +288,31 @@ void UcxLoop::Run() {
       std::lock_guard<std::mutex> lock(mu_);
       if (!posted_.empty()) continue;
     }
-    pollfd pfd = {efd_, POLLIN, 0};
-    (void)poll(&pfd, 1, /*timeout_ms=*/20);
+    // Asleep, the loop may be held by a thread waiting for a reply.
+    loop_thread_.store(std::thread::id());
+    held.unlock();
+    epoll_event ev;
+    (void)epoll_wait(loop_epfd_, &ev, 1, /*timeout_ms=*/20);
+    held.lock();
+    loop_thread_.store(std::this_thread::get_id());
     last_activity = Clock::now() - kSpin / 2;
   }
   RunPosted();
   loop_thread_.store(std::thread::id());
 }
 
-namespace {
+namespace {}  // namespace
 
-struct SendContext {
+struct UcxLoop::SendContext {
+  UcxLoop* loop;
   std::string header;
   UcxLoop::Done done;
 };
 
-void SendCallback(void* request, ucs_status_t status, void* user_data) {
+void UcxLoop::SendCallback(void* request, ucs_status_t status,
+                           void* user_data) {
   auto* ctx = static_cast<SendContext*>(user_data);
+  --ctx->loop->pending_requests_;
   if (ctx->done != nullptr) {
     std::move(ctx->done)(UcxStatus(status, "active message send"));
   }
@@ -205,16 +320,21 @@ void SendCallback(void* request, ucs_status_t status, void* user_data) {
   ucp_request_free(request);
 }
 
-struct RecvContext {
+struct UcxLoop::RecvContext {
+  UcxLoop* loop;
   UcxLoop::Done done;
 };
 
-void RecvCallback(void* request, ucs_status_t status, size_t, void* user_data) {
+void UcxLoop::RecvCallback(void* request, ucs_status_t status, size_t,
+                           void* user_data) {
   auto* ctx = static_cast<RecvContext*>(user_data);
+  --ctx->loop->pending_requests_;
   std::move(ctx->done)(UcxStatus(status, "active message receive"));
   delete ctx;
   ucp_request_free(request);
 }
+
+namespace {
 
 // Fires a callback when an event completes (a detached coroutine).
 struct Detached {
@@ -240,7 +360,7 @@ Detached WhenComplete(Event event, std::shared_ptr<LoopExecutor> executor,
 void UcxLoop::SendAm(ucp_ep_h ep, unsigned id, std::string header,
                      const void* data, size_t size, Done done,
                      bool force_rndv) {
-  auto* ctx = new SendContext{std::move(header), std::move(done)};
+  auto* ctx = new SendContext{this, std::move(header), std::move(done)};
   ucp_request_param_t param = {};
   param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK |
                        UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS;
@@ -263,11 +383,13 @@ void UcxLoop::SendAm(ucp_ep_h ep, unsigned id, std::string header,
       });
     }
     delete ctx;
+    return;
   }
+  ++pending_requests_;  // SendCallback ends it.
 }
 
 void UcxLoop::RecvAmData(void* desc, void* dst, size_t size, Done done) {
-  auto* ctx = new RecvContext{std::move(done)};
+  auto* ctx = new RecvContext{this, std::move(done)};
   ucp_request_param_t param = {};
   param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
   param.cb.recv_am = RecvCallback;
@@ -283,7 +405,9 @@ void UcxLoop::RecvAmData(void* desc, void* dst, size_t size, Done done) {
       std::move(done)(status);
     });
     delete ctx;
+    return;
   }
+  ++pending_requests_;  // RecvCallback ends it.
 }
 
 void UcxLoop::OnEvent(const Event& event, Done fn) {

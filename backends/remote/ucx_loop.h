@@ -1,11 +1,17 @@
 // UcxLoop: one UCX context and worker, driven by one thread.
 //
-// Every UCX call of a client connection or of a ferry worker happens on the
-// loop's thread (the worker is single-threaded, as UCX is fastest). Other
-// threads hand it work with Post(), which wakes the loop through the
-// worker's event fd. The loop spins on ucp_worker_progress while there is
-// traffic (for latency) and sleeps on the event fd after a short idle spell
-// (for the CPU the devices need).
+// Every UCX call of a client connection or of a ferry worker happens in the
+// loop (the worker is single-threaded, as UCX is fastest): on the loop's
+// thread, or on a thread that holds the loop while the loop's thread sleeps
+// (RunOrPost, Drive). Other threads hand the loop work with Post(), which
+// wakes it through the worker's event fd. The loop spins on
+// ucp_worker_progress while there is traffic and sleeps on the event fd
+// after a short idle spell (for the CPU the devices need).
+//
+// Taking over a sleeping loop is what makes a small round trip cheap: the
+// thread that sends a command and then waits for its reply does both
+// itself, so neither the command nor the reply crosses to another thread
+// (two thread wake-ups fewer on the critical path).
 //
 // It is also the Executor that local events resume on, so a device's
 // completion turns into loop work (OnEvent) without a thread of its own.
@@ -24,6 +30,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/functional/any_invocable.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -65,6 +72,17 @@ class UcxLoop {
 
   // Runs `fn` on the loop, in posting order.
   void Post(absl::AnyInvocable<void() &&> fn);
+  // Runs `fn` now on the calling thread if it can hold the loop at once
+  // (the loop's thread sleeps and no other thread holds it; what was
+  // posted before runs first), else Post()s it. For work that only sends:
+  // never call it while holding a lock that loop work takes.
+  void RunOrPost(absl::AnyInvocable<void() &&> fn);
+  // Holds the loop on the calling thread (not the loop's) and runs it until
+  // `done()` or for at most `budget`: spinning on UCX for `spin` first,
+  // then asleep on the worker's fd. Returns done(). Returns false at once
+  // when another thread holds the loop (the caller then waits as usual).
+  bool Drive(absl::FunctionRef<bool()> done, absl::Duration spin,
+             absl::Duration budget);
   // Runs the loop on a new thread, a device thread (executor.h).
   void Start(std::string name);
   // Runs the loop on the calling thread until Stop().
@@ -72,6 +90,7 @@ class UcxLoop {
   void Stop();
   // Stops the thread of Start() and waits for it (not from the loop).
   void Join();
+  // True on the thread that holds the loop now.
   bool InLoop() const {
     return std::this_thread::get_id() == loop_thread_.load();
   }
@@ -103,10 +122,21 @@ class UcxLoop {
   void PostHandle(std::coroutine_handle<> handle);
   // Runs posted work; true if there was any.
   bool RunPosted();
+  // Progresses UCX and runs posted work until both are idle.
+  void RunUntilIdle();
+  // Gives the loop back after RunOrPost or Drive; wakes the loop's thread
+  // if something is left for it.
+  void Release(std::unique_lock<std::mutex>& held);
+  struct SendContext;
+  struct RecvContext;
+  static void SendCallback(void* request, ucs_status_t status, void* user_data);
+  static void RecvCallback(void* request, ucs_status_t status, size_t length,
+                           void* user_data);
 
   ucp_context_h context_ = nullptr;
   ucp_worker_h worker_ = nullptr;
-  int efd_ = -1;
+  int efd_ = -1;        // The UCX worker's event fd.
+  int loop_epfd_ = -1;  // What the loop's thread sleeps on: {efd_}.
   std::shared_ptr<LoopExecutor> executor_;
   std::mutex mu_;
   std::deque<absl::AnyInvocable<void() &&>> posted_ ABSL_GUARDED_BY(mu_);
@@ -114,7 +144,13 @@ class UcxLoop {
   absl::AnyInvocable<void()> tick_;
   absl::Duration tick_period_ = absl::Seconds(1);
   std::atomic<bool> stop_{false};
+  // Held by whichever thread runs the loop: the loop's thread except while
+  // it sleeps on the event fd, or a caller in RunOrPost/Drive.
+  std::mutex hold_mu_;
+  // The thread holding the loop (none while the loop's thread sleeps).
   std::atomic<std::thread::id> loop_thread_{};
+  // UCX requests not finished (the loop's thread must progress them).
+  int pending_requests_ = 0;  // Loop only.
   std::thread thread_;
 };
 
