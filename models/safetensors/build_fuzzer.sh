@@ -6,7 +6,7 @@
 set -eu
 out="${1:-/tmp/safetensors_header_fuzzer}"
 seconds="${2:-0}"
-root="$(cd "$(dirname "$0")/.." && pwd)"
+root="$(cd "$(dirname "$0")/../.." && pwd)"
 inc="$(mktemp -d)"
 trap 'rm -rf "$inc"' EXIT
 ln -s "$root" "$inc/ferry"
