@@ -11,7 +11,7 @@
 //     tokens from the directory's tokenizer.json, the argmax of every
 //     prompt position, the greedy continuation up to near-ties.
 // Skips, visibly, without the GGUF or the directories. Under a sanitizer
-// it runs one short prompt (the full set takes minutes there).
+// it runs only bf16 and one short prompt (the full set takes minutes there).
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -137,6 +137,11 @@ class SmolLm2HfTest : public ::testing::TestWithParam<const char*> {};
 TEST_P(SmolLm2HfTest, MatchesRoundedGgufAndLlamaCpp) {
   FERRY_REQUIRE_SMOLLM2(gguf_path);
   const std::string dtype = GetParam();
+  if (kSanitized && dtype == "f16") {
+    // Loading and rounding 135M weights twice costs a minute or two under
+    // a sanitizer; bf16 (sharded) runs, llama_hf_test covers f16 loading.
+    GTEST_SKIP() << "SKIPPED under a sanitizer: the bf16 case covers it";
+  }
   const std::string dir =
       absl::StrCat(gguf_path.substr(0, gguf_path.rfind('/') + 1), "hf-", dtype);
   struct stat st;

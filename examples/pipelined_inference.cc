@@ -609,6 +609,8 @@ absl::Status Run() {
   if (!model_path.empty() && ::stat(model_path.c_str(), &model_stat) == 0 &&
       S_ISDIR(model_stat.st_mode)) {
     // A Hugging Face directory: config.json, safetensors, tokenizer.json.
+    // Its config and weight files are checked before the tokenizer is read.
+    FERRY_RETURN_IF_ERROR(llama::ReadHfDirectory(model_path).status());
     FERRY_ASSIGN_OR_RETURN(tokenizer::HfDirectoryTokenizer hf_tok,
                            tokenizer::TokenizerFromHfDirectory(model_path));
     tok = std::move(hf_tok.tokenizer);

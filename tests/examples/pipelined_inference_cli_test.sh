@@ -39,7 +39,7 @@ mkfifo "$tmp/fifo"
 expect_error weights-fifo "is a FIFO" "${small[@]}" --weights="$tmp/fifo"
 expect_error weights-directory "is a directory" "${small[@]}" --weights="$tmp"
 expect_error model-fifo "is a FIFO" --model="$tmp/fifo"
-expect_error model-directory "is a directory" --model="$tmp"
+expect_error model-directory-not-hf "$tmp/config.json" --model="$tmp"
 echo hello > "$tmp/not.gguf"
 expect_error model-not-gguf "no \"GGUF\" magic" --model="$tmp/not.gguf"
 expect_error model-and-weights "exclusive" --model="$tmp/not.gguf" \
