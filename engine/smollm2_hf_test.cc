@@ -82,9 +82,9 @@ std::vector<ReferencePrompt> LoadReference() {
     r.greedy_margin = p.at("greedy_margin").get<std::vector<float>>();
     out.push_back(std::move(r));
   }
-  if (kSanitized) {  // The shortest prompt, 4 new tokens.
+  if (kSanitized) {  // The shortest prompt, one new token.
     out.resize(1);
-    out[0].greedy.resize(4);
+    out[0].greedy.resize(1);
   }
   return out;
 }
