@@ -55,12 +55,14 @@
 #include "ferry/examples/workload.h"
 #include "ferry/models/gguf/gguf_file.h"
 #include "ferry/models/llama/llama_gguf.h"
+#include "ferry/models/llama/llama_hf.h"
 #include "ferry/models/llama/llama_model.h"
 #include "ferry/runtime/io_reactor.h"
 #include "ferry/runtime/status_macros.h"
 #include "ferry/runtime/thread_pool.h"
 #include "ferry/runtime/trace.h"
 #include "ferry/tokenizer/gguf_tokenizer.h"
+#include "ferry/tokenizer/hf_tokenizer_json.h"
 #include "ferry/tokenizer/stream_decoder.h"
 #include "ferry/tokenizer/tokenizer.h"
 
@@ -85,8 +87,10 @@ ABSL_FLAG(uint64_t, seed, 42, "Seed of the random weights and workload.");
 ABSL_FLAG(std::string, weights, "",
           "Load weights (and the config) from this safetensors file.");
 ABSL_FLAG(std::string, model, "",
-          "Load a llama GGUF file (e.g. SmolLM2 from tools/fetch_smollm2.sh): "
-          "its config, weights (dequantized to f32 at load) and tokenizer. "
+          "Load a llama GGUF file (e.g. SmolLM2 from tools/fetch_smollm2.sh) "
+          "or a Hugging Face directory (config.json, model.safetensors or "
+          "its sharded index, tokenizer.json; tools/make_smollm2_hf.sh makes "
+          "one): its config, weights (as f32) and tokenizer. "
           "Prompts may then be text (--prompt, or \"text\" in --prompts).");
 ABSL_FLAG(std::string, prompt, "",
           "One prompt as text (needs --model); the answer is printed as "
@@ -593,14 +597,36 @@ absl::Status Run() {
   }
   if (!absl::GetFlag(FLAGS_prompt).empty() && model_path.empty()) {
     return absl::InvalidArgumentError(
-        "--prompt needs --model (a GGUF file with a tokenizer)");
+        "--prompt needs --model (a GGUF file or HF directory with a "
+        "tokenizer)");
   }
   if (!absl::GetFlag(FLAGS_prompt).empty() &&
       !absl::GetFlag(FLAGS_prompts).empty()) {
     return absl::InvalidArgumentError(
         "--prompt and --prompts are exclusive; give one");
   }
-  if (!model_path.empty()) {
+  struct stat model_stat;
+  if (!model_path.empty() && ::stat(model_path.c_str(), &model_stat) == 0 &&
+      S_ISDIR(model_stat.st_mode)) {
+    // A Hugging Face directory: config.json, safetensors, tokenizer.json.
+    // Its config and weight files are checked before the tokenizer is read.
+    FERRY_RETURN_IF_ERROR(llama::ReadHfDirectory(model_path).status());
+    FERRY_ASSIGN_OR_RETURN(tokenizer::HfDirectoryTokenizer hf_tok,
+                           tokenizer::TokenizerFromHfDirectory(model_path));
+    tok = std::move(hf_tok.tokenizer);
+    chatml = absl::StrContains(hf_tok.chat_template, "<|im_start|>");
+    FERRY_ASSIGN_OR_RETURN(auto io, IoReactor::Create(&pool));
+    llama::HfLoadStats load;
+    FERRY_ASSIGN_OR_RETURN(
+        model, llama::LoadLlamaHf(model_path, backends.list, model_options, *io,
+                                  /*n_ctx=*/0, &load));
+    loaded = absl::StrFormat(
+        "loaded %s with %s: %s of tensors in %d file(s) converted to %s of "
+        "f32 weights in %.3f s\n",
+        model_path, io->name(), Bytes(static_cast<double>(load.file_bytes)),
+        load.shards, Bytes(static_cast<double>(load.weight_bytes)),
+        load.seconds);
+  } else if (!model_path.empty()) {
     FERRY_ASSIGN_OR_RETURN(gguf::GgufFile gguf,
                            gguf::GgufFile::Open(model_path));
     FERRY_ASSIGN_OR_RETURN(tok, tokenizer::TokenizerFromGguf(gguf));

@@ -1,8 +1,5 @@
 #include "ferry/examples/safetensors.h"
 
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
@@ -18,6 +15,7 @@
 #include "absl/types/span.h"
 #include "ferry/backends/buffer.h"
 #include "ferry/backends/event.h"
+#include "ferry/models/safetensors/safetensors_file.h"
 #include "ferry/runtime/file.h"
 #include "ferry/runtime/status_macros.h"
 #include "ferry/runtime/sync_wait.h"
@@ -26,6 +24,10 @@
 
 namespace ferry::examples {
 namespace {
+
+using ::ferry::safetensors::SafetensorInfo;
+using ::ferry::safetensors::SafetensorsFile;
+using ::ferry::safetensors::SafetensorsShapeString;
 
 struct WeightSpec {
   std::string name;
@@ -81,59 +83,6 @@ absl::StatusOr<LlamaConfig> ConfigFromMetadata(
     return absl::InvalidArgumentError(absl::StrCat(file, ": ", s.message()));
   }
   return c;
-}
-
-struct OpenedFile {
-  File file;
-  SafetensorsHeader header;
-  uint64_t data_base = 0;
-};
-
-absl::StatusOr<OpenedFile> OpenSafetensors(const std::string& path) {
-  // A FIFO would block open() until a writer came; a directory is no file.
-  struct stat st;
-  if (::stat(path.c_str(), &st) != 0) {
-    return absl::NotFoundError(absl::StrCat(path, ": ", std::strerror(errno)));
-  }
-  if (!S_ISREG(st.st_mode)) {
-    const char* kind = S_ISDIR(st.st_mode)    ? "a directory"
-                       : S_ISFIFO(st.st_mode) ? "a FIFO"
-                       : S_ISCHR(st.st_mode)  ? "a character device"
-                       : S_ISSOCK(st.st_mode) ? "a socket"
-                                              : "not a regular file";
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, ": is ", kind, "; expected a safetensors file"));
-  }
-  FERRY_ASSIGN_OR_RETURN(File file, File::Open(path));
-  FERRY_ASSIGN_OR_RETURN(int64_t size, file.Size());
-  uint8_t len_bytes[8];
-  if (size < 8 || ::pread(file.fd(), len_bytes, 8, 0) != 8) {
-    return absl::DataLossError(
-        absl::StrCat(path, ": too short for a safetensors header"));
-  }
-  uint64_t n = 0;
-  for (int i = 7; i >= 0; --i) n = (n << 8) | len_bytes[i];
-  if (n > kMaxSafetensorsHeader) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, ": header of ", n, " bytes exceeds the limit of ",
-                     kMaxSafetensorsHeader));
-  }
-  if (n > static_cast<uint64_t>(size) - 8) {
-    return absl::DataLossError(absl::StrCat(path, ": header of ", n,
-                                            " bytes but the file has ", size,
-                                            " (truncated?)"));
-  }
-  std::string json(n, '\0');
-  if (n > 0 &&
-      ::pread(file.fd(), json.data(), n, 8) != static_cast<ssize_t>(n)) {
-    return absl::DataLossError(absl::StrCat(path, ": short header read"));
-  }
-  const uint64_t data_base = 8 + n;
-  FERRY_ASSIGN_OR_RETURN(
-      SafetensorsHeader header,
-      ParseSafetensorsHeader(json, static_cast<uint64_t>(size) - data_base,
-                             path));
-  return OpenedFile{std::move(file), std::move(header), data_base};
 }
 
 // One pinned staging slot and the event of the copy that last used it.
@@ -272,8 +221,8 @@ absl::Status WriteRandomWeights(const std::string& path,
 }
 
 absl::StatusOr<LlamaConfig> ReadSafetensorsConfig(const std::string& path) {
-  FERRY_ASSIGN_OR_RETURN(OpenedFile f, OpenSafetensors(path));
-  return ConfigFromMetadata(f.header.metadata, path);
+  FERRY_ASSIGN_OR_RETURN(SafetensorsFile f, SafetensorsFile::Open(path));
+  return ConfigFromMetadata(f.header().metadata, path);
 }
 
 absl::StatusOr<std::unique_ptr<LlamaModel>> LoadLlamaModel(
@@ -281,13 +230,13 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LoadLlamaModel(
     const LlamaModelOptions& options, IoReactor& io, LoadStats* stats,
     const LoadOptions& load_options) {
   const auto start = std::chrono::steady_clock::now();
-  FERRY_ASSIGN_OR_RETURN(OpenedFile f, OpenSafetensors(path));
+  FERRY_ASSIGN_OR_RETURN(SafetensorsFile f, SafetensorsFile::Open(path));
   FERRY_ASSIGN_OR_RETURN(LlamaConfig config,
-                         ConfigFromMetadata(f.header.metadata, path));
+                         ConfigFromMetadata(f.header().metadata, path));
   // Check every tensor against the config before allocating anything.
   for (const WeightSpec& spec : WeightSpecs(config)) {
-    auto it = f.header.tensors.find(spec.name);
-    if (it == f.header.tensors.end()) {
+    auto it = f.header().tensors.find(spec.name);
+    if (it == f.header().tensors.end()) {
       return absl::NotFoundError(
           absl::StrCat(path, ": missing tensor '", spec.name, "'"));
     }
@@ -310,8 +259,8 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LoadLlamaModel(
                          LlamaModel::Create(config, backends, options));
   std::vector<std::pair<Tensor*, uint64_t>> jobs;
   for (Tensor* t : model->Weights()) {
-    auto it = f.header.tensors.find(t->name);
-    if (it == f.header.tensors.end()) {
+    auto it = f.header().tensors.find(t->name);
+    if (it == f.header().tensors.end()) {
       return absl::InternalError(
           absl::StrCat(path, ": model tensor '", t->name, "' not in the file"));
     }
@@ -323,7 +272,7 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LoadLlamaModel(
   const std::function<int64_t()> now =
       load_options.now ? load_options.now : &TraceRecorder::NowNanos;
   FERRY_RETURN_IF_ERROR(SyncWait(
-      LoadAll(path, f.file, f.data_base, jobs, *model, io, now, local)));
+      LoadAll(path, f.file(), f.data_base(), jobs, *model, io, now, local)));
   local.seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
           .count();

@@ -23,7 +23,6 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "ferry/backends/backend.h"
-#include "ferry/examples/safetensors_header.h"
 #include "ferry/models/llama/llama_model.h"
 #include "ferry/runtime/io_reactor.h"
 

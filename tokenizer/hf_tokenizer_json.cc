@@ -512,13 +512,66 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> TokenizerFromHfJson(
   return tokenizer;
 }
 
-absl::StatusOr<std::unique_ptr<Tokenizer>> TokenizerFromHfJsonFile(
-    const std::string& path, absl::string_view eos_token) {
+namespace {
+
+absl::StatusOr<std::string> ReadFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open"));
   std::stringstream buffer;
   buffer << in.rdbuf();
-  return TokenizerFromHfJson(buffer.str(), path, eos_token);
+  if (in.bad()) return absl::DataLossError(absl::StrCat(path, ": read error"));
+  return buffer.str();
+}
+
+// A special token of tokenizer_config.json: a string, an AddedToken object
+// ({"content": ...}) or null ("").
+absl::StatusOr<std::string> ConfigToken(const Json& root, const char* key,
+                                        const std::string& file) {
+  auto it = root.find(key);
+  if (it == root.end() || it->is_null()) return std::string();
+  if (it->is_string()) return it->get<std::string>();
+  if (it->is_object()) {
+    auto content = it->find("content");
+    if (content != it->end() && content->is_string()) {
+      return content->get<std::string>();
+    }
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat(file, ": '", key, "' is neither a token nor null"));
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Tokenizer>> TokenizerFromHfJsonFile(
+    const std::string& path, absl::string_view eos_token) {
+  FERRY_ASSIGN_OR_RETURN(std::string text, ReadFile(path));
+  return TokenizerFromHfJson(text, path, eos_token);
+}
+
+absl::StatusOr<HfDirectoryTokenizer> TokenizerFromHfDirectory(
+    const std::string& dir) {
+  HfDirectoryTokenizer out;
+  std::string eos_token;
+  const std::string config_path = absl::StrCat(dir, "/tokenizer_config.json");
+  if (std::ifstream(config_path).good()) {
+    FERRY_ASSIGN_OR_RETURN(std::string text, ReadFile(config_path));
+    const Json root = Json::parse(text.begin(), text.end(), nullptr,
+                                  /*allow_exceptions=*/false);
+    if (root.is_discarded() || !root.is_object()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(config_path, ": not a JSON object"));
+    }
+    FERRY_ASSIGN_OR_RETURN(eos_token,
+                           ConfigToken(root, "eos_token", config_path));
+    auto tmpl = root.find("chat_template");
+    if (tmpl != root.end() && tmpl->is_string()) {
+      out.chat_template = tmpl->get<std::string>();
+    }
+  }
+  FERRY_ASSIGN_OR_RETURN(
+      out.tokenizer,
+      TokenizerFromHfJsonFile(absl::StrCat(dir, "/tokenizer.json"), eos_token));
+  return out;
 }
 
 }  // namespace ferry::tokenizer

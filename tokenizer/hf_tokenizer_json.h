@@ -43,6 +43,20 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> TokenizerFromHfJson(
 absl::StatusOr<std::unique_ptr<Tokenizer>> TokenizerFromHfJsonFile(
     const std::string& path, absl::string_view eos_token = "");
 
+// A Hugging Face model directory's tokenizer: tokenizer.json, with the
+// eos_token of tokenizer_config.json (a string or an {"content": ...}
+// object) when that file is there.
+struct HfDirectoryTokenizer {
+  std::unique_ptr<Tokenizer> tokenizer;
+  // tokenizer_config.json's chat_template (a Jinja template), "" if none.
+  std::string chat_template;
+};
+
+// Reads `dir`/tokenizer.json and `dir`/tokenizer_config.json. Errors name
+// the file and key.
+absl::StatusOr<HfDirectoryTokenizer> TokenizerFromHfDirectory(
+    const std::string& dir);
+
 }  // namespace ferry::tokenizer
 
 #endif  // FERRY_TOKENIZER_HF_TOKENIZER_JSON_H_

@@ -1,5 +1,8 @@
 #include "ferry/tokenizer/hf_tokenizer_json.h"
 
+#include <unistd.h>
+
+#include <fstream>
 #include <string>
 
 #include "absl/strings/str_replace.h"
@@ -12,6 +15,7 @@ namespace {
 
 using ::ferry::testing::IsOk;
 using ::ferry::testing::StatusIs;
+using ::testing::AllOf;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
@@ -96,6 +100,46 @@ TEST(HfTokenizerJsonTest, ErrorsNameFileAndComponent) {
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("'<|nope|>' is not a token")));
   EXPECT_THAT(TokenizerFromHfJsonFile("/nonexistent/tokenizer.json"),
+              StatusIs(absl::StatusCode::kNotFound,
+                       HasSubstr("/nonexistent/tokenizer.json")));
+}
+
+void WriteFile(const std::string& path, absl::string_view text) {
+  std::ofstream out(path, std::ios::binary);
+  out << text;
+  ASSERT_TRUE(out.good()) << path;
+}
+
+TEST(HfTokenizerDirectoryTest, ReadsTokenizerAndConfig) {
+  const std::string dir = ::testing::TempDir();
+  WriteFile(dir + "/tokenizer.json", kByteLevel);
+  ::unlink((dir + "/tokenizer_config.json").c_str());
+  FERRY_ASSERT_OK_AND_ASSIGN(HfDirectoryTokenizer t,
+                             TokenizerFromHfDirectory(dir));
+  EXPECT_EQ(t.tokenizer->eos_id(), -1);  // tokenizer.json has no EOS.
+  EXPECT_EQ(t.chat_template, "");
+  WriteFile(dir + "/tokenizer_config.json",
+            R"({"eos_token": {"content": "<|end|>", "special": true},
+                "chat_template": "{{ messages }}"})");
+  FERRY_ASSERT_OK_AND_ASSIGN(t, TokenizerFromHfDirectory(dir));
+  EXPECT_EQ(t.tokenizer->eos_id(), 6);
+  EXPECT_EQ(t.chat_template, "{{ messages }}");
+  WriteFile(dir + "/tokenizer_config.json", R"({"eos_token": "hi"})");
+  FERRY_ASSERT_OK_AND_ASSIGN(t, TokenizerFromHfDirectory(dir));
+  EXPECT_EQ(t.tokenizer->eos_id(), 7);
+  WriteFile(dir + "/tokenizer_config.json", R"({"eos_token": 6})");
+  EXPECT_THAT(TokenizerFromHfDirectory(dir),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("tokenizer_config.json"),
+                             HasSubstr("'eos_token'"))));
+  WriteFile(dir + "/tokenizer_config.json", R"({"eos_token": "nope"})");
+  EXPECT_THAT(TokenizerFromHfDirectory(dir),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("nope")));
+  WriteFile(dir + "/tokenizer_config.json", "[");
+  EXPECT_THAT(TokenizerFromHfDirectory(dir),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("tokenizer_config.json")));
+  EXPECT_THAT(TokenizerFromHfDirectory("/nonexistent"),
               StatusIs(absl::StatusCode::kNotFound,
                        HasSubstr("/nonexistent/tokenizer.json")));
 }

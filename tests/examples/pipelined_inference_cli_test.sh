@@ -39,7 +39,7 @@ mkfifo "$tmp/fifo"
 expect_error weights-fifo "is a FIFO" "${small[@]}" --weights="$tmp/fifo"
 expect_error weights-directory "is a directory" "${small[@]}" --weights="$tmp"
 expect_error model-fifo "is a FIFO" --model="$tmp/fifo"
-expect_error model-directory "is a directory" --model="$tmp"
+expect_error model-directory-not-hf "$tmp/config.json" --model="$tmp"
 echo hello > "$tmp/not.gguf"
 expect_error model-not-gguf "no \"GGUF\" magic" --model="$tmp/not.gguf"
 expect_error model-and-weights "exclusive" --model="$tmp/not.gguf" \
@@ -115,6 +115,96 @@ PY
 out=$("$bin" "${small[@]}" --weights="$tmp/nan.safetensors" 2>&1); rc=$?
 [[ $rc -ne 0 ]] || fail "NaN weights: exit 0"
 [[ "$out" == *"NaN/Inf logits"* ]] || fail "NaN weights not reported: $out"
+
+# The same weights as a Hugging Face directory (HF names, Q/K rows in
+# rotate-half order, a small byte-level tokenizer.json): --model=DIR gives
+# the tokens --weights gives, and --prompt text goes through its tokenizer.
+python3 - "$tmp/w.safetensors" "$tmp/hf" <<'PY'
+import json, os, struct, sys
+src, dest = sys.argv[1:]
+data = open(src, "rb").read()
+n = struct.unpack("<Q", data[:8])[0]
+header = json.loads(data[8:8 + n])
+meta = header.pop("__metadata__")
+body = data[8 + n:]
+hd = int(meta["n_embd"]) // int(meta["n_head"])
+layer = {"attn_norm": "input_layernorm", "attn_q": "self_attn.q_proj",
+         "attn_k": "self_attn.k_proj", "attn_v": "self_attn.v_proj",
+         "attn_output": "self_attn.o_proj",
+         "ffn_norm": "post_attention_layernorm", "ffn_gate": "mlp.gate_proj",
+         "ffn_up": "mlp.up_proj", "ffn_down": "mlp.down_proj"}
+top = {"tok_embd": "model.embed_tokens", "output_norm": "model.norm",
+       "output": "lm_head"}
+out, chunks, off = {}, [], 0
+for name, info in sorted(header.items(), key=lambda t: t[1]["data_offsets"]):
+    b, e = info["data_offsets"]
+    raw = body[b:e]
+    parts = name.split(".")
+    hf = (top[name] if name in top
+          else f"model.layers.{parts[1]}.{layer[parts[2]]}") + ".weight"
+    if parts[-1] in ("attn_q", "attn_k"):
+        # ferry's file rotates rows (2i, 2i+1) of a head; HF rows i, i+hd/2.
+        rows, rb = info["shape"][0], info["shape"][1] * 4
+        hf_rows = [None] * rows
+        for r in range(rows):
+            h, i = divmod(r, hd)
+            hf_rows[h * hd + (i % 2) * (hd // 2) + i // 2] = raw[r * rb:(r + 1) * rb]
+        raw = b"".join(hf_rows)
+    out[hf] = {"dtype": "F32", "shape": info["shape"],
+               "data_offsets": [off, off + len(raw)]}
+    chunks.append(raw)
+    off += len(raw)
+os.makedirs(dest, exist_ok=True)
+text = json.dumps(out).encode()
+with open(f"{dest}/model.safetensors", "wb") as f:
+    f.write(struct.pack("<Q", len(text)) + text + b"".join(chunks))
+json.dump({"model_type": "llama", "hidden_size": int(meta["n_embd"]),
+           "num_hidden_layers": int(meta["n_layer"]),
+           "num_attention_heads": int(meta["n_head"]),
+           "num_key_value_heads": int(meta["n_head_kv"]),
+           "intermediate_size": int(meta["n_ff"]),
+           "vocab_size": int(meta["n_vocab"]),
+           "max_position_embeddings": int(meta["n_ctx"]),
+           "rms_norm_eps": 1e-5, "rope_theta": 10000.0,
+           "tie_word_embeddings": False}, open(f"{dest}/config.json", "w"))
+# Byte-level BPE: the printable ASCII bytes, "Ġ" (space), merges to fill.
+vocab = [chr(c) for c in range(0x21, 0x7f)] + ["\u0120"]
+merges = [("\u0120", c) for c in "abcdefghijklmnopqrstuvwxyz"]
+merges += [("h", "i"), ("t", "h"), ("e", "r"), ("r", "e"), ("i", "n"),
+           ("o", "n"), ("a", "n")]
+vocab += [a + b for a, b in merges]
+assert len(vocab) == int(meta["n_vocab"]), len(vocab)
+json.dump({"version": "1.0", "added_tokens": [], "normalizer": None,
+           "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False,
+                             "trim_offsets": True, "use_regex": True},
+           "post_processor": None, "decoder": {"type": "ByteLevel"},
+           "model": {"type": "BPE", "dropout": None, "unk_token": None,
+                     "continuing_subword_prefix": None,
+                     "end_of_word_suffix": None, "fuse_unk": False,
+                     "byte_fallback": False,
+                     "vocab": {t: i for i, t in enumerate(vocab)},
+                     "merges": [f"{a} {b}" for a, b in merges]}},
+          open(f"{dest}/tokenizer.json", "w"))
+PY
+echo '{"id": "a", "tokens": [5, 90, 17, 3, 64], "max_new_tokens": 6}' > "$tmp/p.jsonl"
+echo '{"id": "b", "text": "hi there", "max_new_tokens": 4}' >> "$tmp/p.jsonl"
+head -1 "$tmp/p.jsonl" > "$tmp/p_tokens.jsonl"
+"$bin" --backends=cpu --weights="$tmp/w.safetensors" \
+  --prompts="$tmp/p_tokens.jsonl" --output="$tmp/o_weights.jsonl" >/dev/null 2>&1 ||
+  fail "weights run for the HF comparison"
+"$bin" --backends=cpu --model="$tmp/hf" --prompts="$tmp/p.jsonl" \
+  --output="$tmp/o_hf.jsonl" >/dev/null 2>"$tmp/hf.err" ||
+  fail "--model=DIR: $(cat "$tmp/hf.err")"
+python3 - "$tmp/o_weights.jsonl" "$tmp/o_hf.jsonl" <<'PY' || fail "--model=DIR differs from --weights"
+import json, sys
+w = [json.loads(l) for l in open(sys.argv[1])]
+h = [json.loads(l) for l in open(sys.argv[2])]
+assert len(w) == 1 and len(h) == 2, (w, h)
+assert w[0]["tokens"] == h[0]["tokens"], (w[0]["tokens"], h[0]["tokens"])
+assert len(h[1]["tokens"]) == 4 and "text" in h[1], h[1]
+PY
+out=$("$bin" --backends=cpu --model="$tmp/hf" --prompt="hi there" --gen_tokens=3 2>&1) ||
+  fail "--model=DIR --prompt: $out"
 
 if [[ $failures -eq 0 ]]; then echo "all CLI checks passed"; fi
 exit $failures

@@ -1,4 +1,4 @@
-#include "ferry/examples/safetensors_header.h"
+#include "ferry/models/safetensors/safetensors_header.h"
 
 #include <algorithm>
 #include <cctype>
@@ -10,7 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "ferry/runtime/status_macros.h"
 
-namespace ferry::examples {
+namespace ferry::safetensors {
 
 std::string SafetensorsShapeString(absl::Span<const int64_t> shape) {
   return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
@@ -373,4 +373,4 @@ absl::StatusOr<SafetensorsHeader> ParseSafetensorsHeader(
   return header;
 }
 
-}  // namespace ferry::examples
+}  // namespace ferry::safetensors

@@ -7,7 +7,7 @@
 #include <cstring>
 #include <string>
 
-#include "ferry/examples/safetensors_header.h"
+#include "ferry/models/safetensors/safetensors_header.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // The first 8 bytes pick the data-section size, the rest is the header.
@@ -18,8 +18,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     size -= 8;
   }
   const std::string json(reinterpret_cast<const char*>(data), size);
-  auto header = ferry::examples::ParseSafetensorsHeader(json, data_size,
-                                                        "fuzz.safetensors");
+  auto header = ferry::safetensors::ParseSafetensorsHeader(json, data_size,
+                                                           "fuzz.safetensors");
   if (header.ok()) {
     for (const auto& [name, info] : header->tensors) {
       if (info.begin > info.end || info.end > data_size) __builtin_trap();

@@ -5,8 +5,8 @@
 // parsed by a small hand-written parser for that subset of JSON (anything
 // else inside a tensor entry is skipped). Kept apart from the loader so the
 // libFuzzer target links nothing but this and Abseil.
-#ifndef FERRY_EXAMPLES_SAFETENSORS_HEADER_H_
-#define FERRY_EXAMPLES_SAFETENSORS_HEADER_H_
+#ifndef FERRY_MODELS_SAFETENSORS_SAFETENSORS_HEADER_H_
+#define FERRY_MODELS_SAFETENSORS_SAFETENSORS_HEADER_H_
 
 #include <cstdint>
 #include <map>
@@ -17,7 +17,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 
-namespace ferry::examples {
+namespace ferry::safetensors {
 
 // Headers larger than this are refused (safetensors' own limit).
 inline constexpr uint64_t kMaxSafetensorsHeader = uint64_t{100} << 20;
@@ -47,6 +47,6 @@ int SafetensorsDTypeSize(absl::string_view dtype);
 // "[2, 3]".
 std::string SafetensorsShapeString(absl::Span<const int64_t> shape);
 
-}  // namespace ferry::examples
+}  // namespace ferry::safetensors
 
-#endif  // FERRY_EXAMPLES_SAFETENSORS_HEADER_H_
+#endif  // FERRY_MODELS_SAFETENSORS_SAFETENSORS_HEADER_H_
