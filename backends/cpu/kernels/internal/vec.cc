@@ -3,6 +3,7 @@
 #include <atomic>
 #include <optional>
 
+#include "ferry/backends/cpu/internal/mat_mul.h"
 #include "ferry/backends/cpu/kernels/internal/vec_isa.h"
 #include "ferry/graph/dtype.h"
 
@@ -10,17 +11,18 @@ namespace ferry {
 namespace cpu_kernels_internal {
 namespace {
 
+// The CPU's features as mat_mul detects them (one detection for the CPU
+// backend; its AVX-512 level, with DQ, covers what vec_avx512.cc needs).
 VecIsa DetectIsa() {
-  __builtin_cpu_init();
-  const bool avx2 = __builtin_cpu_supports("avx2") &&
-                    __builtin_cpu_supports("fma") &&
-                    __builtin_cpu_supports("f16c");
-  if (avx2 && __builtin_cpu_supports("avx512f") &&
-      __builtin_cpu_supports("avx512bw") &&
-      __builtin_cpu_supports("avx512vl")) {
-    return VecIsa::kAvx512;
+  switch (cpu_internal::BestIsa()) {
+    case cpu_internal::Isa::kAvx512:
+      return VecIsa::kAvx512;
+    case cpu_internal::Isa::kAvx2:
+      return VecIsa::kAvx2;
+    case cpu_internal::Isa::kGeneric:
+      break;
   }
-  return avx2 ? VecIsa::kAvx2 : VecIsa::kPortable;
+  return VecIsa::kPortable;
 }
 
 const VecKernels& KernelsFor(VecIsa isa) {

@@ -19,12 +19,8 @@ using namespace vec_constants;  // NOLINT(build/namespaces)
 
 inline __m256 Broadcast(float x) { return _mm256_set1_ps(x); }
 
-inline __m256 ExpAvx2(__m256 x) {
-  const __m256 too_small = _mm256_cmp_ps(x, Broadcast(kExpLo), _CMP_LT_OQ);
-  const __m256 too_big = _mm256_cmp_ps(x, Broadcast(kExpHi), _CMP_GT_OQ);
-  // min/max return their second operand when either is NaN: NaN stays.
-  x = _mm256_min_ps(Broadcast(kExpHi), x);
-  x = _mm256_max_ps(Broadcast(kExpLo), x);
+// Cephes' polynomial for exp(r), |r| <= ln(2) / 2, and n = round(x log2 e).
+inline __m256 ExpPolyAvx2(__m256 x, __m256* n_out) {
   const __m256 n =
       _mm256_round_ps(_mm256_mul_ps(x, Broadcast(kLog2e)),
                       _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
@@ -36,8 +32,19 @@ inline __m256 ExpAvx2(__m256 x) {
   p = _mm256_fmadd_ps(p, r, Broadcast(kExpP3));
   p = _mm256_fmadd_ps(p, r, Broadcast(kExpP4));
   p = _mm256_fmadd_ps(p, r, Broadcast(kExpP5));
-  const __m256 r2 = _mm256_mul_ps(r, r);
-  p = _mm256_fmadd_ps(p, r2, _mm256_add_ps(r, Broadcast(1.0f)));
+  *n_out = n;
+  return _mm256_fmadd_ps(p, _mm256_mul_ps(r, r),
+                         _mm256_add_ps(r, Broadcast(1.0f)));
+}
+
+inline __m256 ExpAvx2(__m256 x) {
+  const __m256 too_small = _mm256_cmp_ps(x, Broadcast(kExpLo), _CMP_LT_OQ);
+  const __m256 too_big = _mm256_cmp_ps(x, Broadcast(kExpHi), _CMP_GT_OQ);
+  // min/max return their second operand when either is NaN: NaN stays.
+  x = _mm256_min_ps(Broadcast(kExpHi), x);
+  x = _mm256_max_ps(Broadcast(kExpLo), x);
+  __m256 n;
+  __m256 p = ExpPolyAvx2(x, &n);
   // n is in [-126, 128]: scale by 2^(n - s) * 2^s with s = (n > 0) so that
   // both factors are normal floats.
   const __m256 positive = _mm256_cmp_ps(n, _mm256_setzero_ps(), _CMP_GT_OQ);
@@ -60,19 +67,8 @@ inline __m256 ExpClampedAvx2(__m256 x) {
   // min/max return their second operand when either is NaN: NaN stays.
   x = _mm256_min_ps(Broadcast(kExpClampHi), x);
   x = _mm256_max_ps(Broadcast(kExpLo), x);
-  const __m256 n =
-      _mm256_round_ps(_mm256_mul_ps(x, Broadcast(kLog2e)),
-                      _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m256 r = _mm256_fnmadd_ps(n, Broadcast(kLn2Hi), x);
-  r = _mm256_fnmadd_ps(n, Broadcast(kLn2Lo), r);
-  __m256 p = Broadcast(kExpP0);
-  p = _mm256_fmadd_ps(p, r, Broadcast(kExpP1));
-  p = _mm256_fmadd_ps(p, r, Broadcast(kExpP2));
-  p = _mm256_fmadd_ps(p, r, Broadcast(kExpP3));
-  p = _mm256_fmadd_ps(p, r, Broadcast(kExpP4));
-  p = _mm256_fmadd_ps(p, r, Broadcast(kExpP5));
-  p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r),
-                      _mm256_add_ps(r, Broadcast(1.0f)));
+  __m256 n;
+  const __m256 p = ExpPolyAvx2(x, &n);
   const __m256i e = _mm256_slli_epi32(
       _mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
   return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
