@@ -178,7 +178,7 @@ CpuBackend::CpuBackend(CpuDevice& device, int threads)
       runner_(std::make_unique<cpu_kernels::KernelRunner>(threads)),
       compute_track_(TraceRecorder::Global().Track("cpu/compute")),
       copy_track_(TraceRecorder::Global().Track("cpu/copy")),
-      stream_("cpu", &device) {}
+      stream_("cpu", &device, StreamMode::kCallerRuns) {}
 
 CpuBackend::~CpuBackend() = default;
 
@@ -195,14 +195,14 @@ absl::Status CpuBackend::EnqueueSetTensor(Tensor& tensor, const void* data,
   if (!tensor.buffer->is_host()) {
     // Packed weights: the buffer packs the logical bytes as it copies.
     Tensor* t = &tensor;
-    stream_.Enqueue([t, data, offset, size, track = copy_track_] {
+    stream_.EnqueueDeferred([t, data, offset, size, track = copy_track_] {
       ScopedTraceSpan span(track, "set");
       return t->buffer->SetTensor(*t, data, offset, size);
     });
     return absl::OkStatus();
   }
   char* dst = static_cast<char*>(tensor.data) + offset;
-  stream_.Enqueue([dst, data, size, track = copy_track_] {
+  stream_.EnqueueDeferred([dst, data, size, track = copy_track_] {
     ScopedTraceSpan span(track, "set");
     std::memcpy(dst, data, size);
     return absl::OkStatus();
@@ -215,14 +215,14 @@ absl::Status CpuBackend::EnqueueGetTensor(const Tensor& tensor, void* data,
   FERRY_RETURN_IF_ERROR(CheckHostTensor(tensor, offset, size, "read"));
   if (!tensor.buffer->is_host()) {
     const Tensor* t = &tensor;
-    stream_.Enqueue([t, data, offset, size, track = copy_track_] {
+    stream_.EnqueueDeferred([t, data, offset, size, track = copy_track_] {
       ScopedTraceSpan span(track, "get");
       return t->buffer->GetTensor(*t, data, offset, size);
     });
     return absl::OkStatus();
   }
   const char* src = static_cast<const char*>(tensor.data) + offset;
-  stream_.Enqueue([src, data, size, track = copy_track_] {
+  stream_.EnqueueDeferred([src, data, size, track = copy_track_] {
     ScopedTraceSpan span(track, "get");
     std::memcpy(data, src, size);
     return absl::OkStatus();
@@ -255,9 +255,9 @@ absl::Status CpuBackend::EnqueueCompute(NodeSpan nodes) {
   cpu_kernels::KernelRunner* runner = runner_.get();
   const int track = compute_track_;
   CpuDevice* device = &device_;
-  stream_.Enqueue([runner, device, snapshot = std::move(snapshot),
-                   abort = std::move(abort), track,
-                   span_names = std::move(span_names)]() mutable {
+  stream_.EnqueueDeferred([runner, device, snapshot = std::move(snapshot),
+                           abort = std::move(abort), track,
+                           span_names = std::move(span_names)]() mutable {
     const auto start = std::chrono::steady_clock::now();
     const std::function<bool()> no_abort;
     const std::function<bool()>& should_abort = abort ? *abort : no_abort;

@@ -2,11 +2,12 @@
 //
 // CpuDevice is the host: 64-byte-aligned host buffers, every op the CPU
 // kernels implement (backends/cpu/kernels), and host pointers usable in
-// place. CpuBackend is a stream: work is queued and runs in order on the
-// stream's worker, which computes each node on a team of `threads` threads
-// (itself included) with a barrier between nodes, as ggml's CPU backend
-// does. Because the stream is asynchronous, a scheduler can queue CPU work
-// and move on to other devices.
+// place. CpuBackend is a stream: work is queued and runs in order on a
+// team of `threads` threads with a barrier between nodes, as ggml's CPU
+// backend does. The stream's worker runs it once an event is recorded, so a
+// scheduler can queue CPU work and move on to other devices; work that is
+// only synchronized runs on the thread calling Synchronize(), with no
+// thread hand-off (StreamMode::kCallerRuns).
 #ifndef FERRY_BACKENDS_CPU_CPU_BACKEND_H_
 #define FERRY_BACKENDS_CPU_CPU_BACKEND_H_
 

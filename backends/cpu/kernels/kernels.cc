@@ -496,19 +496,13 @@ void RopeKernel(const Tensor& node, int ith, int nth,
     s.theta[k] = theta;
     theta *= theta_scale;
   }
-  constexpr double kTwoPi = 6.283185307179586476925;
   int64_t cached_token = -1;
   const auto* positions = static_cast<const int32_t*>(pos.data);
 
   ForEachRow(node, ith, nth, [&](const RowIndex& r) {
     if (r.i2 != cached_token) {
       // One token's angles: reduced in double, sin and cos in float.
-      const double p = positions[r.i2];
-      for (int64_t k = 0; k < half; ++k) {
-        const double angle = p * s.theta[k];
-        s.angle[k] = static_cast<float>(
-            angle - kTwoPi * std::nearbyint(angle * (1.0 / kTwoPi)));
-      }
+      vec::RopeAnglesRow(positions[r.i2], s.theta, s.angle, half);
       vec::SinCosRow(s.angle, s.sin, s.cos, half);
       if (!neox) {
         for (int64_t k = 0; k < half; ++k) {

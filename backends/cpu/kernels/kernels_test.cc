@@ -126,8 +126,8 @@ Tensor* Strided(Context& ctx, DType dtype, std::array<int64_t, 4> ne, int kind,
   }
 }
 
-// The code paths a CPU can take: row primitives portable or AVX2, mul_mat
-// generic, AVX2 or AVX-512. Each test runs on every path this CPU supports.
+// The code paths a CPU can take: row primitives and mul_mat each portable
+// (generic), AVX2 or AVX-512. Each test runs on every path this CPU supports.
 enum class Path { kPortable, kAvx2, kAvx512 };
 
 cpu_internal::Isa MatMulIsaOf(Path path) {
@@ -142,22 +142,37 @@ cpu_internal::Isa MatMulIsaOf(Path path) {
   return cpu_internal::Isa::kGeneric;
 }
 
+cpu_kernels_internal::VecIsa VecIsaOf(Path path) {
+  switch (path) {
+    case Path::kPortable:
+      return cpu_kernels_internal::VecIsa::kPortable;
+    case Path::kAvx2:
+      return cpu_kernels_internal::VecIsa::kAvx2;
+    case Path::kAvx512:
+      return cpu_kernels_internal::VecIsa::kAvx512;
+  }
+  return cpu_kernels_internal::VecIsa::kPortable;
+}
+
 std::vector<Path> SupportedPaths() {
   std::vector<Path> paths;
   for (Path path : {Path::kPortable, Path::kAvx2, Path::kAvx512}) {
-    if (cpu_internal::IsaSupported(MatMulIsaOf(path))) paths.push_back(path);
+    if (cpu_internal::IsaSupported(MatMulIsaOf(path)) &&
+        cpu_kernels_internal::IsaSupported(VecIsaOf(path))) {
+      paths.push_back(path);
+    }
   }
   return paths;
 }
 
 // Forces `path` for the scope of a test.
 void ForcePath(Path path) {
-  cpu_kernels_internal::ForcePortableForTesting(path == Path::kPortable);
+  cpu_kernels_internal::ForceIsaForTesting(VecIsaOf(path));
   cpu_internal::ForceIsaForTesting(MatMulIsaOf(path));
 }
 
 void ResetPath() {
-  cpu_kernels_internal::ForcePortableForTesting(false);
+  cpu_kernels_internal::ForceIsaForTesting(std::nullopt);
   cpu_internal::ForceIsaForTesting(std::nullopt);
 }
 
@@ -900,8 +915,8 @@ TEST(VecTest, ConversionsMatchDtypeHBitForBit) {
     values.push_back(std::bit_cast<float>(static_cast<uint32_t>(rng())));
   }
   const int64_t n = static_cast<int64_t>(values.size());
-  for (bool portable : {false, true}) {
-    cpu_kernels_internal::ForcePortableForTesting(portable);
+  for (Path path : SupportedPaths()) {
+    ForcePath(path);
     std::vector<Half> h(values.size());
     std::vector<BFloat16> bf(values.size());
     cpu_kernels_internal::ConvertRow(DType::kF32, values.data(), DType::kF16,
@@ -915,7 +930,7 @@ TEST(VecTest, ConversionsMatchDtypeHBitForBit) {
                                      from_bf.data(), n);
     for (size_t i = 0; i < values.size(); ++i) {
       const float v = values[i];
-      SCOPED_TRACE(absl::StrCat("value ", v, " portable ", portable));
+      SCOPED_TRACE(absl::StrCat("value ", v, " path ", static_cast<int>(path)));
       if (std::isnan(v)) {
         EXPECT_TRUE(std::isnan(F16ToF32(h[i])));
         EXPECT_TRUE(std::isnan(BF16ToF32(bf[i])));
@@ -929,12 +944,12 @@ TEST(VecTest, ConversionsMatchDtypeHBitForBit) {
                 std::bit_cast<uint32_t>(BF16ToF32(bf[i])));
     }
   }
-  cpu_kernels_internal::ForcePortableForTesting(false);
+  ResetPath();
 }
 
 TEST(VecTest, FastExpIsAccurate) {
-  for (bool portable : {false, true}) {
-    cpu_kernels_internal::ForcePortableForTesting(portable);
+  for (Path path : SupportedPaths()) {
+    ForcePath(path);
     std::vector<float> x;
     for (float v = -87.0f; v <= 88.5f; v += 0.0137f) x.push_back(v);
     std::vector<float> e = x;
@@ -942,12 +957,13 @@ TEST(VecTest, FastExpIsAccurate) {
                                     static_cast<int64_t>(e.size()));
     for (size_t i = 0; i < x.size(); ++i) {
       const double want = std::exp(static_cast<double>(x[i]));
-      EXPECT_NEAR(e[i] / want, 1.0, 1e-6) << x[i] << " portable " << portable;
+      EXPECT_NEAR(e[i] / want, 1.0, 1e-6)
+          << x[i] << " path " << static_cast<int>(path);
       EXPECT_NEAR(cpu_kernels_internal::FastExp(x[i]) / want, 1.0, 1e-6)
           << x[i];
     }
   }
-  cpu_kernels_internal::ForcePortableForTesting(false);
+  ResetPath();
   EXPECT_EQ(cpu_kernels_internal::FastExp(-100.0f), 0.0f);
   EXPECT_EQ(cpu_kernels_internal::FastExp(100.0f),
             std::numeric_limits<float>::infinity());

@@ -1,6 +1,7 @@
 // Row primitives of the CPU op kernels: element-wise math, reductions and
-// dtype conversion over contiguous float rows, each with an AVX2/FMA/F16C
-// version picked at run time and a portable fallback.
+// dtype conversion over contiguous float rows, each in an AVX-512, an
+// AVX2/FMA/F16C and a portable version (vec_isa.h), the best the CPU runs
+// picked at run time.
 //
 // All functions work on `n` contiguous elements. Unless stated, `dst` may
 // equal a source (same address; the op then runs in place) but must not
@@ -9,20 +10,27 @@
 #define FERRY_BACKENDS_CPU_KERNELS_INTERNAL_VEC_H_
 
 #include <cstdint>
+#include <optional>
 
+#include "ferry/backends/cpu/kernels/internal/vec_isa.h"
 #include "ferry/graph/dtype.h"
 
 namespace ferry {
 namespace cpu_kernels_internal {
 
-// True when the CPU (and OS) support AVX2, FMA and F16C. Thread-safe.
-bool HasAvx2();
+// The instruction sets the row primitives have versions for, in order.
+enum class VecIsa { kPortable, kAvx2, kAvx512 };
 
-// Forces the portable code paths (for tests) when `force` is true.
-// Not thread-safe: call it only while no kernel runs.
-void ForcePortableForTesting(bool force);
-
-enum class BinaryOp { kAdd, kSub, kMul, kDiv };
+// Returns the best VecIsa this CPU (and OS) supports. Thread-safe.
+VecIsa BestIsa();
+// True when this CPU can run `isa`'s versions.
+bool IsaSupported(VecIsa isa);
+// Makes the row primitives use `isa` (which must be supported) instead of
+// BestIsa(), or BestIsa() again for nullopt. For tests that force each
+// path. Not thread-safe: call it only while no kernel runs.
+void ForceIsaForTesting(std::optional<VecIsa> isa);
+// Returns the VecIsa the row primitives use.
+VecIsa ActiveIsa();
 
 // dst[i] = a[i] op b[i].
 void BinaryRow(BinaryOp op, const float* a, const float* b, float* dst,
@@ -53,13 +61,15 @@ float ScaleMaskMaxRow(const float* x, const float* mask, float scale,
 // x[i] = exp(x[i] - max); returns the sum of the new x[i].
 float ExpSubRow(float* x, float max, int64_t n);
 
-// Returns e^x with a relative error of a few ulp (exact 0 below -87.3,
-// +inf above 88.7, NaN for NaN): the scalar twin of the vector exp.
-float FastExp(float x);
-
 // sin[i] = sin(x[i]), cos[i] = cos(x[i]) within a few float ulp for
 // |x[i]| <= 4 pi (callers reduce larger angles first, in double).
 void SinCosRow(const float* x, float* sin, float* cos, int64_t n);
+
+// angle[k] = position * theta[k] reduced into [-pi, pi], computed in double
+// (so large positions keep their accuracy) and rounded to float: rope's
+// angles of one token.
+void RopeAnglesRow(double position, const double* theta, float* angle,
+                   int64_t n);
 
 // Rotates the n_dims / 2 adjacent pairs of x (rope's normal mode):
 //   dst[2k]     = x[2k] * cos2[2k]         + x[2k+1] * nsin2[2k]
