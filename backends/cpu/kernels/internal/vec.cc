@@ -176,8 +176,8 @@ void ConvertFrom(DType dst_type, const std::byte* src, int64_t src_stride,
       return ConvertLoop<Src, Half>(src, src_stride, dst, dst_stride, n);
     case DType::kBF16:
       return ConvertLoop<Src, BFloat16>(src, src_stride, dst, dst_stride, n);
-    case DType::kI32:
-      return;  // Rejected by callers (CheckSupported).
+    default:
+      return;  // i32, block types: rejected by callers (CheckSupported).
   }
 }
 
@@ -210,8 +210,8 @@ void ConvertStridedPortable(DType src_type, const std::byte* src,
     case DType::kBF16:
       return ConvertFrom<BFloat16>(dst_type, src, src_stride, dst, dst_stride,
                                    n);
-    case DType::kI32:
-      return;  // Rejected by callers (CheckSupported).
+    default:
+      return;  // i32, block types: rejected by callers (CheckSupported).
   }
 }
 

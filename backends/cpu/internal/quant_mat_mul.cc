@@ -1,0 +1,123 @@
+#include "ferry/backends/cpu/internal/quant_mat_mul.h"
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+
+#include "ferry/backends/cpu/internal/mat_mul_impl.h"
+#include "ferry/models/quant/quantize.h"
+#include "ferry/models/quant/vec_dot.h"
+
+namespace ferry {
+namespace cpu_internal {
+namespace {
+
+// Weight rows per claimed unit in the weight-row split.
+constexpr int64_t kRowUnit = 16;
+// Activation bytes a token run may occupy: the run stays in L1 while every
+// weight row streams past it once.
+constexpr int64_t kRunBytes = 16 << 10;
+constexpr int64_t kMaxRunRows = 16;
+
+quant::QuantType ActivationType(quant::QuantType a_type) {
+  // Callers check QuantMatMulSupports first.
+  return quant::VecDotActivationType(a_type).value_or(quant::QuantType::kQ8_0);
+}
+
+// Tokens quantized and multiplied at once in the token split.
+int64_t RunRows(int64_t act_row_bytes) {
+  return std::clamp(kRunBytes / act_row_bytes, int64_t{1}, kMaxRunRows);
+}
+
+bool SplitTokens(int64_t n, int nth) {
+  return nth > 1 && n >= kMinTokenSplitRows * nth;
+}
+
+// Quantizes b rows [begin, end) into `act`, one act_row_bytes apart.
+void QuantizeRows(const QuantMatMulArgs& args, quant::QuantType act_type,
+                  int64_t act_row_bytes, int64_t begin, int64_t end,
+                  std::byte* act) {
+  for (int64_t j = begin; j < end; ++j) {
+    // Cannot fail: k is a whole number of blocks and the type has a
+    // quantizer (checked by QuantMatMulSupports and the caller).
+    (void)quant::QuantizeRow(act_type, args.b + j * args.ldb,
+                             act + (j - begin) * act_row_bytes, args.k);
+  }
+}
+
+// dst[j][i] for weight rows [rows.begin, rows.end) and tokens [tokens.begin,
+// tokens.end), whose activations are at `act`. Weight rows outer: each is
+// read once while the activations stay in cache.
+void Dots(const QuantMatMulArgs& args, quant::VecDotFn dot, Range rows,
+          Range tokens, const std::byte* act, int64_t act_row_bytes) {
+  const auto* a = static_cast<const std::byte*>(args.a);
+  for (int64_t i = rows.begin; i < rows.end; ++i) {
+    const std::byte* w = a + i * args.a_row_bytes;
+    float* d = args.dst + i;
+    for (int64_t j = tokens.begin; j < tokens.end; ++j) {
+      d[j * args.ldc] =
+          dot(w, act + (j - tokens.begin) * act_row_bytes, args.k);
+    }
+  }
+}
+
+}  // namespace
+
+bool QuantMatMulSupports(quant::QuantType type) {
+  const quant::QuantTypeInfo& info = quant::GetQuantTypeInfo(type);
+  return info.block_size > 1 && quant::VecDotActivationType(type).ok() &&
+         quant::FindVecDot(type, quant::Isa::kScalar) != nullptr;
+}
+
+size_t QuantMatMulScratchBytes(quant::QuantType a_type, int64_t n, int64_t k,
+                               int nth) {
+  const int64_t act_row_bytes = quant::RowBytes(ActivationType(a_type), k);
+  const int64_t rows = SplitTokens(n, nth) ? RunRows(act_row_bytes) : n;
+  return static_cast<size_t>(rows * act_row_bytes);
+}
+
+void QuantMatMul(const QuantMatMulArgs& args, int ith, int nth, void* scratch,
+                 quant::Isa isa) {
+  const quant::VecDotFn dot = quant::FindVecDot(args.a_type, isa);
+  const quant::QuantType act_type = ActivationType(args.a_type);
+  const int64_t act_row_bytes = quant::RowBytes(act_type, args.k);
+  auto* act = static_cast<std::byte*>(scratch);
+  if (SplitTokens(args.n, nth)) {
+    const int64_t run = RunRows(act_row_bytes);
+    const auto compute = [&](Range tokens) {
+      for (int64_t j = tokens.begin; j < tokens.end; j += run) {
+        const Range chunk{j, std::min(tokens.end, j + run)};
+        QuantizeRows(args, act_type, act_row_bytes, chunk.begin, chunk.end,
+                     act);
+        Dots(args, dot, Range{0, args.m}, chunk, act, act_row_bytes);
+      }
+    };
+    if (args.next == nullptr) {
+      return compute(PartitionRange(args.n, run, ith, nth));
+    }
+    for (;;) {
+      const Range tokens = ClaimColumns(*args.next, args.n, run, 1, nth);
+      if (tokens.size() == 0) return;
+      compute(tokens);
+    }
+  }
+  // Few tokens: every thread quantizes all of them, threads split rows.
+  QuantizeRows(args, act_type, act_row_bytes, 0, args.n, act);
+  const Range tokens{0, args.n};
+  if (args.next == nullptr) {
+    return Dots(args, dot, PartitionRange(args.m, kRowUnit, ith, nth), tokens,
+                act, act_row_bytes);
+  }
+  for (;;) {
+    const Range rows = ClaimColumns(*args.next, args.m, kRowUnit, 1, nth);
+    if (rows.size() == 0) return;
+    Dots(args, dot, rows, tokens, act, act_row_bytes);
+  }
+}
+
+void QuantMatMul(const QuantMatMulArgs& args, int ith, int nth, void* scratch) {
+  QuantMatMul(args, ith, nth, scratch, quant::PreferredIsa(args.a_type));
+}
+
+}  // namespace cpu_internal
+}  // namespace ferry
