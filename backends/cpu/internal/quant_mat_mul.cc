@@ -4,7 +4,9 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "ferry/backends/cpu/internal/mat_mul.h"
 #include "ferry/backends/cpu/internal/mat_mul_impl.h"
+#include "ferry/models/quant/dequantize.h"
 #include "ferry/models/quant/quantize.h"
 #include "ferry/models/quant/vec_dot.h"
 
@@ -18,6 +20,44 @@ constexpr int64_t kRowUnit = 16;
 // weight row streams past it once.
 constexpr int64_t kRunBytes = 16 << 10;
 constexpr int64_t kMaxRunRows = 16;
+
+// Bytes of f32 weight rows dequantized at once for the GEMM (per thread),
+// and the row unit of the runs threads claim.
+constexpr int64_t kGemmPanelBytes = 256 << 10;
+constexpr int64_t kGemmRowUnit = 16;
+
+int64_t GemmRunRows(int64_t k) {
+  const int64_t rows =
+      kGemmPanelBytes / (k * static_cast<int64_t>(sizeof(float)));
+  return std::max(kGemmRowUnit, rows / kGemmRowUnit * kGemmRowUnit);
+}
+
+// The GEMM path: weight rows [rows.begin, rows.end) dequantized into
+// `panel` a run at a time, each run multiplied by all of b.
+void DequantizedGemm(const QuantMatMulArgs& args, Range rows, float* panel) {
+  const int64_t run = GemmRunRows(args.k);
+  const auto* a = static_cast<const std::byte*>(args.a);
+  for (int64_t r0 = rows.begin; r0 < rows.end; r0 += run) {
+    const int64_t r1 = std::min(rows.end, r0 + run);
+    for (int64_t i = r0; i < r1; ++i) {
+      // Cannot fail: the type has a dequantizer, k whole blocks.
+      (void)quant::DequantizeRow(args.a_type, a + i * args.a_row_bytes,
+                                 panel + (i - r0) * args.k, args.k);
+    }
+    MatMulArgs gemm;
+    gemm.a_type = DType::kF32;
+    gemm.a = panel;
+    gemm.lda = args.k;
+    gemm.b = args.b;
+    gemm.ldb = args.ldb;
+    gemm.dst = args.dst + r0;
+    gemm.ldc = args.ldc;
+    gemm.m = r1 - r0;
+    gemm.n = args.n;
+    gemm.k = args.k;
+    MatMul(gemm, 0, 1);
+  }
+}
 
 quant::QuantType ActivationType(quant::QuantType a_type) {
   // Callers check QuantMatMulSupports first.
@@ -70,7 +110,10 @@ bool QuantMatMulSupports(quant::QuantType type) {
 }
 
 size_t QuantMatMulScratchBytes(quant::QuantType a_type, int64_t n, int64_t k,
-                               int nth) {
+                               int nth, int64_t min_gemm_tokens) {
+  if (n >= min_gemm_tokens) {
+    return static_cast<size_t>(GemmRunRows(k) * k) * sizeof(float);
+  }
   const int64_t act_row_bytes = quant::RowBytes(ActivationType(a_type), k);
   const int64_t rows = SplitTokens(n, nth) ? RunRows(act_row_bytes) : n;
   return static_cast<size_t>(rows * act_row_bytes);
@@ -78,6 +121,18 @@ size_t QuantMatMulScratchBytes(quant::QuantType a_type, int64_t n, int64_t k,
 
 void QuantMatMul(const QuantMatMulArgs& args, int ith, int nth, void* scratch,
                  quant::Isa isa) {
+  if (args.n >= args.min_gemm_tokens) {
+    auto* panel = static_cast<float*>(scratch);
+    if (args.next == nullptr) {
+      return DequantizedGemm(
+          args, PartitionRange(args.m, kGemmRowUnit, ith, nth), panel);
+    }
+    for (;;) {
+      const Range rows = ClaimColumns(*args.next, args.m, kGemmRowUnit, 1, nth);
+      if (rows.size() == 0) return;
+      DequantizedGemm(args, rows, panel);
+    }
+  }
   const quant::VecDotFn dot = quant::FindVecDot(args.a_type, isa);
   const quant::QuantType act_type = ActivationType(args.a_type);
   const int64_t act_row_bytes = quant::RowBytes(act_type, args.k);

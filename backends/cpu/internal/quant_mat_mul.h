@@ -5,8 +5,18 @@
 //
 //   dst[j][i] = vec_dot(a row i, quantize(b row j))
 //
-// Threads split the work in one of two ways, both without sharing scratch
-// or waiting for each other:
+// From kMinGemmTokens tokens on (prompts), the weight is instead
+// dequantized to f32 a run of rows at a time into scratch and multiplied by
+// the f32 activations with the f32 GEMM of mat_mul.h: the packed GEMM
+// reuses each loaded value across a tile of tokens, which the one-row
+// vec_dot kernels cannot. Measured (quant_mat_mul_benchmark, q4_1, one
+// thread, CPU time): at 128 tokens the GEMM takes 0.55x (576 x 1536) and
+// 0.8x (1536 x 576) of the vec_dot path's time, at 32 tokens 1.1-1.25x.
+// Its products are the exact f32 ones on the stored weights.
+// Threads claim runs of weight rows.
+//
+// Below that, threads split the work in one of two ways, both without
+// sharing scratch or waiting for each other:
 //   * tokens (n >= kMinTokenSplitRows * nth): each thread takes runs of b's
 //     rows, quantizes just those and multiplies them by every weight row, so
 //     no activation is quantized twice and the weights (shared read-only)
@@ -33,6 +43,9 @@ namespace cpu_internal {
 // rows.
 inline constexpr int64_t kMinTokenSplitRows = 4;
 
+// Fewest b rows for which the weight is dequantized for the f32 GEMM.
+inline constexpr int64_t kMinGemmTokens = 64;
+
 // Operands of dst[j][i] = sum_l a[i][l] * b[j][l], i < m, j < n, l < k.
 struct QuantMatMulArgs {
   quant::QuantType a_type = quant::QuantType::kQ4_0;  // Has a VecDot.
@@ -48,6 +61,9 @@ struct QuantMatMulArgs {
   // Optional, as MatMulArgs::next_column: 0 when the first thread starts;
   // threads claim runs of work from it.
   std::atomic<int64_t>* next = nullptr;
+  // Fewest b rows for the dequantized GEMM path (tests and benchmarks set
+  // it to compare the paths).
+  int64_t min_gemm_tokens = kMinGemmTokens;
 };
 
 // Whether QuantMatMul takes weights of `type`.
@@ -56,10 +72,12 @@ bool QuantMatMulSupports(quant::QuantType type);
 // Scratch bytes thread ith (of nth) needs for `args` (the same for every
 // thread): room for the activation rows it quantizes at once.
 size_t QuantMatMulScratchBytes(quant::QuantType a_type, int64_t n, int64_t k,
-                               int nth);
+                               int nth,
+                               int64_t min_gemm_tokens = kMinGemmTokens);
 
 // Computes thread ith's share of dst (all nth calls together compute all
-// of it) with the vec_dot kernels of `isa` (which this CPU must support),
+// of it) with the vec_dot kernels of `isa` (which this CPU must support;
+// the GEMM path uses mat_mul.h's ActiveIsa),
 // using the QuantMatMulScratchBytes bytes at `scratch` (2-byte aligned,
 // this thread's own). Requires m, n >= 1. Does not read dst. Thread-safe
 // for distinct scratch.

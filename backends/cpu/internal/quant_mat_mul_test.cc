@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <string>
 #include <thread>
@@ -104,8 +105,8 @@ std::vector<float> RunThreads(const QuantMatMulArgs& base, int nth,
   args.dst = dst.data();
   std::atomic<int64_t> next{0};
   if (counter) args.next = &next;
-  const size_t scratch =
-      QuantMatMulScratchBytes(args.a_type, args.n, args.k, nth);
+  const size_t scratch = QuantMatMulScratchBytes(args.a_type, args.n, args.k,
+                                                 nth, args.min_gemm_tokens);
   std::vector<std::vector<std::byte>> scratches(
       static_cast<size_t>(nth), std::vector<std::byte>(scratch));
   std::vector<std::thread> threads;
@@ -124,10 +125,11 @@ using Param = std::tuple<QuantType, Isa>;
 class QuantMatMulTest : public ::testing::TestWithParam<Param> {};
 
 // Every output equals the dot product of the dequantized weight row with the
-// activation row rounded to the vec_dot format, up to float summation order
-// (relative to the sum of |products|); padding of dst is left alone. Shapes:
-// one token (GEMV), 2-16 tokens (weight-row split), 32-512 (token split);
-// k = 32 * odd, so not a multiple of any SIMD width's blocks.
+// activation row (rounded to the vec_dot format below kMinGemmTokens), up
+// to float summation order (relative to the sum of |products|); padding of
+// dst is left alone. Shapes: one token (GEMV), 2-7 tokens (weight-row
+// split), 16 (token split), 32-512 (dequantized GEMM); k = 32 * odd, so not
+// a multiple of any SIMD width's blocks.
 TEST_P(QuantMatMulTest, MatchesDequantizedProducts) {
   const auto [type, isa] = GetParam();
   if (!quant::IsaSupported(isa)) {
@@ -160,37 +162,45 @@ TEST_P(QuantMatMulTest, MatchesDequantizedProducts) {
     args.m = s.m;
     args.n = s.n;
     args.k = s.k;
-    for (int nth : {1, 2, 3}) {
-      for (bool counter : {false, true}) {
-        SCOPED_TRACE(absl::StrCat("m=", s.m, " n=", s.n, " k=", s.k,
-                                  " nth=", nth, " counter=", counter));
-        const std::vector<float> dst = RunThreads(args, nth, counter, isa);
-        int bad = 0;
-        for (int64_t j = 0; j < s.n; ++j) {
-          for (int64_t i = 0; i < args.ldc; ++i) {
-            const float got = dst[static_cast<size_t>(j * args.ldc + i)];
-            if (i >= s.m) {
-              bad += got != kSentinel;
-              continue;
-            }
-            double want = 0, scale = 0;
-            for (int64_t l = 0; l < s.k; ++l) {
-              const double p = static_cast<double>(a.values[i * s.k + l]) *
-                               act.values[j * s.k + l];
-              want += p;
-              scale += std::fabs(p);
-            }
-            want += MinTermCorrection(type, a, act, i, j, s.k);
-            // Fails on NaN: the comparison is false.
-            if (!(std::fabs(got - want) <= 2e-5 * scale + 1e-6)) {
-              if (++bad <= 3) {
-                ADD_FAILURE() << "dst[" << j << "][" << i << "] = " << got
-                              << ", want " << want;
+    // Many tokens: the GEMM path, and the vec_dot path forced. The vec_dot
+    // path multiplies by b rounded to act_type, the GEMM path by b itself.
+    for (const bool gemm : {false, true}) {
+      if (gemm && s.n < kMinGemmTokens) continue;
+      args.min_gemm_tokens =
+          gemm ? kMinGemmTokens : std::numeric_limits<int64_t>::max();
+      const std::vector<float>& b_values = gemm ? b_rows : act.values;
+      for (int nth : {1, 2, 3}) {
+        for (bool counter : {false, true}) {
+          SCOPED_TRACE(absl::StrCat("m=", s.m, " n=", s.n, " k=", s.k, " nth=",
+                                    nth, " counter=", counter, " gemm=", gemm));
+          const std::vector<float> dst = RunThreads(args, nth, counter, isa);
+          int bad = 0;
+          for (int64_t j = 0; j < s.n; ++j) {
+            for (int64_t i = 0; i < args.ldc; ++i) {
+              const float got = dst[static_cast<size_t>(j * args.ldc + i)];
+              if (i >= s.m) {
+                bad += got != kSentinel;
+                continue;
+              }
+              double want = 0, scale = 0;
+              for (int64_t l = 0; l < s.k; ++l) {
+                const double p = static_cast<double>(a.values[i * s.k + l]) *
+                                 b_values[j * s.k + l];
+                want += p;
+                scale += std::fabs(p);
+              }
+              if (!gemm) want += MinTermCorrection(type, a, act, i, j, s.k);
+              // Fails on NaN: the comparison is false.
+              if (!(std::fabs(got - want) <= 2e-5 * scale + 1e-6)) {
+                if (++bad <= 3) {
+                  ADD_FAILURE() << "dst[" << j << "][" << i << "] = " << got
+                                << ", want " << want;
+                }
               }
             }
           }
+          EXPECT_EQ(bad, 0);
         }
-        EXPECT_EQ(bad, 0);
       }
     }
   }
