@@ -50,10 +50,14 @@ void BM_QuantMatMulQ4_1(benchmark::State& state) {
   args.n = n;
   args.k = k;
   args.min_gemm_tokens = gemm ? 1 : std::numeric_limits<int64_t>::max();
-  std::vector<std::byte> scratch(
-      QuantMatMulScratchBytes(type, n, k, 1, args.min_gemm_tokens));
+  // 64-byte aligned, as QuantMatMul needs.
+  std::vector<float> scratch(
+      QuantMatMulScratchBytes(type, m, n, k, 1, args.min_gemm_tokens) / 4 + 16);
+  void* aligned =
+      scratch.data() +
+      (16 - reinterpret_cast<uintptr_t>(scratch.data()) / 4 % 16) % 16;
   for (auto _ : state) {
-    QuantMatMul(args, 0, 1, scratch.data());
+    QuantMatMul(args, 0, 1, aligned);
     benchmark::DoNotOptimize(dst.data());
   }
   state.counters["GFLOPS"] = benchmark::Counter(

@@ -6,6 +6,7 @@
 
 #include "ferry/backends/cpu/internal/mat_mul.h"
 #include "ferry/backends/cpu/internal/mat_mul_impl.h"
+#include "ferry/backends/cpu/internal/packed_layout.h"
 #include "ferry/models/quant/dequantize.h"
 #include "ferry/models/quant/quantize.h"
 #include "ferry/models/quant/vec_dot.h"
@@ -21,40 +22,63 @@ constexpr int64_t kRowUnit = 16;
 constexpr int64_t kRunBytes = 16 << 10;
 constexpr int64_t kMaxRunRows = 16;
 
-// Bytes of f32 weight rows dequantized at once for the GEMM (per thread),
-// and the row unit of the runs threads claim.
-constexpr int64_t kGemmPanelBytes = 256 << 10;
-constexpr int64_t kGemmRowUnit = 16;
+// Bytes of f32 weight rows dequantized at once for the GEMM (per thread):
+// each run packs b again, so runs are long.
+constexpr int64_t kGemmPanelBytes = 1 << 20;
 
-int64_t GemmRunRows(int64_t k) {
+// Weights of at least this many rows are dequantized straight into the
+// GEMM's panel layout (packed_layout.h) in runs of whole panels, which
+// spares the GEMM packing them again; smaller ones (k/v projections) into
+// rows, in runs of 16 rows so that threads split them evenly.
+bool GemmPacked(int64_t m) { return m >= kMinUnalignedPackedRows; }
+
+int64_t GemmRowUnit(int64_t m) { return GemmPacked(m) ? kPanelWidth : 16; }
+
+int64_t GemmRunRows(int64_t m, int64_t k) {
+  const int64_t unit = GemmRowUnit(m);
   const int64_t rows =
       kGemmPanelBytes / (k * static_cast<int64_t>(sizeof(float)));
-  return std::max(kGemmRowUnit, rows / kGemmRowUnit * kGemmRowUnit);
+  return std::max(unit, rows / unit * unit);
+}
+
+// Scratch of the GEMM path: a run's panel plus one row.
+size_t GemmScratchBytes(int64_t m, int64_t k) {
+  return static_cast<size_t>((GemmRunRows(m, k) + 1) * k) * sizeof(float);
 }
 
 // The GEMM path: weight rows [rows.begin, rows.end) dequantized into
 // `panel` a run at a time, each run multiplied by all of b.
 void DequantizedGemm(const QuantMatMulArgs& args, Range rows, float* panel) {
-  const int64_t run = GemmRunRows(args.k);
+  const bool packed = GemmPacked(args.m);
+  const int64_t run = GemmRunRows(args.m, args.k);
+  const int64_t k = args.k;
+  float* row = panel + run * k;
   const auto* a = static_cast<const std::byte*>(args.a);
   for (int64_t r0 = rows.begin; r0 < rows.end; r0 += run) {
     const int64_t r1 = std::min(rows.end, r0 + run);
     for (int64_t i = r0; i < r1; ++i) {
+      const int64_t r = i - r0;
       // Cannot fail: the type has a dequantizer, k whole blocks.
       (void)quant::DequantizeRow(args.a_type, a + i * args.a_row_bytes,
-                                 panel + (i - r0) * args.k, args.k);
+                                 packed ? row : panel + r * k, k);
+      if (!packed) continue;
+      // Element (l, r) of the run at (r / W) * W * k + l * W + r % W.
+      float* column =
+          panel + (r / kPanelWidth) * kPanelWidth * k + r % kPanelWidth;
+      for (int64_t l = 0; l < k; ++l) column[l * kPanelWidth] = row[l];
     }
     MatMulArgs gemm;
     gemm.a_type = DType::kF32;
     gemm.a = panel;
-    gemm.lda = args.k;
+    gemm.lda = k;
+    gemm.a_packed = packed;
     gemm.b = args.b;
     gemm.ldb = args.ldb;
     gemm.dst = args.dst + r0;
     gemm.ldc = args.ldc;
     gemm.m = r1 - r0;
     gemm.n = args.n;
-    gemm.k = args.k;
+    gemm.k = k;
     MatMul(gemm, 0, 1);
   }
 }
@@ -109,10 +133,10 @@ bool QuantMatMulSupports(quant::QuantType type) {
          quant::FindVecDot(type, quant::Isa::kScalar) != nullptr;
 }
 
-size_t QuantMatMulScratchBytes(quant::QuantType a_type, int64_t n, int64_t k,
-                               int nth, int64_t min_gemm_tokens) {
+size_t QuantMatMulScratchBytes(quant::QuantType a_type, int64_t m, int64_t n,
+                               int64_t k, int nth, int64_t min_gemm_tokens) {
   if (n >= min_gemm_tokens) {
-    return static_cast<size_t>(GemmRunRows(k) * k) * sizeof(float);
+    return GemmScratchBytes(m, k);
   }
   const int64_t act_row_bytes = quant::RowBytes(ActivationType(a_type), k);
   const int64_t rows = SplitTokens(n, nth) ? RunRows(act_row_bytes) : n;
@@ -125,10 +149,11 @@ void QuantMatMul(const QuantMatMulArgs& args, int ith, int nth, void* scratch,
     auto* panel = static_cast<float*>(scratch);
     if (args.next == nullptr) {
       return DequantizedGemm(
-          args, PartitionRange(args.m, kGemmRowUnit, ith, nth), panel);
+          args, PartitionRange(args.m, GemmRowUnit(args.m), ith, nth), panel);
     }
     for (;;) {
-      const Range rows = ClaimColumns(*args.next, args.m, kGemmRowUnit, 1, nth);
+      const Range rows =
+          ClaimColumns(*args.next, args.m, GemmRowUnit(args.m), 1, nth);
       if (rows.size() == 0) return;
       DequantizedGemm(args, rows, panel);
     }

@@ -71,14 +71,14 @@ bool QuantMatMulSupports(quant::QuantType type);
 
 // Scratch bytes thread ith (of nth) needs for `args` (the same for every
 // thread): room for the activation rows it quantizes at once.
-size_t QuantMatMulScratchBytes(quant::QuantType a_type, int64_t n, int64_t k,
-                               int nth,
+size_t QuantMatMulScratchBytes(quant::QuantType a_type, int64_t m, int64_t n,
+                               int64_t k, int nth,
                                int64_t min_gemm_tokens = kMinGemmTokens);
 
 // Computes thread ith's share of dst (all nth calls together compute all
 // of it) with the vec_dot kernels of `isa` (which this CPU must support;
 // the GEMM path uses mat_mul.h's ActiveIsa),
-// using the QuantMatMulScratchBytes bytes at `scratch` (2-byte aligned,
+// using the QuantMatMulScratchBytes bytes at `scratch` (64-byte aligned,
 // this thread's own). Requires m, n >= 1. Does not read dst. Thread-safe
 // for distinct scratch.
 void QuantMatMul(const QuantMatMulArgs& args, int ith, int nth, void* scratch,

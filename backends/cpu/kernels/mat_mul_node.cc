@@ -141,7 +141,7 @@ size_t MatMulScratchBytes(const Tensor& node, int nth) {
   const Tensor& b = *node.src[1];
   if (!IsQuantized(a.dtype)) return 0;
   const size_t per_thread = cpu_internal::QuantMatMulScratchBytes(
-      quant::QuantTypeOf(a.dtype), b.ne[1], a.ne[0], nth);
+      quant::QuantTypeOf(a.dtype), a.ne[1], b.ne[1], a.ne[0], nth);
   // Whole cache lines per thread, so threads never share one.
   const size_t line = kScratchAlignment;
   return (per_thread + line - 1) / line * line * static_cast<size_t>(nth);
