@@ -86,7 +86,8 @@ ABSL_FLAG(std::string, weights, "",
           "Load weights (and the config) from this safetensors file.");
 ABSL_FLAG(std::string, model, "",
           "Load a llama GGUF file (e.g. SmolLM2 from tools/fetch_smollm2.sh): "
-          "its config, weights (dequantized to f32 at load) and tokenizer. "
+          "its config, weights (kept quantized where the device computes on "
+          "them) and tokenizer. "
           "Prompts may then be text (--prompt, or \"text\" in --prompts).");
 ABSL_FLAG(std::string, prompt, "",
           "One prompt as text (needs --model); the answer is printed as "
@@ -615,7 +616,7 @@ absl::Status Run() {
         model, llama::LoadLlamaGguf(model_path, backends.list, model_options,
                                     *io, /*n_ctx=*/0, &load));
     loaded = absl::StrFormat(
-        "loaded %s with %s: %s of tensors dequantized to %s of f32 weights "
+        "loaded %s with %s: %s of tensors loaded as %s of weights "
         "in %.3f s\n",
         model_path, io->name(), Bytes(static_cast<double>(load.file_bytes)),
         Bytes(static_cast<double>(load.weight_bytes)), load.seconds);
