@@ -23,8 +23,9 @@ constexpr int64_t kRunBytes = 16 << 10;
 constexpr int64_t kMaxRunRows = 16;
 
 // Bytes of f32 weight rows dequantized at once for the GEMM (per thread):
-// each run packs b again, so runs are long.
-constexpr int64_t kGemmPanelBytes = 1 << 20;
+// each run packs b again, so runs are long (4 MiB measured 4% faster than
+// 1 MiB on SmolLM2's 128-token prompt).
+constexpr int64_t kGemmPanelBytes = 4 << 20;
 
 // Weights of at least this many rows are dequantized straight into the
 // GEMM's panel layout (packed_layout.h) in runs of whole panels, which
@@ -41,9 +42,14 @@ int64_t GemmRunRows(int64_t m, int64_t k) {
   return std::max(unit, rows / unit * unit);
 }
 
-// Scratch of the GEMM path: a run's panel plus one row.
+// Rows dequantized at once before they are interleaved into a panel:
+// each column's kGroupRows values then go out as one contiguous write.
+constexpr int64_t kGroupRows = 8;
+
+// Scratch of the GEMM path: a run's panel plus a group of rows.
 size_t GemmScratchBytes(int64_t m, int64_t k) {
-  return static_cast<size_t>((GemmRunRows(m, k) + 1) * k) * sizeof(float);
+  return static_cast<size_t>((GemmRunRows(m, k) + kGroupRows) * k) *
+         sizeof(float);
 }
 
 // The GEMM path: weight rows [rows.begin, rows.end) dequantized into
@@ -52,20 +58,33 @@ void DequantizedGemm(const QuantMatMulArgs& args, Range rows, float* panel) {
   const bool packed = GemmPacked(args.m);
   const int64_t run = GemmRunRows(args.m, args.k);
   const int64_t k = args.k;
-  float* row = panel + run * k;
+  float* group = panel + run * k;
   const auto* a = static_cast<const std::byte*>(args.a);
   for (int64_t r0 = rows.begin; r0 < rows.end; r0 += run) {
     const int64_t r1 = std::min(rows.end, r0 + run);
-    for (int64_t i = r0; i < r1; ++i) {
-      const int64_t r = i - r0;
-      // Cannot fail: the type has a dequantizer, k whole blocks.
-      (void)quant::DequantizeRow(args.a_type, a + i * args.a_row_bytes,
-                                 packed ? row : panel + r * k, k);
-      if (!packed) continue;
-      // Element (l, r) of the run at (r / W) * W * k + l * W + r % W.
+    // Cannot fail below: the type has a dequantizer, k whole blocks.
+    if (!packed) {
+      for (int64_t i = r0; i < r1; ++i) {
+        (void)quant::DequantizeRow(args.a_type, a + i * args.a_row_bytes,
+                                   panel + (i - r0) * k, k);
+      }
+    }
+    // Packed: element (l, r) of the run at (r / W) * W * k + l * W + r % W;
+    // groups of kGroupRows rows never straddle a panel (W is a multiple).
+    for (int64_t g = r0; packed && g < r1; g += kGroupRows) {
+      const int64_t count = std::min(kGroupRows, r1 - g);
+      for (int64_t q = 0; q < count; ++q) {
+        (void)quant::DequantizeRow(args.a_type, a + (g + q) * args.a_row_bytes,
+                                   group + q * k, k);
+      }
+      const int64_t r = g - r0;
       float* column =
           panel + (r / kPanelWidth) * kPanelWidth * k + r % kPanelWidth;
-      for (int64_t l = 0; l < k; ++l) column[l * kPanelWidth] = row[l];
+      for (int64_t l = 0; l < k; ++l) {
+        for (int64_t q = 0; q < count; ++q) {
+          column[l * kPanelWidth + q] = group[q * k + l];
+        }
+      }
     }
     MatMulArgs gemm;
     gemm.a_type = DType::kF32;
