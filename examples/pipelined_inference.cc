@@ -90,7 +90,8 @@ ABSL_FLAG(std::string, model, "",
           "Load a llama GGUF file (e.g. SmolLM2 from tools/fetch_smollm2.sh) "
           "or a Hugging Face directory (config.json, model.safetensors or "
           "its sharded index, tokenizer.json; tools/make_smollm2_hf.sh makes "
-          "one): its config, weights (as f32) and tokenizer. "
+          "one): its config, weights (a GGUF's kept quantized where the "
+          "device computes on them, else f32) and tokenizer. "
           "Prompts may then be text (--prompt, or \"text\" in --prompts).");
 ABSL_FLAG(std::string, prompt, "",
           "One prompt as text (needs --model); the answer is printed as "
@@ -641,7 +642,7 @@ absl::Status Run() {
         model, llama::LoadLlamaGguf(model_path, backends.list, model_options,
                                     *io, /*n_ctx=*/0, &load));
     loaded = absl::StrFormat(
-        "loaded %s with %s: %s of tensors dequantized to %s of f32 weights "
+        "loaded %s with %s: %s of tensors loaded as %s of weights "
         "in %.3f s\n",
         model_path, io->name(), Bytes(static_cast<double>(load.file_bytes)),
         Bytes(static_cast<double>(load.weight_bytes)), load.seconds);

@@ -14,6 +14,12 @@ constexpr std::array<DTypeTraits, kNumDTypes> kTraits = {{
     {"f16", 1, 2, true},
     {"bf16", 1, 2, true},
     {"i32", 1, 4, false},
+    // ggml's block formats (models/quant/block_formats.h).
+    {"q4_0", 32, 18, false},
+    {"q4_1", 32, 20, false},
+    {"q5_0", 32, 22, false},
+    {"q5_1", 32, 24, false},
+    {"q8_0", 32, 34, false},
 }};
 
 }  // namespace
@@ -27,7 +33,8 @@ absl::StatusOr<DType> ParseDType(absl::string_view name) {
     if (kTraits[i].name == name) return static_cast<DType>(i);
   }
   return absl::InvalidArgumentError(absl::StrCat(
-      "unknown dtype '", name, "' (expected f32, f16, bf16, i32)"));
+      "unknown dtype '", name,
+      "' (expected f32, f16, bf16, i32, q4_0, q4_1, q5_0, q5_1 or q8_0)"));
 }
 
 }  // namespace ferry

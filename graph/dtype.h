@@ -1,8 +1,11 @@
 // Element types of ferry tensors and scalar conversions between them.
 //
-// Every dtype has a block size (elements per block) and a block's byte size,
-// so block-quantized types can be added later without changing stride math:
-// for the plain types here a block is one element.
+// Every dtype has a block size (elements per block) and a block's byte size:
+// for the plain types a block is one element; the quantized types are ggml's
+// 32-element block formats (layouts in models/quant/block_formats.h), so a
+// row of ne0 elements takes ne0 / block_size * block_bytes bytes and ne0
+// must be a multiple of the block size. Only mul_mat (as the weight) and
+// get_rows (as the table) accept quantized tensors; other ops refuse them.
 #ifndef FERRY_GRAPH_DTYPE_H_
 #define FERRY_GRAPH_DTYPE_H_
 
@@ -20,15 +23,20 @@ enum class DType : uint8_t {
   kF16 = 1,
   kBF16 = 2,
   kI32 = 3,
+  kQ4_0 = 4,
+  kQ4_1 = 5,
+  kQ5_0 = 6,
+  kQ5_1 = 7,
+  kQ8_0 = 8,
 };
 
-inline constexpr int kNumDTypes = 4;
+inline constexpr int kNumDTypes = 9;
 
 struct DTypeTraits {
   absl::string_view name;
   int64_t block_size;   // Elements per block.
   int64_t block_bytes;  // Bytes per block.
-  bool is_float;
+  bool is_float;        // A plain float type (f32, f16, bf16).
 };
 
 // Returns the traits of `dtype`.
@@ -43,8 +51,11 @@ inline int64_t DTypeBlockSize(DType dtype) {
 inline int64_t DTypeBlockBytes(DType dtype) {
   return GetDTypeTraits(dtype).block_bytes;
 }
+// True for the block-quantized types (block size > 1).
+inline bool IsQuantized(DType dtype) { return DTypeBlockSize(dtype) > 1; }
 
-// Parses "f32", "f16", "bf16" or "i32".
+// Parses a dtype's name: "f32", "f16", "bf16", "i32", "q4_0", "q4_1",
+// "q5_0", "q5_1" or "q8_0".
 absl::StatusOr<DType> ParseDType(absl::string_view name);
 
 // IEEE half and bfloat16 storage types. Plain 16-bit payloads: arithmetic is

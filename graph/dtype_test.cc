@@ -17,7 +17,23 @@ TEST(DTypeTest, TraitsAndParse) {
   EXPECT_EQ(DTypeBlockBytes(DType::kBF16), 2);
   EXPECT_EQ(DTypeName(DType::kI32), "i32");
   EXPECT_EQ(*ParseDType("f16"), DType::kF16);
-  EXPECT_THAT(ParseDType("q4_0"), StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(ParseDType("q4_k"), StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
+TEST(DTypeTest, QuantizedBlockGeometry) {
+  EXPECT_EQ(*ParseDType("q4_1"), DType::kQ4_1);
+  EXPECT_EQ(DTypeBlockSize(DType::kQ4_0), 32);
+  EXPECT_EQ(DTypeBlockBytes(DType::kQ4_0), 18);
+  EXPECT_EQ(DTypeBlockBytes(DType::kQ4_1), 20);
+  EXPECT_EQ(DTypeBlockBytes(DType::kQ5_0), 22);
+  EXPECT_EQ(DTypeBlockBytes(DType::kQ5_1), 24);
+  EXPECT_EQ(DTypeBlockBytes(DType::kQ8_0), 34);
+  EXPECT_TRUE(IsQuantized(DType::kQ8_0));
+  EXPECT_FALSE(IsQuantized(DType::kF16));
+  for (int i = 0; i < kNumDTypes; ++i) {
+    const DType dtype = static_cast<DType>(i);
+    EXPECT_EQ(*ParseDType(DTypeName(dtype)), dtype);
+  }
 }
 
 // Every f16 value converts to f32 and back unchanged.

@@ -43,6 +43,19 @@ absl::Status CheckDType(Op op, absl::string_view arg, const Tensor& t,
   return Error(op, absl::StrCat(Describe(arg, t), " must be ", names));
 }
 
+// Only mul_mat's weight and get_rows' table may be block-quantized.
+absl::Status CheckNotQuantized(Op op, absl::string_view arg, const Tensor& t) {
+  if (!IsQuantized(t.dtype)) return absl::OkStatus();
+  return Error(op, absl::StrCat(Describe(arg, t),
+                                ": quantized tensors are only accepted as "
+                                "mul_mat's a and get_rows' a"));
+}
+
+// The types mul_mat's weight and get_rows' table may have.
+constexpr std::initializer_list<DType> kWeightTypes = {
+    DType::kF32,  DType::kF16,  DType::kBF16, DType::kQ4_0,
+    DType::kQ4_1, DType::kQ5_0, DType::kQ5_1, DType::kQ8_0};
+
 absl::Status CheckRows(Op op, absl::string_view arg, const Tensor& t) {
   if (!t.HasContiguousRows()) {
     return Error(
@@ -115,8 +128,7 @@ absl::StatusOr<Tensor*> MulMat(Context& ctx, Tensor* a, Tensor* b) {
   constexpr Op kOp = Op::kMulMat;
   FERRY_RETURN_IF_ERROR(CheckNotNull(kOp, "a", a));
   FERRY_RETURN_IF_ERROR(CheckNotNull(kOp, "b", b));
-  FERRY_RETURN_IF_ERROR(
-      CheckDType(kOp, "a", *a, {DType::kF32, DType::kF16, DType::kBF16}));
+  FERRY_RETURN_IF_ERROR(CheckDType(kOp, "a", *a, kWeightTypes));
   FERRY_RETURN_IF_ERROR(CheckDType(kOp, "b", *b, {DType::kF32}));
   const std::string both =
       absl::StrCat(Describe("a", *a), " and ", Describe("b", *b));
@@ -236,8 +248,7 @@ absl::StatusOr<Tensor*> GetRows(Context& ctx, Tensor* a, Tensor* ids) {
   constexpr Op kOp = Op::kGetRows;
   FERRY_RETURN_IF_ERROR(CheckNotNull(kOp, "a", a));
   FERRY_RETURN_IF_ERROR(CheckNotNull(kOp, "ids", ids));
-  FERRY_RETURN_IF_ERROR(
-      CheckDType(kOp, "a", *a, {DType::kF32, DType::kF16, DType::kBF16}));
+  FERRY_RETURN_IF_ERROR(CheckDType(kOp, "a", *a, kWeightTypes));
   FERRY_RETURN_IF_ERROR(CheckDType(kOp, "ids", *ids, {DType::kI32}));
   FERRY_RETURN_IF_ERROR(CheckRows(kOp, "a", *a));
   FERRY_RETURN_IF_ERROR(CheckRows(kOp, "ids", *ids));
@@ -256,6 +267,8 @@ absl::StatusOr<Tensor*> Cpy(Context& ctx, Tensor* a, Tensor* b) {
   constexpr Op kOp = Op::kCpy;
   FERRY_RETURN_IF_ERROR(CheckNotNull(kOp, "a", a));
   FERRY_RETURN_IF_ERROR(CheckNotNull(kOp, "b", b));
+  FERRY_RETURN_IF_ERROR(CheckNotQuantized(kOp, "a", *a));
+  FERRY_RETURN_IF_ERROR(CheckNotQuantized(kOp, "b", *b));
   const bool a_float = GetDTypeTraits(a->dtype).is_float;
   const bool b_float = GetDTypeTraits(b->dtype).is_float;
   const std::string both =
@@ -317,6 +330,7 @@ absl::StatusOr<Tensor*> SetRows(Context& ctx, Tensor* dst, Tensor* rows,
 
 absl::StatusOr<Tensor*> Cont(Context& ctx, Tensor* a) {
   FERRY_RETURN_IF_ERROR(CheckNotNull(Op::kCont, "a", a));
+  FERRY_RETURN_IF_ERROR(CheckNotQuantized(Op::kCont, "a", *a));
   Tensor t = NewResult(Op::kCont, a->dtype, a->ne);
   t.src[0] = a;
   t.name = absl::StrCat(a->name, " (cont)");
@@ -462,6 +476,10 @@ absl::StatusOr<Tensor*> PermuteImpl(Context& ctx, Op op, Tensor* a,
     }
     seen[axis] = true;
   }
+  if (IsQuantized(a->dtype) && axes[0] != 0) {
+    return Error(op, absl::StrCat(Describe("a", *a),
+                                  ": a block type's dim 0 cannot move"));
+  }
   Tensor t;
   t.op = op;
   t.dtype = a->dtype;
@@ -510,6 +528,7 @@ absl::StatusOr<Tensor*> Concat(Context& ctx, Tensor* a, Tensor* b, int dim) {
   if (a->dtype != b->dtype) {
     return Error(kOp, absl::StrCat(both, " need equal dtypes"));
   }
+  FERRY_RETURN_IF_ERROR(CheckNotQuantized(kOp, "a", *a));
   Shape ne = a->ne;
   for (int i = 0; i < kMaxDims; ++i) {
     if (i != dim && a->ne[i] != b->ne[i]) {
@@ -518,9 +537,6 @@ absl::StatusOr<Tensor*> Concat(Context& ctx, Tensor* a, Tensor* b, int dim) {
     }
   }
   ne[dim] += b->ne[dim];
-  if (dim == 0 && DTypeBlockSize(a->dtype) != 1) {
-    return Error(kOp, absl::StrCat(both, ": block types unsupported"));
-  }
   Tensor t = NewResult(kOp, a->dtype, ne);
   t.src = {a, b};
   t.SetParamI32(0, dim);

@@ -15,6 +15,10 @@
 //   * OpCanRunInPlace (op.h) ops must tolerate dst == src[0].
 //   * Op params (Tensor::op_params, 32-bit words) are listed per op:
 //     i32[k] is an int32 in word k, f32[k] a float in word k.
+//   * Block-quantized tensors (q4_0, q4_1, q5_0, q5_1, q8_0; dtype.h) are
+//     accepted only as mul_mat's a and get_rows' a, plus by the view ops
+//     that keep dim 0 (reshape, views, permutes leaving dim 0 in place);
+//     every other op refuses them with an InvalidArgumentError.
 #ifndef FERRY_GRAPH_OPS_H_
 #define FERRY_GRAPH_OPS_H_
 
@@ -27,7 +31,9 @@
 
 namespace ferry {
 
-// Matrix product. a: [K, M, A2, A3] f32/f16/bf16, b: [K, N, B2, B3] f32,
+// Matrix product. a: [K, M, A2, A3] f32/f16/bf16 or quantized (then K is a
+// multiple of the block size, as the tensor's creation checked; kernels may
+// round b to an 8-bit block format first, as ggml does), b: [K, N, B2, B3] f32,
 // both rows contiguous; B2 % A2 == 0 and B3 % A3 == 0. Result: f32
 // [M, N, B2, B3] with dst[i3][i2][n][m] = sum_k a[j3][j2][m][k] *
 // b[i3][i2][n][k], where j2 = i2 / (B2 / A2) and j3 = i3 / (B3 / A3).
@@ -80,7 +86,8 @@ absl::StatusOr<Tensor*> Rope(Context& ctx, Tensor* a, Tensor* pos, int n_dims,
                              RopeMode mode, float freq_base = 10000.0f,
                              float freq_scale = 1.0f);
 
-// Gathers rows. a: [E, R, A2, A3] f32/f16/bf16 rows contiguous; ids: i32
+// Gathers rows. a: [E, R, A2, A3] f32/f16/bf16 or quantized (rows are
+// dequantized), rows contiguous; ids: i32
 // [N, A2, A3, 1] rows contiguous (a 1-D [N] when A2 = A3 = 1). Result: f32
 // [E, N, A2, A3], dst[i3][i2][n] = a[i3][i2][ids[i3][i2][n]]. Ids must be in
 // [0, R) at compute time (the reference returns OutOfRangeError otherwise).
@@ -107,7 +114,8 @@ absl::StatusOr<Tensor*> Cpy(Context& ctx, Tensor* a, Tensor* b);
 absl::StatusOr<Tensor*> SetRows(Context& ctx, Tensor* dst, Tensor* rows,
                                 Tensor* ids);
 
-// Contiguous copy of a (any strides, any dtype), same dtype and shape.
+// Contiguous copy of a (any strides, any unquantized dtype), same dtype and
+// shape.
 // src = {a}.
 absl::StatusOr<Tensor*> Cont(Context& ctx, Tensor* a);
 
@@ -150,9 +158,9 @@ absl::StatusOr<Tensor*> Silu(Context& ctx, Tensor* a);
 absl::StatusOr<Tensor*> Gelu(Context& ctx, Tensor* a);
 absl::StatusOr<Tensor*> Relu(Context& ctx, Tensor* a);
 
-// Concatenates a and b along `dim` (0..3): same dtype, equal ne in every
-// other dim; any strides. Result contiguous, a's dtype, ne[dim] = a.ne[dim] +
-// b.ne[dim]. i32[0] = dim. src = {a, b}.
+// Concatenates a and b along `dim` (0..3): same unquantized dtype, equal ne in
+// every other dim; any strides. Result contiguous, a's dtype, ne[dim] =
+// a.ne[dim] + b.ne[dim]. i32[0] = dim. src = {a, b}.
 absl::StatusOr<Tensor*> Concat(Context& ctx, Tensor* a, Tensor* b, int dim);
 
 // Flag setters (see TensorFlag in tensor.h).

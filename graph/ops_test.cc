@@ -46,6 +46,36 @@ TEST_F(OpsTest, MulMatShapes) {
   EXPECT_EQ(r->src[0]->dtype, DType::kF16);
 }
 
+// Block-quantized tensors: rows of ne0 / 32 blocks, ne0 a multiple of 32;
+// only mul_mat's and get_rows' a, and views keeping dim 0.
+TEST_F(OpsTest, QuantizedTensorsOnlyAsWeights) {
+  Tensor* q = T(DType::kQ4_1, {64, 6}, "q");
+  EXPECT_EQ(q->RowBytes(), 2 * 20);
+  EXPECT_EQ(q->nb[1], 40);
+  EXPECT_EQ(q->NumBytes(), 6 * 40);
+  EXPECT_THAT(ctx_.NewTensor(DType::kQ8_0, {48, 2}, "odd"),
+              StatusIs(kInvalid, HasSubstr("not a multiple of the q8_0 block "
+                                           "size 32")));
+  FERRY_ASSERT_OK_AND_ASSIGN(Tensor * r, MulMat(ctx_, q, F32({64, 3})));
+  EXPECT_EQ(r->ne, (Shape{6, 3, 1, 1}));
+  EXPECT_EQ(r->dtype, DType::kF32);
+  FERRY_ASSERT_OK_AND_ASSIGN(Tensor * rows,
+                             GetRows(ctx_, q, T(DType::kI32, {2})));
+  EXPECT_EQ(rows->ne, (Shape{64, 2, 1, 1}));
+  EXPECT_EQ(rows->dtype, DType::kF32);
+  FERRY_EXPECT_OK(Reshape(ctx_, q, {64, 3, 2}).status());
+  FERRY_EXPECT_OK(Permute(ctx_, q, 0, 2, 1, 3).status());
+  const auto refused = StatusIs(kInvalid, HasSubstr("[64, 6, 1, 1] q4_1"));
+  EXPECT_THAT(MulMat(ctx_, F32({64, 6}), q), refused);
+  EXPECT_THAT(Add(ctx_, q, q), refused);
+  EXPECT_THAT(Cont(ctx_, q), refused);
+  EXPECT_THAT(Cpy(ctx_, q, F32({64, 6})), refused);
+  EXPECT_THAT(Cpy(ctx_, F32({64, 6}), q), refused);
+  EXPECT_THAT(Concat(ctx_, q, q, 1), refused);
+  EXPECT_THAT(Transpose(ctx_, q), refused);
+  EXPECT_THAT(SetRows(ctx_, q, F32({64, 1}), T(DType::kI32, {1})), refused);
+}
+
 TEST_F(OpsTest, MulMatErrors) {
   EXPECT_THAT(
       MulMat(ctx_, F32({64, 32}), F32({48, 8})),

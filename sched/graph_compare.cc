@@ -23,6 +23,10 @@ absl::StatusOr<std::vector<double>> Download(const Tensor& t) {
     return absl::UnimplementedError(
         absl::StrCat("cannot compare non-contiguous '", t.name, "'"));
   }
+  if (IsQuantized(t.dtype)) {
+    return absl::UnimplementedError(absl::StrCat(
+        "cannot compare '", t.name, "' of block type ", DTypeName(t.dtype)));
+  }
   const size_t n = static_cast<size_t>(t.NumElements());
   std::vector<char> raw(static_cast<size_t>(t.NumBytes()));
   FERRY_RETURN_IF_ERROR(GetTensorData(t, raw.data()));
@@ -53,6 +57,8 @@ absl::StatusOr<std::vector<double>> Download(const Tensor& t) {
         out[i] = v;
         break;
       }
+      default:  // Block types: refused above.
+        break;
     }
   }
   return out;

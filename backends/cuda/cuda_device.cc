@@ -427,7 +427,12 @@ absl::StatusOr<std::unique_ptr<Buffer>> CudaDevice::BufferFromHostPointer(
 }
 
 bool CudaDevice::SupportsOp(const Tensor& node) const {
-  return cpu_kernels::CheckSupported(node).ok();
+  // The CUDA kernels have no block-quantized paths: such nodes go to the
+  // CPU, and loaders keep f32 copies of the weights placed here.
+  for (const Tensor* t : node.src) {
+    if (t != nullptr && IsQuantized(t->dtype)) return false;
+  }
+  return !IsQuantized(node.dtype) && cpu_kernels::CheckSupported(node).ok();
 }
 
 bool CudaDevice::SupportsBufferType(const BufferType* type) const {

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <random>
 #include <vector>
 
@@ -13,6 +14,9 @@
 #include "ferry/graph/dtype.h"
 #include "ferry/graph/op.h"
 #include "ferry/graph/ops.h"
+#include "ferry/models/quant/dequantize.h"
+#include "ferry/models/quant/quant_dtype.h"
+#include "ferry/models/quant/quantize.h"
 #include "ferry/runtime/status_macros.h"
 
 namespace ferry::testing {
@@ -48,6 +52,8 @@ double Load(const Tensor& t, const Index& i) {
       std::memcpy(&v, p, sizeof(v));
       return v;
     }
+    default:  // Block types are read a row at a time (ForEachRow).
+      break;
   }
   return std::numeric_limits<double>::quiet_NaN();
 }
@@ -74,6 +80,8 @@ void Store(Tensor& t, const Index& i, double value) {
       std::memcpy(p, &v, sizeof(v));
       return;
     }
+    default:  // Block types are written a row at a time (ForEachRow).
+      return;
   }
 }
 
@@ -95,12 +103,57 @@ absl::Status CheckData(const Tensor& t, absl::string_view what) {
     return absl::FailedPreconditionError(absl::StrCat(
         "reference: ", what, " ", t.DebugString(), " has no data"));
   }
-  if (DTypeBlockSize(t.dtype) != 1) {
-    return absl::UnimplementedError(absl::StrCat(
-        "reference: block dtype ", DTypeName(t.dtype), " unsupported"));
+  if (IsQuantized(t.dtype) && !t.HasContiguousRows()) {
+    return absl::UnimplementedError(
+        absl::StrCat("reference: ", what, " ", t.DebugString(),
+                     " of a block type needs contiguous rows"));
   }
   return absl::OkStatus();
 }
+
+// Calls fn(row address, row index) for each row of t in logical order.
+template <typename Fn>
+void ForEachRow(const Tensor& t, Fn fn) {
+  const Index rows = {1, t.ne[1], t.ne[2], t.ne[3]};
+  ForEachIndex(rows, [&](const Index& i) { fn(Address(t, i)); });
+}
+
+// The values of block-typed t in logical order, dequantized.
+std::vector<float> Dequantized(const Tensor& t) {
+  std::vector<float> values(static_cast<size_t>(t.NumElements()));
+  float* row = values.data();
+  ForEachRow(t, [&](const std::byte* p) {
+    // Cannot fail: every block type has a dequantizer, ne[0] whole blocks.
+    (void)quant::DequantizeRow(quant::QuantTypeOf(t.dtype), p, row, t.ne[0]);
+    row += t.ne[0];
+  });
+  return values;
+}
+
+// Stores `values` (logical order) into block-typed t, quantizing each row
+// with the reference quantizer.
+void Quantize(Tensor& t, absl::Span<const float> values) {
+  const float* row = values.data();
+  ForEachRow(t, [&](const std::byte* p) {
+    (void)quant::QuantizeRow(quant::QuantTypeOf(t.dtype), row,
+                             const_cast<std::byte*>(p), t.ne[0]);
+    row += t.ne[0];
+  });
+}
+
+// A contiguous f32 tensor with t's shape and dequantized values, owned
+// with its memory.
+struct DequantizedTensor {
+  explicit DequantizedTensor(const Tensor& t) : values(Dequantized(t)) {
+    tensor.dtype = DType::kF32;
+    tensor.ne = t.ne;
+    tensor.nb = ContiguousStrides(DType::kF32, t.ne);
+    tensor.name = t.name;
+    tensor.data = values.data();
+  }
+  std::vector<float> values;
+  Tensor tensor;
+};
 
 // Reads t's elements in logical order.
 std::vector<double> LoadAll(const Tensor& t) {
@@ -344,8 +397,21 @@ absl::Status EvaluateReferenceNode(Tensor& node) {
   for (const Tensor* src : node.src) {
     if (src != nullptr) FERRY_RETURN_IF_ERROR(CheckData(*src, "source"));
   }
+  if (IsQuantized(node.dtype)) {
+    return absl::UnimplementedError(absl::StrCat(
+        "reference: ", node.DebugString(), ": no op computes a block type"));
+  }
+  // Block-typed sources are dequantized first: the reference computes on
+  // the values the blocks stand for.
+  Tensor computed = node;
+  std::vector<std::unique_ptr<DequantizedTensor>> dequantized;
+  for (Tensor*& src : computed.src) {
+    if (src == nullptr || !IsQuantized(src->dtype)) continue;
+    dequantized.push_back(std::make_unique<DequantizedTensor>(*src));
+    src = &dequantized.back()->tensor;
+  }
   std::vector<double> out(static_cast<size_t>(node.NumElements()));
-  FERRY_RETURN_IF_ERROR(Compute(node, out));
+  FERRY_RETURN_IF_ERROR(Compute(computed, out));
   StoreAll(node, out);
   return absl::OkStatus();
 }
@@ -367,18 +433,25 @@ absl::Status FillRandom(Tensor& t, uint64_t seed, float lo, float hi) {
         absl::StrCat("FillRandom: need lo < hi, got [", lo, ", ", hi, ")"));
   }
   std::mt19937_64 engine(seed);
+  std::vector<float> quantized;  // Block types: values, quantized at the end.
   ForEachIndex(t.ne, [&](const Index& i) {
     // 53 random bits -> [0, 1), identical on every standard library.
     const double u = static_cast<double>(engine() >> 11) * 0x1.0p-53;
     double value = lo + (static_cast<double>(hi) - lo) * u;
     if (t.dtype == DType::kI32) value = std::floor(value);
-    Store(t, i, value);
+    if (IsQuantized(t.dtype)) {
+      quantized.push_back(static_cast<float>(value));
+    } else {
+      Store(t, i, value);
+    }
   });
+  if (IsQuantized(t.dtype)) Quantize(t, quantized);
   return absl::OkStatus();
 }
 
 absl::StatusOr<std::vector<float>> ReadTensor(const Tensor& t) {
   FERRY_RETURN_IF_ERROR(CheckData(t, "tensor"));
+  if (IsQuantized(t.dtype)) return Dequantized(t);
   std::vector<float> values;
   values.reserve(static_cast<size_t>(t.NumElements()));
   ForEachIndex(t.ne, [&](const Index& i) {
@@ -392,6 +465,10 @@ absl::Status WriteTensor(Tensor& t, absl::Span<const float> values) {
   if (static_cast<int64_t>(values.size()) != t.NumElements()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "WriteTensor: ", values.size(), " values for ", t.DebugString()));
+  }
+  if (IsQuantized(t.dtype)) {
+    Quantize(t, values);
+    return absl::OkStatus();
   }
   size_t k = 0;
   ForEachIndex(t.ne, [&](const Index& i) { Store(t, i, values[k++]); });

@@ -5,6 +5,12 @@
 // element in the most direct way, reading and writing host memory through
 // each tensor's `data` with its strides (so views, permutes and broadcasting
 // are exercised exactly as kernels see them). It is slow by design.
+//
+// Block-quantized tensors (mul_mat's and get_rows' a) need contiguous rows:
+// the evaluator computes on their dequantized values (in f32 b is used as
+// it is, without the 8-bit rounding of activations that quantized kernels
+// do); FillRandom and WriteTensor quantize each row with the reference
+// quantizer (models/quant/quantize.h) and ReadTensor dequantizes.
 #ifndef FERRY_GRAPH_TESTING_REFERENCE_H_
 #define FERRY_GRAPH_TESTING_REFERENCE_H_
 

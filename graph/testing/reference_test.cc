@@ -74,6 +74,23 @@ TEST_F(ReferenceTest, MulMatByHand) {
   EXPECT_THAT(Run(MulMat(ctx_, a, b)), ElementsAre(-2, -2, 4, 13));
 }
 
+// Quantized tensors: WriteTensor quantizes (q8_0 holds these small integers
+// exactly: block scale 127/127), ReadTensor and the evaluator dequantize.
+TEST_F(ReferenceTest, QuantizedWeightsAreDequantized) {
+  std::vector<float> a_values(64), b_values(64, 0.0f);
+  for (int i = 0; i < 64; ++i) a_values[i] = static_cast<float>(i % 32 - 16);
+  a_values[0] = 127;  // Scale 1 in the first row's block.
+  a_values[32] = 127;
+  b_values[0] = 1;
+  b_values[33] = 2;
+  Tensor* a = Leaf(DType::kQ8_0, {32, 2}, a_values);
+  Tensor* b = F32({32, 2}, b_values);
+  // dst[n][m] = a[m] . b[n]: row 0 of a starts 127, -15; row 1 127, -15.
+  EXPECT_THAT(Run(MulMat(ctx_, a, b)), ElementsAre(127, 127, -30, -30));
+  FERRY_ASSERT_OK_AND_ASSIGN(std::vector<float> read, ReadTensor(*a));
+  EXPECT_THAT(read, ElementsAreArray(a_values));
+}
+
 TEST_F(ReferenceTest, MulMatBroadcastsBatches) {
   Tensor* a = Leaf(DType::kF16, {2, 1, 2}, {1, 0, 0, 1});
   Tensor* b = F32({2, 1, 4}, {1, 2, 3, 4, 5, 6, 7, 8});

@@ -9,9 +9,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "ferry/backends/buffer.h"
+#include "ferry/graph/context.h"
+#include "ferry/graph/ops.h"
 #include "ferry/models/gguf/gguf_tensor_reader.h"
 #include "ferry/models/gguf/llama_hparams.h"
 #include "ferry/models/quant/dequantize.h"
+#include "ferry/models/quant/quant_dtype.h"
+#include "ferry/models/quant/quantize.h"
 #include "ferry/runtime/status_macros.h"
 #include "ferry/runtime/sync_wait.h"
 
@@ -65,7 +69,78 @@ MatchWeights(const gguf::GgufFile& file, const LlamaModel& model) {
   return out;
 }
 
+// Whether `device` computes what the model asks of weight `name`, of
+// `dtype` and ggml dims `dims`: mul_mat for every matrix, get_rows too for
+// the token embedding. Asked of the device with nodes that have no memory.
+bool DeviceComputesOn(const Device& device, const std::string& name,
+                      DType dtype, const std::vector<int64_t>& dims) {
+  Context ctx;
+  const int64_t k = dims[0];
+  const int64_t rows = dims.size() > 1 ? dims[1] : 1;
+  absl::StatusOr<Tensor*> w = ctx.NewTensor(dtype, {k, rows}, name);
+  absl::StatusOr<Tensor*> x = ctx.NewTensor(DType::kF32, {k, 1}, "x");
+  absl::StatusOr<Tensor*> ids = ctx.NewTensor(DType::kI32, {1}, "ids");
+  if (!w.ok() || !x.ok() || !ids.ok()) return false;
+  absl::StatusOr<Tensor*> product = MulMat(ctx, *w, *x);
+  if (!product.ok() || !device.SupportsOp(**product)) return false;
+  if (name != "tok_embd") return true;
+  absl::StatusOr<Tensor*> rows_of = GetRows(ctx, *w, *ids);
+  return rows_of.ok() && device.SupportsOp(**rows_of);
+}
+
+// The default weight_dtype: the file's block type where the device holding
+// the weight computes on it, else f32.
+DType FileTypeWhereSupported(const gguf::GgufFile& file,
+                             const std::string& name, const Device& device) {
+  const gguf::GgufTensorInfo* info = file.FindTensor(GgufTensorName(name));
+  if (info == nullptr) return DType::kF32;  // MatchWeights reports it.
+  absl::StatusOr<DType> dtype = quant::DTypeOf(info->type);
+  if (!dtype.ok() || !IsQuantized(*dtype)) return DType::kF32;
+  return DeviceComputesOn(device, name, *dtype, info->dims) ? *dtype
+                                                            : DType::kF32;
+}
+
+// Converts the file's rows of weight `info` (at `raw`) into `t`'s dtype in
+// `out`: a copy when the types agree, else dequantized to f32 and, for
+// another non-f32 type, quantized again.
+absl::Status ConvertWeight(const gguf::GgufFile& file,
+                           const gguf::GgufTensorInfo& info,
+                           const std::vector<std::byte>& raw, const Tensor& t,
+                           std::vector<std::byte>& out) {
+  const quant::QuantType want = quant::QuantTypeOf(t.dtype);
+  const int64_t row = info.dims[0];
+  const int64_t rows = info.num_rows();
+  const int64_t out_row_bytes = quant::RowBytes(want, row);
+  out.resize(static_cast<size_t>(out_row_bytes * rows));
+  if (want == info.type) {
+    std::copy(raw.begin(), raw.end(), out.begin());
+    return absl::OkStatus();
+  }
+  if (!quant::CanQuantize(want)) {
+    return file.Error(absl::StatusCode::kUnimplemented,
+                      absl::StrCat("tensor '", info.name, "' cannot load as ",
+                                   DTypeName(t.dtype)));
+  }
+  const int64_t row_bytes = quant::RowBytes(info.type, row);
+  std::vector<float> values(static_cast<size_t>(row));
+  for (int64_t r = 0; r < rows; ++r) {
+    absl::Status s = quant::DequantizeRow(info.type, raw.data() + r * row_bytes,
+                                          values.data(), row);
+    if (s.ok()) {
+      s = quant::QuantizeRow(want, values.data(),
+                             out.data() + r * out_row_bytes, row);
+    }
+    if (!s.ok()) {
+      return file.Error(s.code(), absl::StrCat("tensor '", info.name, "' row ",
+                                               r, ": ", s.message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
+
+DType F32Weights(const std::string&, const Device&) { return DType::kF32; }
 
 std::string GgufTensorName(const std::string& canonical) {
   if (canonical == "tok_embd") return "token_embd.weight";
@@ -121,13 +196,20 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LoadLlamaGguf(
                          gguf::GgufTensorReader::Open(path));
   const gguf::GgufFile& file = reader->gguf();
   FERRY_ASSIGN_OR_RETURN(LlamaConfig config, LlamaConfigFromGguf(file, n_ctx));
+  LlamaModelOptions placed = options;
+  if (!placed.weight_dtype) {
+    placed.weight_dtype = [&file](const std::string& name,
+                                  const Device& device) {
+      return FileTypeWhereSupported(file, name, device);
+    };
+  }
   FERRY_ASSIGN_OR_RETURN(std::unique_ptr<LlamaModel> model,
-                         LlamaModel::Create(config, backends, options));
+                         LlamaModel::Create(config, backends, placed));
   FERRY_ASSIGN_OR_RETURN(auto weights, MatchWeights(file, *model));
 
   // The file's bytes of every weight, read in one batch of io_uring reads
-  // (at most the file's size, which the parser bounded), then dequantized
-  // a tensor at a time into a staging row block and copied to its buffer.
+  // (at most the file's size, which the parser bounded), then converted a
+  // tensor at a time into a staging block and copied to its buffer.
   std::vector<std::vector<std::byte>> raw(weights.size());
   std::vector<gguf::TensorDestination> reads;
   GgufLoadStats local;
@@ -137,27 +219,14 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LoadLlamaGguf(
     local.file_bytes += static_cast<int64_t>(weights[i].second->size);
   }
   FERRY_RETURN_IF_ERROR(SyncWait(reader->ReadTensors(io, reads)));
-  std::vector<float> values;
+  std::vector<std::byte> converted;
   for (size_t i = 0; i < weights.size(); ++i) {
     auto [t, info] = weights[i];
-    const int64_t row = info->dims[0];
-    const int64_t rows = info->num_rows();
-    const int64_t row_bytes = quant::RowBytes(info->type, row);
-    values.resize(static_cast<size_t>(row * rows));
-    for (int64_t r = 0; r < rows; ++r) {
-      absl::Status s =
-          quant::DequantizeRow(info->type, raw[i].data() + r * row_bytes,
-                               values.data() + r * row, row);
-      if (!s.ok()) {
-        return file.Error(
-            s.code(), absl::StrCat("tensor '", info->name, "' row ", r, ": ",
-                                   s.message()));
-      }
-    }
+    FERRY_RETURN_IF_ERROR(ConvertWeight(file, *info, raw[i], *t, converted));
     raw[i] = {};  // Frees the file bytes as we go.
     FERRY_RETURN_IF_ERROR(
-        SetTensorData(*t, values.data(), 0, values.size() * sizeof(float)));
-    local.weight_bytes += static_cast<int64_t>(values.size() * sizeof(float));
+        SetTensorData(*t, converted.data(), 0, converted.size()));
+    local.weight_bytes += static_cast<int64_t>(converted.size());
   }
   local.seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)

@@ -8,12 +8,15 @@
 // llama.cpp's "normal" rope (pairs 2i, 2i+1), so the config uses
 // RopeMode::kNormal and the weights load as they are.
 //
-// Quantized weights (q4_0, q4_1, q5_0, q5_1, q8_0, f16, bf16; the SmolLM2
-// file has q4_1, q8_0 and f32) are DEQUANTIZED AT LOAD to f32: the graph
-// has no quantized dtypes yet, so f32 is what every backend computes on
-// today. This costs memory (4 bytes a weight instead of ~0.6) and decode
-// speed (decode reads every weight once per token); kernels that compute
-// on the blocks as they are (models/quant/vec_dot.h) are the follow-up.
+// Quantized weights (q4_0, q4_1, q5_0, q5_1, q8_0; the SmolLM2 file has
+// q4_1 matrices, a q8_0 token embedding, tied as the output, and f32
+// norms) are KEPT QUANTIZED where the device holding them computes on them
+// (its SupportsOp accepts mul_mat, and get_rows for the embedding, on that
+// dtype: the CPU and sim devices do, CUDA does not), as llama.cpp does:
+// decode reads ~0.6 bytes a weight instead of 4. Elsewhere, or when the
+// caller's LlamaModelOptions::weight_dtype says so (F32Weights), they are
+// dequantized to f32 at load (a device never has to fall back to the CPU
+// for a weight it holds). f16 and bf16 file tensors load as f32.
 //
 // Everything is checked before anything is allocated: the architecture,
 // every hyperparameter, every tensor's presence, shape and type. Errors
@@ -49,13 +52,22 @@ absl::StatusOr<LlamaConfig> LlamaConfigFromGguf(const gguf::GgufFile& file,
 
 struct GgufLoadStats {
   int64_t file_bytes = 0;    // Tensor bytes read from the file.
-  int64_t weight_bytes = 0;  // f32 bytes written into the model.
+  int64_t weight_bytes = 0;  // Bytes written into the model's weights.
   double seconds = 0;
 };
 
+// A LlamaModelOptions::weight_dtype that stores every weight as f32 (the
+// file's blocks dequantized at load): ~5.5x the memory of q4_1 and slower
+// decode, but products without ferry's 8-bit rounding of activations.
+DType F32Weights(const std::string& name, const Device& device);
+
 // Reads the file at `path`, validates it (LlamaConfigFromGguf), creates the
-// model on `backends` with `options` and fills every weight, dequantized to
-// f32. Tensor bytes are read through `io` (io_uring or its fallback).
+// model on `backends` with `options` and fills every weight: in the dtype
+// options.weight_dtype picks (the file's values converted: dequantized,
+// then quantized again if it names another block type), or when that is
+// null, the file's own type where the device computes on it and f32
+// elsewhere (see above). Tensor bytes are read through `io` (io_uring or
+// its fallback).
 absl::StatusOr<std::unique_ptr<LlamaModel>> LoadLlamaGguf(
     const std::string& path, std::vector<Backend*> backends,
     const LlamaModelOptions& options, IoReactor& io, int64_t n_ctx = 0,

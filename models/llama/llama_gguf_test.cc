@@ -98,9 +98,11 @@ class LlamaGgufTest : public ::testing::Test {
     FERRY_ASSERT_OK_AND_ASSIGN(cpu_, GetCpuDevice().CreateBackend("threads=1"));
     FERRY_ASSERT_OK_AND_ASSIGN(io_, IoReactor::Create(&pool_));
   }
-  absl::StatusOr<std::unique_ptr<LlamaModel>> Load(const GgufBuilder& b,
-                                                   const std::string& name) {
-    return LoadLlamaGguf(WriteFile(b.Build(), name), {cpu_.get()}, {}, *io_);
+  absl::StatusOr<std::unique_ptr<LlamaModel>> Load(
+      const GgufBuilder& b, const std::string& name,
+      const LlamaModelOptions& options = {}) {
+    return LoadLlamaGguf(WriteFile(b.Build(), name), {cpu_.get()}, options,
+                         *io_);
   }
 
   ThreadPool pool_{2};
@@ -108,7 +110,23 @@ class LlamaGgufTest : public ::testing::Test {
   std::unique_ptr<IoReactor> io_;
 };
 
-TEST_F(LlamaGgufTest, MapsConfigAndDequantizesEveryWeight) {
+// The file's tensor of weight t: info and raw bytes.
+struct FileTensor {
+  const gguf::GgufTensorInfo* info;
+  std::vector<char> raw;
+};
+FileTensor FindFileTensor(const gguf::GgufFile& file, const std::string& bytes,
+                          const Tensor& t) {
+  FileTensor f;
+  f.info = file.FindTensor(GgufTensorName(t.name));
+  if (f.info == nullptr) return f;
+  const auto begin = static_cast<int64_t>(file.data_offset() + f.info->offset);
+  f.raw.assign(bytes.begin() + begin,
+               bytes.begin() + begin + static_cast<int64_t>(f.info->size));
+  return f;
+}
+
+TEST_F(LlamaGgufTest, MapsConfigAndKeepsQuantizedWeights) {
   const GgufBuilder b = TinyLlama();
   FERRY_ASSERT_OK_AND_ASSIGN(std::unique_ptr<LlamaModel> model,
                              Load(b, "tiny.gguf"));
@@ -125,31 +143,93 @@ TEST_F(LlamaGgufTest, MapsConfigAndDequantizesEveryWeight) {
   EXPECT_TRUE(c.tie_embeddings);
   EXPECT_EQ(model->output(), model->tok_embd());
 
-  // Every weight holds exactly DequantizeRow of the file's bytes.
+  // The CPU computes on every block type: quantized weights keep the file's
+  // type and bytes; f32 ones stay f32.
   const std::string bytes = b.Build();
   FERRY_ASSERT_OK_AND_ASSIGN(
       gguf::GgufFile file,
       gguf::GgufFile::Open(WriteFile(bytes, "tiny_again.gguf")));
+  int quantized = 0;
   for (Tensor* t : model->Weights()) {
     SCOPED_TRACE(t->name);
-    const gguf::GgufTensorInfo* info = file.FindTensor(GgufTensorName(t->name));
-    ASSERT_NE(info, nullptr);
-    std::vector<float> want(static_cast<size_t>(info->num_elements()));
-    const int64_t row = info->dims[0];
-    const int64_t row_bytes = quant::RowBytes(info->type, row);
-    std::vector<char> raw(
-        bytes.begin() + static_cast<int64_t>(file.data_offset() + info->offset),
-        bytes.begin() + static_cast<int64_t>(file.data_offset() + info->offset +
-                                             info->size));
-    for (int64_t r = 0; r < info->num_rows(); ++r) {
-      ASSERT_THAT(quant::DequantizeRow(info->type, raw.data() + r * row_bytes,
-                                       want.data() + r * row, row),
-                  IsOk());
+    const FileTensor f = FindFileTensor(file, bytes, *t);
+    ASSERT_NE(f.info, nullptr);
+    EXPECT_EQ(quant::QuantTypeName(f.info->type), DTypeName(t->dtype));
+    quantized += IsQuantized(t->dtype);
+    std::vector<char> have(static_cast<size_t>(t->NumBytes()));
+    ASSERT_THAT(GetTensorData(*t, have.data()), IsOk());
+    EXPECT_EQ(have, f.raw);
+  }
+  EXPECT_GT(quantized, 0);
+}
+
+TEST_F(LlamaGgufTest, F32WeightsDequantizesEveryWeight) {
+  const GgufBuilder b = TinyLlama();
+  LlamaModelOptions options;
+  options.weight_dtype = F32Weights;
+  FERRY_ASSERT_OK_AND_ASSIGN(std::unique_ptr<LlamaModel> model,
+                             Load(b, "tiny_f32.gguf", options));
+  // Every weight holds exactly DequantizeRow of the file's bytes.
+  const std::string bytes = b.Build();
+  FERRY_ASSERT_OK_AND_ASSIGN(
+      gguf::GgufFile file,
+      gguf::GgufFile::Open(WriteFile(bytes, "tiny_f32_again.gguf")));
+  for (Tensor* t : model->Weights()) {
+    SCOPED_TRACE(t->name);
+    EXPECT_EQ(t->dtype, DType::kF32);
+    const FileTensor f = FindFileTensor(file, bytes, *t);
+    ASSERT_NE(f.info, nullptr);
+    std::vector<float> want(static_cast<size_t>(f.info->num_elements()));
+    const int64_t row = f.info->dims[0];
+    const int64_t row_bytes = quant::RowBytes(f.info->type, row);
+    for (int64_t r = 0; r < f.info->num_rows(); ++r) {
+      ASSERT_THAT(
+          quant::DequantizeRow(f.info->type, f.raw.data() + r * row_bytes,
+                               want.data() + r * row, row),
+          IsOk());
     }
     std::vector<float> have(want.size());
     ASSERT_THAT(GetTensorData(*t, have.data()), IsOk());
     EXPECT_EQ(have, want);
   }
+}
+
+// A weight_dtype naming another block type gets the file's values
+// dequantized and quantized again.
+TEST_F(LlamaGgufTest, WeightDTypeConvertsBetweenBlockTypes) {
+  const GgufBuilder b = TinyLlama();
+  LlamaModelOptions options;
+  options.weight_dtype = [](const std::string& name, const Device&) {
+    return name == "blk.0.ffn_up" ? DType::kQ8_0 : DType::kF32;
+  };
+  FERRY_ASSERT_OK_AND_ASSIGN(std::unique_ptr<LlamaModel> model,
+                             Load(b, "tiny_q8.gguf", options));
+  Tensor* up = model->FindWeight("blk.0.ffn_up");
+  ASSERT_NE(up, nullptr);
+  EXPECT_EQ(up->dtype, DType::kQ8_0);
+  const std::string bytes = b.Build();
+  FERRY_ASSERT_OK_AND_ASSIGN(
+      gguf::GgufFile file,
+      gguf::GgufFile::Open(WriteFile(bytes, "tiny_q8_again.gguf")));
+  const FileTensor f = FindFileTensor(file, bytes, *up);
+  ASSERT_NE(f.info, nullptr);
+  const int64_t row = f.info->dims[0];
+  const int64_t row_bytes = quant::RowBytes(f.info->type, row);
+  const int64_t q8_row_bytes = quant::RowBytes(QuantType::kQ8_0, row);
+  std::vector<char> want(
+      static_cast<size_t>(q8_row_bytes * f.info->num_rows()));
+  std::vector<float> values(static_cast<size_t>(row));
+  for (int64_t r = 0; r < f.info->num_rows(); ++r) {
+    ASSERT_THAT(quant::DequantizeRow(f.info->type, f.raw.data() + r * row_bytes,
+                                     values.data(), row),
+                IsOk());
+    ASSERT_THAT(quant::QuantizeRow(QuantType::kQ8_0, values.data(),
+                                   want.data() + r * q8_row_bytes, row),
+                IsOk());
+  }
+  std::vector<char> have(want.size());
+  ASSERT_THAT(GetTensorData(*up, have.data()), IsOk());
+  EXPECT_EQ(have, want);
 }
 
 TEST_F(LlamaGgufTest, AnUntiedOutputIsLoadedToo) {

@@ -29,8 +29,9 @@ uint64_t HashName(const std::string& name) {
 }
 
 absl::StatusOr<Tensor*> NewWeight(Context& ctx, std::vector<int64_t> shape,
-                                  const std::string& name) {
-  FERRY_ASSIGN_OR_RETURN(Tensor * t, ctx.NewTensor(DType::kF32, shape, name));
+                                  const std::string& name,
+                                  DType dtype = DType::kF32) {
+  FERRY_ASSIGN_OR_RETURN(Tensor * t, ctx.NewTensor(dtype, shape, name));
   SetWeight(*t);
   return t;
 }
@@ -137,7 +138,8 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Create(
   model->embedding_backend_ = embedding;
   model->output_backend_ = output;
 
-  FERRY_RETURN_IF_ERROR(model->MakeTensors(layer_backend, embedding, output));
+  FERRY_RETURN_IF_ERROR(
+      model->MakeTensors(layer_backend, embedding, output, options));
   // One weights buffer per backend that has any.
   const int cpu = nb - 1;
   model->weight_bytes_.assign(nb, 0);
@@ -189,39 +191,47 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::CreateInBufferType(
 }
 
 absl::Status LlamaModel::MakeTensors(const std::vector<int>& layer_backend,
-                                     int embedding, int output) {
+                                     int embedding, int output,
+                                     const LlamaModelOptions& options) {
   const LlamaConfig& config = config_;
   const int64_t e = config.n_embd;
   const int64_t kv = config.kv_dim();
-  FERRY_ASSIGN_OR_RETURN(tok_embd_, NewWeight(*weight_ctx_[embedding],
-                                              {e, config.n_vocab}, "tok_embd"));
+  // Weight `name` of shape `shape` in backend b's context, in the dtype the
+  // options choose for that backend's device.
+  const auto new_weight = [&](int b, std::vector<int64_t> shape,
+                              const std::string& name) {
+    const DType dtype = options.weight_dtype && !backends_.empty()
+                            ? options.weight_dtype(name, backends_[b]->device())
+                            : DType::kF32;
+    return NewWeight(*weight_ctx_[b], std::move(shape), name, dtype);
+  };
+  FERRY_ASSIGN_OR_RETURN(
+      tok_embd_, new_weight(embedding, {e, config.n_vocab}, "tok_embd"));
   for (int il = 0; il < config.n_layer; ++il) {
     const int b = layer_backend[il];
-    Context& ctx = *weight_ctx_[b];
     const std::string p = absl::StrCat("blk.", il, ".");
     LlamaLayer l;
     l.backend = b;
-    FERRY_ASSIGN_OR_RETURN(l.attn_norm, NewWeight(ctx, {e}, p + "attn_norm"));
-    FERRY_ASSIGN_OR_RETURN(l.wq, NewWeight(ctx, {e, e}, p + "attn_q"));
-    FERRY_ASSIGN_OR_RETURN(l.wk, NewWeight(ctx, {e, kv}, p + "attn_k"));
-    FERRY_ASSIGN_OR_RETURN(l.wv, NewWeight(ctx, {e, kv}, p + "attn_v"));
-    FERRY_ASSIGN_OR_RETURN(l.wo, NewWeight(ctx, {e, e}, p + "attn_output"));
-    FERRY_ASSIGN_OR_RETURN(l.ffn_norm, NewWeight(ctx, {e}, p + "ffn_norm"));
+    FERRY_ASSIGN_OR_RETURN(l.attn_norm, new_weight(b, {e}, p + "attn_norm"));
+    FERRY_ASSIGN_OR_RETURN(l.wq, new_weight(b, {e, e}, p + "attn_q"));
+    FERRY_ASSIGN_OR_RETURN(l.wk, new_weight(b, {e, kv}, p + "attn_k"));
+    FERRY_ASSIGN_OR_RETURN(l.wv, new_weight(b, {e, kv}, p + "attn_v"));
+    FERRY_ASSIGN_OR_RETURN(l.wo, new_weight(b, {e, e}, p + "attn_output"));
+    FERRY_ASSIGN_OR_RETURN(l.ffn_norm, new_weight(b, {e}, p + "ffn_norm"));
     FERRY_ASSIGN_OR_RETURN(l.w_gate,
-                           NewWeight(ctx, {e, config.n_ff}, p + "ffn_gate"));
+                           new_weight(b, {e, config.n_ff}, p + "ffn_gate"));
     FERRY_ASSIGN_OR_RETURN(l.w_up,
-                           NewWeight(ctx, {e, config.n_ff}, p + "ffn_up"));
+                           new_weight(b, {e, config.n_ff}, p + "ffn_up"));
     FERRY_ASSIGN_OR_RETURN(l.w_down,
-                           NewWeight(ctx, {config.n_ff, e}, p + "ffn_down"));
+                           new_weight(b, {config.n_ff, e}, p + "ffn_down"));
     layers_.push_back(l);
   }
-  FERRY_ASSIGN_OR_RETURN(output_norm_,
-                         NewWeight(*weight_ctx_[output], {e}, "output_norm"));
+  FERRY_ASSIGN_OR_RETURN(output_norm_, new_weight(output, {e}, "output_norm"));
   if (config.tie_embeddings) {
     output_ = tok_embd_;
   } else {
-    FERRY_ASSIGN_OR_RETURN(output_, NewWeight(*weight_ctx_[output],
-                                              {e, config.n_vocab}, "output"));
+    FERRY_ASSIGN_OR_RETURN(output_,
+                           new_weight(output, {e, config.n_vocab}, "output"));
   }
   return absl::OkStatus();
 }
@@ -270,6 +280,11 @@ std::string LlamaModel::DescribePlacement() const {
 absl::Status LlamaModel::FillRandom(uint64_t seed) {
   std::vector<float> values;
   for (Tensor* t : Weights()) {
+    if (t->dtype != DType::kF32) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("llama: FillRandom needs f32 weights; '", t->name,
+                       "' is ", DTypeName(t->dtype)));
+    }
     values.resize(static_cast<size_t>(t->NumElements()));
     RandomWeightValues(t->name, t->ne[1], seed, absl::MakeSpan(values));
     FERRY_RETURN_IF_ERROR(SetTensorData(*t, values.data()));

@@ -19,6 +19,7 @@
 #define FERRY_MODELS_LLAMA_LLAMA_MODEL_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -63,6 +64,11 @@ struct LlamaModelOptions {
   // Memory of the weights the CPU holds; nullptr: the CPU's own (pageable).
   // A device's host_buffer_type() gives pinned weights.
   BufferType* cpu_weights_type = nullptr;
+  // The dtype of each weight, from its canonical name and the device that
+  // holds it (a loader keeps a file's quantized blocks where that device
+  // computes on them); null: f32 for every weight.
+  std::function<DType(const std::string& name, const Device& device)>
+      weight_dtype;
 };
 
 // Thread-compatible. Owns the weights' metadata and buffers.
@@ -105,14 +111,14 @@ class LlamaModel {
   std::string DescribePlacement() const;
 
   // Fills every weight with deterministic random values (a function of the
-  // seed and the tensor's name only).
+  // seed and the tensor's name only). Every weight must be f32.
   absl::Status FillRandom(uint64_t seed);
 
  private:
   LlamaModel() = default;
   // Makes the tensors, layer il's in weight_ctx_[layer_backend[il]].
   absl::Status MakeTensors(const std::vector<int>& layer_backend, int embedding,
-                           int output);
+                           int output, const LlamaModelOptions& options = {});
 
   LlamaConfig config_;
   std::vector<Backend*> backends_;

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "ferry/graph/dtype.h"
 #include "ferry/models/quant/block_formats.h"
+#include "ferry/models/quant/internal/dequantize_avx2.h"
 #include "ferry/models/quant/internal/scales.h"
 
 namespace ferry::quant {
@@ -99,6 +100,11 @@ bool CanDequantize(QuantType type) {
 
 absl::Status DequantizeRow(QuantType type, const void* src, float* dst,
                            int64_t n) {
+  return DequantizeRowWithIsa(type, src, dst, n, BestIsa());
+}
+
+absl::Status DequantizeRowWithIsa(QuantType type, const void* src, float* dst,
+                                  int64_t n, Isa isa) {
   if (!CanDequantize(type)) {
     return absl::UnimplementedError(
         absl::StrCat("no dequantizer for ", QuantTypeName(type)));
@@ -109,6 +115,10 @@ absl::Status DequantizeRow(QuantType type, const void* src, float* dst,
                      QuantTypeName(type), " blocks"));
   }
   const int64_t blocks = n / BlockSize(type);
+  if (isa >= Isa::kAvx2 && IsaSupported(Isa::kAvx2) &&
+      quant_internal::DequantizeBlocksAvx2(type, src, dst, blocks)) {
+    return absl::OkStatus();
+  }
   switch (type) {
     case QuantType::kF32:
       std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));

@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "absl/status/status.h"
+#include "ferry/models/quant/cpu_features.h"
 #include "ferry/models/quant/quant_type.h"
 
 namespace ferry::quant {
@@ -16,8 +17,15 @@ bool CanDequantize(QuantType type);
 // Supports f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0 and q8_1.
 // InvalidArgument if `n` is not a whole number of blocks, Unimplemented for
 // other types. `src` must be 2-byte aligned.
+// Uses AVX2 kernels (q4_0, q4_1, q8_0) where the CPU has them, which give
+// the same bits as the scalar code.
 absl::Status DequantizeRow(QuantType type, const void* src, float* dst,
                            int64_t n);
+
+// As DequantizeRow with the kernels of `isa` or an earlier ISA (kScalar:
+// the scalar code only). For tests that compare the paths.
+absl::Status DequantizeRowWithIsa(QuantType type, const void* src, float* dst,
+                                  int64_t n, Isa isa);
 
 }  // namespace ferry::quant
 

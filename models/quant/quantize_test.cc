@@ -7,12 +7,14 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <random>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "ferry/graph/dtype.h"
 #include "ferry/models/quant/block_formats.h"
+#include "ferry/models/quant/cpu_features.h"
 #include "ferry/models/quant/dequantize.h"
 #include "ferry/models/quant/quant_type.h"
 #include "ferry/runtime/status_matchers.h"
@@ -202,6 +204,45 @@ TEST(QuantizeTest, RejectsBadLengthsAndUnsupportedTypes) {
               StatusIs(absl::StatusCode::kUnimplemented));
   EXPECT_THAT(DequantizeRow(QuantType::kIQ2_XXS, q.data(), x.data(), 256),
               StatusIs(absl::StatusCode::kUnimplemented));
+}
+
+}  // namespace
+}  // namespace ferry::quant
+
+namespace ferry::quant {
+namespace {
+
+// Every ISA's dequantizer gives the scalar code's bits, on random bytes
+// (any scale, subnormal, infinite or NaN; NaNs compare as NaN).
+TEST(DequantizeTest, EveryIsaMatchesScalar) {
+  std::mt19937 rng(5);
+  for (QuantType type :
+       {QuantType::kQ4_0, QuantType::kQ4_1, QuantType::kQ5_0, QuantType::kQ5_1,
+        QuantType::kQ8_0, QuantType::kQ8_1}) {
+    for (Isa isa : {Isa::kAvx2, Isa::kAvx512}) {
+      if (!IsaSupported(isa)) continue;
+      SCOPED_TRACE(absl::StrCat(QuantTypeName(type), " ", IsaName(isa)));
+      const int64_t n = 32 * 37;
+      std::vector<uint8_t> bytes(static_cast<size_t>(RowBytes(type, n)));
+      for (uint8_t& b : bytes) b = static_cast<uint8_t>(rng());
+      std::vector<float> want(n), got(n, -1.0f);
+      ASSERT_THAT(DequantizeRowWithIsa(type, bytes.data(), want.data(), n,
+                                       Isa::kScalar),
+                  IsOk());
+      ASSERT_THAT(DequantizeRowWithIsa(type, bytes.data(), got.data(), n, isa),
+                  IsOk());
+      int bad = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        const bool same = (std::isnan(want[i]) && std::isnan(got[i])) ||
+                          std::memcmp(&want[i], &got[i], sizeof(float)) == 0;
+        if (!same && ++bad <= 3) {
+          ADD_FAILURE() << "element " << i << ": " << got[i] << ", want "
+                        << want[i];
+        }
+      }
+      EXPECT_EQ(bad, 0);
+    }
+  }
 }
 
 }  // namespace

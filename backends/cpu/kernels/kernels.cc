@@ -22,6 +22,8 @@
 #include "ferry/graph/op.h"
 #include "ferry/graph/ops.h"
 #include "ferry/graph/tensor.h"
+#include "ferry/models/quant/dequantize.h"
+#include "ferry/models/quant/quant_dtype.h"
 #include "ferry/runtime/status_macros.h"
 
 namespace ferry {
@@ -96,9 +98,14 @@ absl::Status CheckRowWise(const Tensor& node, const Tensor& a) {
   return CheckContiguousResult(node);
 }
 
+// What mul_mat's a and get_rows' table may be: the float types and every
+// block type (models/quant has dot and dequantize kernels for all).
+constexpr std::initializer_list<DType> kWeightTypes = {
+    DType::kF32,  DType::kF16,  DType::kBF16, DType::kQ4_0,
+    DType::kQ4_1, DType::kQ5_0, DType::kQ5_1, DType::kQ8_0};
+
 absl::Status CheckMulMat(const Tensor& node, const Tensor& a, const Tensor& b) {
-  FERRY_RETURN_IF_ERROR(
-      CheckDType(node, "a", a, {DType::kF32, DType::kF16, DType::kBF16}));
+  FERRY_RETURN_IF_ERROR(CheckDType(node, "a", a, kWeightTypes));
   FERRY_RETURN_IF_ERROR(CheckDType(node, "b", b, {DType::kF32}));
   FERRY_RETURN_IF_ERROR(CheckDType(node, "result", node, {DType::kF32}));
   if (a.ne[0] != b.ne[0]) return Invalid(node, "a and b need equal ne[0]");
@@ -171,8 +178,7 @@ absl::Status CheckRope(const Tensor& node, const Tensor& a, const Tensor& pos) {
 
 absl::Status CheckGetRows(const Tensor& node, const Tensor& a,
                           const Tensor& ids) {
-  FERRY_RETURN_IF_ERROR(
-      CheckDType(node, "a", a, {DType::kF32, DType::kF16, DType::kBF16}));
+  FERRY_RETURN_IF_ERROR(CheckDType(node, "a", a, kWeightTypes));
   FERRY_RETURN_IF_ERROR(CheckDType(node, "ids", ids, {DType::kI32}));
   FERRY_RETURN_IF_ERROR(CheckDType(node, "result", node, {DType::kF32}));
   FERRY_RETURN_IF_ERROR(CheckRows(node, "a", a));
@@ -577,6 +583,12 @@ void GetRowsKernel(const Tensor& node, int ith, int nth) {
                                  slice, id, d);
       }
     }
+    if (IsQuantized(a.dtype)) {
+      // Cannot fail: n is a whole number of blocks (CheckSupported).
+      (void)quant::DequantizeRow(quant::QuantTypeOf(a.dtype),
+                                 RowPtr(a, id, r.i2, r.i3), d, n);
+      return;
+    }
     vec::ConvertRow(a.dtype, RowPtr(a, id, r.i2, r.i3), DType::kF32, d, n);
   });
 }
@@ -749,10 +761,16 @@ void ConcatKernel(const Tensor& node, int ith, int nth) {
 
 absl::Status CheckSupported(const Tensor& node) {
   if (node.op == Op::kNone || IsViewOp(node.op)) return absl::OkStatus();
+  // Block types only as mul_mat's weight and get_rows' table.
+  const bool reads_weight = node.op == Op::kMulMat || node.op == Op::kGetRows;
   for (const Tensor* t : std::initializer_list<const Tensor*>{
-           &node, node.src[0], node.src[1], node.src[2], node.src[3]}) {
-    if (t != nullptr && DTypeBlockSize(t->dtype) != 1) {
-      return Unimplemented(node, "block dtypes are unsupported");
+           &node, reads_weight ? nullptr : node.src[0], node.src[1],
+           node.src[2], node.src[3]}) {
+    if (t != nullptr && IsQuantized(t->dtype)) {
+      return Unimplemented(node,
+                           absl::StrCat("block dtype ", DTypeName(t->dtype),
+                                        " is only supported as mul_mat's and "
+                                        "get_rows' a"));
     }
   }
   FERRY_RETURN_IF_ERROR(CheckPackedOperands(node));
@@ -808,6 +826,8 @@ size_t ScratchBytes(const Tensor& node, int nth) {
   switch (node.op) {
     case Op::kRope:
       return RopeScratchBytesPerThread(node) * static_cast<size_t>(nth);
+    case Op::kMulMat:
+      return MatMulScratchBytes(node, nth);
     default:
       return 0;
   }

@@ -7,8 +7,10 @@
 #include "ferry/backends/cpu/cpu_packed_buffer.h"
 #include "ferry/backends/cpu/internal/mat_mul.h"
 #include "ferry/backends/cpu/internal/packed_layout.h"
+#include "ferry/backends/cpu/internal/quant_mat_mul.h"
 #include "ferry/graph/dtype.h"
 #include "ferry/graph/tensor.h"
+#include "ferry/models/quant/quant_dtype.h"
 
 namespace ferry {
 namespace cpu_kernels {
@@ -17,6 +19,7 @@ namespace {
 using cpu_internal::MatMul;
 using cpu_internal::MatMulArgs;
 using cpu_internal::PackedLayout;
+using cpu_internal::QuantMatMulArgs;
 
 // Slices of at most this many multiply-adds are computed whole by one thread
 // when there are at least nth of them (attention's per-head products): cutting
@@ -98,7 +101,51 @@ void SliceMatMul(const MatMulArgs& args, int ith, int nth) {
   MatMul(args, ith, nth);
 }
 
+// mul_mat with a quantized `a`: slice by slice, all threads sharing each;
+// a single slice (a weight product) hands out work from ctx.work_counter.
+void QuantMatMulNode(const Tensor& node, int ith, int nth,
+                     const KernelContext& ctx) {
+  const Tensor& a = *node.src[0];
+  const Tensor& b = *node.src[1];
+  const int64_t r2 = b.ne[2] / a.ne[2];
+  const int64_t r3 = b.ne[3] / a.ne[3];
+  const int64_t slices = b.ne[2] * b.ne[3];
+  void* scratch = static_cast<std::byte*>(ctx.scratch) +
+                  ctx.scratch_bytes / static_cast<size_t>(nth) * ith;
+  QuantMatMulArgs args;
+  args.a_type = quant::QuantTypeOf(a.dtype);
+  args.a_row_bytes = a.nb[1];
+  args.ldb = b.nb[1] / static_cast<int64_t>(sizeof(float));
+  args.ldc = node.nb[1] / static_cast<int64_t>(sizeof(float));
+  args.m = a.ne[1];
+  args.n = b.ne[1];
+  args.k = a.ne[0];
+  args.next = slices == 1 ? ctx.work_counter : nullptr;
+  for (int64_t s = 0; s < slices; ++s) {
+    const int64_t i2 = s % b.ne[2];
+    const int64_t i3 = s / b.ne[2];
+    args.a = static_cast<const std::byte*>(a.data) + (i2 / r2) * a.nb[2] +
+             (i3 / r3) * a.nb[3];
+    args.b = reinterpret_cast<const float*>(
+        static_cast<const std::byte*>(b.data) + i2 * b.nb[2] + i3 * b.nb[3]);
+    args.dst = reinterpret_cast<float*>(static_cast<std::byte*>(node.data) +
+                                        i2 * node.nb[2] + i3 * node.nb[3]);
+    cpu_internal::QuantMatMul(args, ith, nth, scratch);
+  }
+}
+
 }  // namespace
+
+size_t MatMulScratchBytes(const Tensor& node, int nth) {
+  const Tensor& a = *node.src[0];
+  const Tensor& b = *node.src[1];
+  if (!IsQuantized(a.dtype)) return 0;
+  const size_t per_thread = cpu_internal::QuantMatMulScratchBytes(
+      quant::QuantTypeOf(a.dtype), a.ne[1], b.ne[1], a.ne[0], nth);
+  // Whole cache lines per thread, so threads never share one.
+  const size_t line = kScratchAlignment;
+  return (per_thread + line - 1) / line * line * static_cast<size_t>(nth);
+}
 
 void MatMulNode(const Tensor& node, int ith, int nth,
                 const KernelContext& ctx) {
@@ -109,6 +156,7 @@ void MatMulNode(const Tensor& node, int ith, int nth,
   const int64_t k = a.ne[0];
   const int64_t slices = b.ne[2] * b.ne[3];
   if (m == 0 || n == 0 || slices == 0) return;
+  if (IsQuantized(a.dtype)) return QuantMatMulNode(node, ith, nth, ctx);
   if (k == 0) {
     // Empty sums; dst is contiguous.
     const int64_t size = node.NumElements();

@@ -3,12 +3,16 @@
 // (ggml's mul_mat, see graph/ops.h) over Tensor strides, with `a` in
 // f32/f16/bf16 and b, dst in f32, computed slice by slice with the optimized
 // GEMM of backends/cpu/internal/mat_mul.h. An `a` stored packed in a
-// CpuPackedBuffer (cpu_packed_buffer.h) is read in its panels as it is.
+// CpuPackedBuffer (cpu_packed_buffer.h) is read in its panels as it is. A
+// block-quantized `a` goes to backends/cpu/internal/quant_mat_mul.h (b
+// rounded to 8-bit blocks, integer dot products), which needs scratch.
 //
 // This is the single entry point the op kernels use for mul_mat, so that the
 // GEMM stays out of the other kernels.
 #ifndef FERRY_BACKENDS_CPU_KERNELS_MAT_MUL_NODE_H_
 #define FERRY_BACKENDS_CPU_KERNELS_MAT_MUL_NODE_H_
+
+#include <cstddef>
 
 #include "ferry/backends/cpu/kernels/kernel_context.h"
 #include "ferry/graph/tensor.h"
@@ -24,6 +28,10 @@ namespace cpu_kernels {
 // threads claim its panels from the counter instead of taking fixed halves,
 // so one the OS runs less does less. Does not read dst.
 void MatMulNode(const Tensor& node, int ith, int nth, const KernelContext& ctx);
+
+// The scratch bytes nth threads computing mul_mat `node` need in total (0
+// unless `a` is quantized), nth equal slices of whole cache lines.
+size_t MatMulScratchBytes(const Tensor& node, int nth);
 
 }  // namespace cpu_kernels
 }  // namespace ferry
