@@ -178,9 +178,14 @@ TEST_P(SmolLm2HfTest, MatchesRoundedGgufAndLlamaCpp) {
   EXPECT_EQ(stats.shards, dtype == "bf16" ? 2 : 1);
   const std::vector<Result> ours = RunPrompts(*hf, reference);
   hf.reset();
+  // The GGUF's weights as f32 (not kept quantized), then rounded as the
+  // directory's were.
+  llama::LlamaModelOptions f32_weights;
+  f32_weights.weight_dtype = llama::F32Weights;
   FERRY_ASSERT_OK_AND_ASSIGN(
       std::unique_ptr<llama::LlamaModel> gguf,
-      llama::LoadLlamaGguf(gguf_path, {cpu.get()}, {}, *io, /*n_ctx=*/64));
+      llama::LoadLlamaGguf(gguf_path, {cpu.get()}, f32_weights, *io,
+                           /*n_ctx=*/64));
   RoundWeights(*gguf, dtype == "bf16");
   const std::vector<Result> same = RunPrompts(*gguf, reference);
   ASSERT_EQ(ours.size(), reference.size());

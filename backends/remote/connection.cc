@@ -29,19 +29,15 @@ absl::Duration MicrosecondsFromEnv(const char* name, int64_t fallback) {
   return absl::Microseconds(std::max<int64_t>(us, 0));
 }
 
-// How long a thread waiting for a reply runs the loop itself before it
-// gives it back and sleeps (0 turns driving off), and how much of that it
-// spins (on a host with few cores a spinning thread takes the core the
-// other side needs, so none by default).
+// How long a thread waiting for a reply spins on the loop itself before it
+// sleeps; 0 (the default) turns this off, commands then go through the
+// loop's thread. Spinning pays only with a core to spare: on 2 busy cores
+// it takes the core the worker needs, and a thread that drives the loop
+// asleep gained nothing over the loop's thread waking it (measured).
 absl::Duration DriveBudget() {
   static const absl::Duration budget =
-      MicrosecondsFromEnv("FERRY_REMOTE_DRIVE_US", 2000);
-  return budget;
-}
-absl::Duration DriveSpin() {
-  static const absl::Duration spin =
       MicrosecondsFromEnv("FERRY_REMOTE_DRIVE_SPIN_US", 0);
-  return spin;
+  return budget;
 }
 
 std::mutex& RegistryMutex() {
@@ -239,7 +235,7 @@ void Connection::SendRawForTesting(std::string header) {
 }
 
 bool Connection::Drive(absl::FunctionRef<bool()> done) {
-  return loop_->Drive(done, DriveSpin(), DriveBudget());
+  return loop_->Drive(done, DriveBudget());
 }
 
 void Connection::RunInLoop(absl::AnyInvocable<void() &&> fn) {

@@ -73,13 +73,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // A round trip: the kResult for `m` (whose req is set here).
   absl::StatusOr<Message> Call(Message m,
                                absl::Duration timeout = absl::Seconds(60));
-  // Runs the connection's loop on the calling thread while `done()` is
-  // false, for a while: a thread about to wait for a reply receives it
-  // itself instead of being woken by the loop's thread. True if done.
-  // FERRY_REMOTE_DRIVE_US sets the while (2000 by default; 0 turns driving
-  // off: commands are posted to the loop's thread and replies awaited
-  // asleep), FERRY_REMOTE_DRIVE_SPIN_US how much of it spins (0). See
-  // UcxLoop::Drive.
+  // Spins on the connection's loop on the calling thread while `done()` is
+  // false, for up to FERRY_REMOTE_DRIVE_SPIN_US (0 by default: off), so a
+  // thread about to wait for a reply receives it itself instead of being
+  // woken by the loop's thread. True if done. See UcxLoop::Drive.
   bool Drive(absl::FunctionRef<bool()> done);
   // Queues a download: kGetTensor `m`, its bytes into `dst`; `stream`'s
   // value `tag` is not signalled before they land.

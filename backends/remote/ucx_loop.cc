@@ -1,6 +1,5 @@
 #include "ferry/backends/remote/ucx_loop.h"
 
-#include <poll.h>
 #include <sys/epoll.h>
 #include <unistd.h>
 
@@ -121,40 +120,23 @@ void UcxLoop::RunOrPost(absl::AnyInvocable<void() &&> fn) {
   Post(std::move(fn));
 }
 
-bool UcxLoop::Drive(absl::FunctionRef<bool()> done, absl::Duration spin,
-                    absl::Duration budget) {
+bool UcxLoop::Drive(absl::FunctionRef<bool()> done, absl::Duration budget) {
   if (done()) return true;
   if (budget <= absl::ZeroDuration() || InLoop() || stop_.load()) return false;
   std::unique_lock<std::mutex> held(hold_mu_, std::try_to_lock);
   if (!held.owns_lock()) return false;
   loop_thread_.store(std::this_thread::get_id());
-  // The loop's thread sleeps on: traffic wakes this thread alone.
+  // The loop's thread sleeps on: traffic no longer wakes it.
   (void)epoll_ctl(loop_epfd_, EPOLL_CTL_DEL, efd_, nullptr);
-  using Clock = std::chrono::steady_clock;
-  const auto now = Clock::now();
-  const auto spin_until = now + absl::ToChronoNanoseconds(spin);
-  const auto until = now + absl::ToChronoNanoseconds(budget);
+  const auto until =
+      std::chrono::steady_clock::now() + absl::ToChronoNanoseconds(budget);
   bool finished = false;
   {
     DeviceThreadScope device_thread;
     while (true) {
       RunUntilIdle();
       if ((finished = done())) break;
-      const auto t = Clock::now();
-      if (t >= until) break;
-      if (t < spin_until) continue;
-      // Sleep on the worker's fd as the loop's thread would.
-      if (ucp_worker_arm(worker_) == UCS_ERR_BUSY) continue;
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        if (!posted_.empty()) continue;
-      }
-      const auto left =
-          std::chrono::duration_cast<std::chrono::nanoseconds>(until - t);
-      timespec timeout = {static_cast<time_t>(left.count() / 1000000000),
-                          static_cast<long>(left.count() % 1000000000)};
-      pollfd pfd = {efd_, POLLIN, 0};
-      (void)ppoll(&pfd, 1, &timeout, nullptr);
+      if (std::chrono::steady_clock::now() >= until) break;
     }
   }
   Release(held);

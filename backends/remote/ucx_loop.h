@@ -8,10 +8,9 @@
 // ucp_worker_progress while there is traffic and sleeps on the event fd
 // after a short idle spell (for the CPU the devices need).
 //
-// Taking over a sleeping loop is what makes a small round trip cheap: the
-// thread that sends a command and then waits for its reply does both
-// itself, so neither the command nor the reply crosses to another thread
-// (two thread wake-ups fewer on the critical path).
+// A thread that sends a command and then waits for its reply can do both
+// itself (RunOrPost, then Drive, spinning), so that neither crosses to
+// another thread: with a core to spare, the shortest round trip.
 //
 // It is also the Executor that local events resume on, so a device's
 // completion turns into loop work (OnEvent) without a thread of its own.
@@ -77,12 +76,11 @@ class UcxLoop {
   // posted before runs first), else Post()s it. For work that only sends:
   // never call it while holding a lock that loop work takes.
   void RunOrPost(absl::AnyInvocable<void() &&> fn);
-  // Holds the loop on the calling thread (not the loop's) and runs it until
-  // `done()` or for at most `budget`: spinning on UCX for `spin` first,
-  // then asleep on the worker's fd. Returns done(). Returns false at once
-  // when another thread holds the loop (the caller then waits as usual).
-  bool Drive(absl::FunctionRef<bool()> done, absl::Duration spin,
-             absl::Duration budget);
+  // Holds the loop on the calling thread (not the loop's) and spins on it
+  // until `done()` or for at most `budget`; returns done(). Returns false
+  // at once when another thread holds the loop (the caller then waits as
+  // usual, asleep).
+  bool Drive(absl::FunctionRef<bool()> done, absl::Duration budget);
   // Runs the loop on a new thread, a device thread (executor.h).
   void Start(std::string name);
   // Runs the loop on the calling thread until Stop().

@@ -1,9 +1,9 @@
 // Small round trips from several threads on one connection: each thread
 // uploads its own bytes and reads them back, many times, while the others
-// do the same. A thread waiting for a reply runs the connection's loop
-// itself (UcxLoop::Drive) when no other thread holds it and sleeps
-// otherwise; either way every download lands the bytes of its own upload,
-// and nothing is lost or answered twice.
+// do the same. With FERRY_REMOTE_DRIVE_SPIN_US set, a thread sends its
+// commands and receives the replies itself (UcxLoop::RunOrPost, Drive) when
+// no other thread holds the loop; either way every download lands the bytes
+// of its own upload, and nothing is lost, reordered or answered twice.
 #include <cstdint>
 #include <cstring>
 #include <memory>
