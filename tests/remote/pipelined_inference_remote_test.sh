@@ -14,6 +14,14 @@ small=(--layers=4 --embd=64 --heads=4 --kv_heads=2 --ff=96 --vocab=128
        --requests=4 --prompt_tokens=12 --gen_tokens=4 --batch_tokens=8)
 failures=0
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+# The end of a program's stderr, or the head of a sanitizer's report in it.
+report() {
+  if grep -q "WARNING: .*Sanitizer" "$1"; then
+    grep -m1 -A60 "WARNING: .*Sanitizer" "$1"
+  else
+    tail -20 "$1"
+  fi
+}
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; }
 trap cleanup EXIT
@@ -49,7 +57,7 @@ JSONL
 out=$(timeout 120 "$bin" "${small[@]}" --backends="$remote" 2>"$tmp/w.err")
 rc=$?
 if [[ $rc -ne 0 ]]; then
-  fail "workload: exit $rc: $(tail -20 "$tmp/w.err")"
+  fail "workload: exit $rc: $(report "$tmp/w.err")"
 else
   [[ "$out" == *"remote:127.0.0.1:$port_1/cpu: layers"* ]] ||
     fail "no layers on the first worker: $out"
@@ -64,7 +72,7 @@ for name in cpu remote; do
   timeout 120 "$bin" "${small[@]}" --backends="$backends" \
     --prompts="$tmp/prompts.jsonl" --dump_logits="$tmp/$name.npy" \
     >"$tmp/$name.jsonl" 2>"$tmp/$name.err" ||
-    fail "$name prompts: $(tail -20 "$tmp/$name.err")"
+    fail "$name prompts: $(report "$tmp/$name.err")"
 done
 # The workers run the CPU's kernels on the same weights: equal up to
 # summation order.
