@@ -103,7 +103,8 @@ void DequantizedGemm(const QuantMatMulArgs& args, Range rows, float* panel) {
 }
 
 quant::QuantType ActivationType(quant::QuantType a_type) {
-  // Callers check QuantMatMulSupports first.
+  // Every block dtype the graph has takes a kernel (kWeightTypes in
+  // kernels.cc); quant_mat_mul_test checks each with QuantMatMulSupports.
   return quant::VecDotActivationType(a_type).value_or(quant::QuantType::kQ8_0);
 }
 
@@ -122,7 +123,7 @@ void QuantizeRows(const QuantMatMulArgs& args, quant::QuantType act_type,
                   std::byte* act) {
   for (int64_t j = begin; j < end; ++j) {
     // Cannot fail: k is a whole number of blocks and the type has a
-    // quantizer (checked by QuantMatMulSupports and the caller).
+    // quantizer (the kernel's CheckSupported admits no other type).
     (void)quant::QuantizeRow(act_type, args.b + j * args.ldb,
                              act + (j - begin) * act_row_bytes, args.k);
   }

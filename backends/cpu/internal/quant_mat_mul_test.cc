@@ -229,8 +229,11 @@ INSTANTIATE_TEST_SUITE_P(
     });
 
 TEST(QuantMatMulSupportsTest, BlockTypesWithKernelsOnly) {
-  EXPECT_TRUE(QuantMatMulSupports(QuantType::kQ4_1));
-  EXPECT_TRUE(QuantMatMulSupports(QuantType::kQ8_0));
+  // Every block dtype of the graph (the CPU kernels admit exactly these).
+  for (QuantType t : {QuantType::kQ4_0, QuantType::kQ4_1, QuantType::kQ5_0,
+                      QuantType::kQ5_1, QuantType::kQ8_0}) {
+    EXPECT_TRUE(QuantMatMulSupports(t)) << quant::QuantTypeName(t);
+  }
   EXPECT_FALSE(QuantMatMulSupports(QuantType::kF32));
   EXPECT_FALSE(QuantMatMulSupports(QuantType::kQ4_K));
 }
