@@ -9,6 +9,7 @@
 #include <initializer_list>
 #include <limits>
 #include <string>
+#include <tuple>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -699,18 +700,75 @@ bool TransposeCopy(const Tensor& src, const Tensor& dst, int ith, int nth) {
   return false;
 }
 
+// Describes the same-shape copy src -> dst with fewer dimensions: drops
+// those of size 1 and merges neighbours that are contiguous in both
+// (src.nb[d] == src.nb[p] * ne[p], same for dst). Returns false when nothing
+// changes. A permuted view with a size-1 dimension innermost (attention's V
+// transpose at one token) becomes one contiguous row instead of a row per
+// element.
+bool CollapseCopyDims(const Tensor& src, const Tensor& dst, Tensor& src_out,
+                      Tensor& dst_out) {
+  std::array<int64_t, kMaxDims> ne{}, src_nb{}, dst_nb{};
+  int n = 0;
+  for (int d = 0; d < kMaxDims; ++d) {
+    if (src.ne[d] == 1) continue;
+    if (n > 0 && src.nb[d] == src_nb[n - 1] * ne[n - 1] &&
+        dst.nb[d] == dst_nb[n - 1] * ne[n - 1]) {
+      ne[n - 1] *= src.ne[d];
+      continue;
+    }
+    ne[n] = src.ne[d];
+    src_nb[n] = src.nb[d];
+    dst_nb[n] = dst.nb[d];
+    ++n;
+  }
+  bool same = true;
+  for (int d = 0; d < kMaxDims; ++d) {
+    same = same && (d < n ? ne[d] == src.ne[d] && src_nb[d] == src.nb[d] &&
+                                dst_nb[d] == dst.nb[d]
+                          : src.ne[d] == 1);
+  }
+  if (same) return false;
+  if (n == 0) {  // One element.
+    ne[0] = 1;
+    src_nb[0] = src.ElementSize();
+    dst_nb[0] = dst.ElementSize();
+    n = 1;
+  }
+  for (int d = n; d < kMaxDims; ++d) {
+    ne[d] = 1;
+    src_nb[d] = src_nb[d - 1] * ne[d - 1];
+    dst_nb[d] = dst_nb[d - 1] * ne[d - 1];
+  }
+  for (auto [in, out, nb] : {std::tuple{&src, &src_out, &src_nb},
+                             std::tuple{&dst, &dst_out, &dst_nb}}) {
+    out->dtype = in->dtype;
+    out->data = in->data;
+    out->ne = ne;
+    out->nb = *nb;
+  }
+  return true;
+}
+
+void CopySameShape(const Tensor& src, const Tensor& dst, int ith, int nth) {
+  if (TransposeCopy(src, dst, ith, nth)) return;
+  ForEachSegment(dst, ith, nth, [&](const RowIndex& r, int64_t c0, int64_t c1) {
+    vec::ConvertStrided(src.dtype, RowPtr(src, r) + c0 * src.nb[0], src.nb[0],
+                        dst.dtype, RowPtr(dst, r) + c0 * dst.nb[0], dst.nb[0],
+                        c1 - c0);
+  });
+}
+
 // Copies src's elements into dst (converting dtype) in logical order; the
 // shapes may differ when the element counts match.
 void CopyKernel(const Tensor& src, const Tensor& dst, int ith, int nth) {
-  if (TransposeCopy(src, dst, ith, nth)) return;
   if (src.ne == dst.ne) {
-    ForEachSegment(
-        dst, ith, nth, [&](const RowIndex& r, int64_t c0, int64_t c1) {
-          vec::ConvertStrided(
-              src.dtype, RowPtr(src, r) + c0 * src.nb[0], src.nb[0], dst.dtype,
-              RowPtr(dst, r) + c0 * dst.nb[0], dst.nb[0], c1 - c0);
-        });
-    return;
+    if (src.NumElements() == 0) return;
+    Tensor src_c, dst_c;
+    if (CollapseCopyDims(src, dst, src_c, dst_c)) {
+      return CopySameShape(src_c, dst_c, ith, nth);
+    }
+    return CopySameShape(src, dst, ith, nth);
   }
   const int64_t total = dst.NumElements();
   if (total == 0) return;

@@ -715,6 +715,37 @@ TEST_P(KernelsTest, ContAndCpyI32) {
   }
 }
 
+// Copies whose shapes have dimensions of size 1 (attention's V transpose at
+// one token: [1, head_dim, heads]) take the collapsed-dimension path: every
+// permutation of such shapes, into a contiguous tensor (cont) and into a
+// view with padded rows and an offset (cpy), matches the reference exactly.
+TEST_P(KernelsTest, CopiesWithSizeOneDims) {
+  const std::array<int64_t, 4> shapes[] = {
+      {1, 8, 5, 1}, {3, 1, 4, 1}, {1, 1, 6, 2}, {5, 1, 1, 1}, {1, 1, 1, 1}};
+  int perm[4] = {0, 1, 2, 3};
+  int seed = 0;
+  for (const auto& ne : shapes) {
+    do {
+      Context ctx;
+      Tensor* a = *ctx.NewTensor(DType::kF32, {ne[0], ne[1], ne[2], ne[3]});
+      Tensor* p = *Permute(ctx, a, perm[0], perm[1], perm[2], perm[3]);
+      Tensor* cont = *Cont(ctx, p);
+      Tensor* base = *ctx.NewTensor(
+          DType::kF32, {p->ne[0] + 2, p->ne[1], p->ne[2], p->ne[3] + 1});
+      Tensor* dst =
+          *View4D(ctx, base, p->ne[0], p->ne[1], p->ne[2], p->ne[3],
+                  base->nb[1], base->nb[2], base->nb[3], base->nb[3] + 4);
+      Tensor* cpy = *Cpy(ctx, p, dst);
+      FERRY_ASSERT_OK(ctx.AllocateHostData());
+      FERRY_ASSERT_OK(FillRandom(*a, 300 + seed++, -10.0f, 10.0f));
+      const std::string label = absl::StrCat(
+          a->ShapeString(), " perm ", perm[0], perm[1], perm[2], perm[3]);
+      ExpectMatchesReference(cont, 0.0, "cont " + label);
+      ExpectMatchesReference(cpy, 0.0, "cpy " + label);
+    } while (std::next_permutation(perm, perm + 4));
+  }
+}
+
 TEST_P(KernelsTest, Concat) {
   for (DType dtype : {DType::kF32, DType::kF16, DType::kI32}) {
     for (int dim = 0; dim < 4; ++dim) {
