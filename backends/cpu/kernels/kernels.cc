@@ -350,6 +350,23 @@ void ForEachSegment(const Tensor& t, int ith, int nth, Fn fn) {
     return p == parts ? ne0 : ne0 * p / parts / 16 * 16;
   };
   const Range units = Split(rows * parts, ith, nth);
+  if (parts == 1) {
+    // Whole rows: step the row index instead of dividing for each row
+    // (rows can be short: a head's 64 elements).
+    if (units.begin >= units.end) return;
+    RowIndex r = RowOf(t, units.begin);
+    for (int64_t u = units.begin; u < units.end; ++u) {
+      fn(r, int64_t{0}, ne0);
+      if (++r.i1 == t.ne[1]) {
+        r.i1 = 0;
+        if (++r.i2 == t.ne[2]) {
+          r.i2 = 0;
+          ++r.i3;
+        }
+      }
+    }
+    return;
+  }
   for (int64_t u = units.begin; u < units.end; ++u) {
     const int64_t part = u % parts;
     fn(RowOf(t, u / parts), boundary(part), boundary(part + 1));
@@ -752,6 +769,17 @@ bool CollapseCopyDims(const Tensor& src, const Tensor& dst, Tensor& src_out,
 
 void CopySameShape(const Tensor& src, const Tensor& dst, int ith, int nth) {
   if (TransposeCopy(src, dst, ith, nth)) return;
+  const int64_t es = src.ElementSize();
+  if (src.dtype == dst.dtype && src.nb[0] == es && dst.nb[0] == es) {
+    // Rows of bytes (attention's head-major to token-major copy: 512 of
+    // them per layer, 128 elements each): no per-row dispatch.
+    ForEachSegment(
+        dst, ith, nth, [&](const RowIndex& r, int64_t c0, int64_t c1) {
+          std::memcpy(RowPtr(dst, r) + c0 * es, RowPtr(src, r) + c0 * es,
+                      static_cast<size_t>((c1 - c0) * es));
+        });
+    return;
+  }
   ForEachSegment(dst, ith, nth, [&](const RowIndex& r, int64_t c0, int64_t c1) {
     vec::ConvertStrided(src.dtype, RowPtr(src, r) + c0 * src.nb[0], src.nb[0],
                         dst.dtype, RowPtr(dst, r) + c0 * dst.nb[0], dst.nb[0],
