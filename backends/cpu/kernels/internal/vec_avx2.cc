@@ -74,9 +74,32 @@ inline __m256 ExpClampedAvx2(__m256 x) {
   return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
 }
 
+// exp(-x) for silu as 2^t, t = -x log2(e) clamped like ExpClampedAvx2's
+// argument (so n stays in [-126, 127]): 2^(t - n) by its polynomial
+// (kExp2C*) times 2^n built in the exponent bits. Fewer multiplies than the
+// reduction by ln 2 in two steps, which bounds silu's throughput.
+inline __m256 ExpNegForSiluAvx2(__m256 x) {
+  __m256 t = _mm256_mul_ps(x, Broadcast(-kLog2e));
+  // min/max return their second operand when either is NaN: NaN stays.
+  t = _mm256_min_ps(Broadcast(kExpClampHi * kLog2e), t);
+  t = _mm256_max_ps(Broadcast(kExpLo * kLog2e), t);
+  const __m256 n =
+      _mm256_round_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  const __m256 f = _mm256_sub_ps(t, n);
+  __m256 p = Broadcast(kExp2C6);
+  p = _mm256_fmadd_ps(p, f, Broadcast(kExp2C5));
+  p = _mm256_fmadd_ps(p, f, Broadcast(kExp2C4));
+  p = _mm256_fmadd_ps(p, f, Broadcast(kExp2C3));
+  p = _mm256_fmadd_ps(p, f, Broadcast(kExp2C2));
+  p = _mm256_fmadd_ps(p, f, Broadcast(kExp2C1));
+  p = _mm256_fmadd_ps(p, f, Broadcast(1.0f));
+  const __m256i e = _mm256_slli_epi32(
+      _mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+  return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+}
+
 inline __m256 SiluAvx2(__m256 x) {
-  const __m256 e = ExpClampedAvx2(_mm256_sub_ps(_mm256_setzero_ps(), x));
-  return _mm256_div_ps(x, _mm256_add_ps(Broadcast(1.0f), e));
+  return _mm256_div_ps(x, _mm256_add_ps(Broadcast(1.0f), ExpNegForSiluAvx2(x)));
 }
 
 inline __m256 GeluAvx2(__m256 x) {

@@ -75,6 +75,14 @@ inline constexpr float kExpP2 = 8.3334519073e-3f;
 inline constexpr float kExpP3 = 4.1665795894e-2f;
 inline constexpr float kExpP4 = 1.6666665459e-1f;
 inline constexpr float kExpP5 = 5.0000001201e-1f;
+// 2^f for f in [-1/2, 1/2] (silu's exp(-x) as 2^(-x log2 e)): Taylor
+// coefficients (ln 2)^k / k!, k = 1..6; relative error < 2e-7.
+inline constexpr float kExp2C1 = 6.931471806e-01f;
+inline constexpr float kExp2C2 = 2.402265070e-01f;
+inline constexpr float kExp2C3 = 5.550410866e-02f;
+inline constexpr float kExp2C4 = 9.618129108e-03f;
+inline constexpr float kExp2C5 = 1.333355815e-03f;
+inline constexpr float kExp2C6 = 1.540353039e-04f;
 
 // sin/cos: x = j * pi/2 + y with |y| <= pi/4 (pi/2 split in three for an
 // exact reduction), then Cephes' minimax polynomials on [-pi/4, pi/4].

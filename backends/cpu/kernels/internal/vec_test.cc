@@ -120,6 +120,24 @@ TEST_P(VecIsaTest, ElementWiseMatchPortable) {
   }
 }
 
+// The activations at the ends of exp's range, where the vector paths clamp
+// or scale differently from the portable one: zeros, tiny, large, past
+// exp's overflow, infinities and NaN.
+TEST_P(VecIsaTest, ActivationsAtExtremesMatchPortable) {
+  const float inf = std::numeric_limits<float>::infinity();
+  std::vector<float> a;
+  for (float x : {0.0f, 1e-30f, 0.5f, 5.0f, 20.0f, 43.0f, 50.0f, 86.0f, 87.5f,
+                  88.0f, 88.8f, 89.0f, 100.0f, 1e30f, inf}) {
+    a.push_back(x);
+    a.push_back(-x);
+  }
+  a.push_back(kNaN);
+  const auto n = static_cast<int64_t>(a.size());
+  a.resize(a.size() + kGuard, kGuardValue);
+  Compare("silu", n, 2e-6f, [&](float* d) { SiluRow(a.data(), d, n); });
+  Compare("gelu", n, 2e-6f, [&](float* d) { GeluRow(a.data(), d, n); });
+}
+
 TEST_P(VecIsaTest, ReductionsMatchPortable) {
   std::mt19937 rng(2);
   for (int64_t n = 0; n <= kMaxLength; ++n) {
