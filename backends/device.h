@@ -84,6 +84,11 @@ class Device {
 
   // The type of the device's own memory.
   virtual BufferType* default_buffer_type() = 0;
+  // Where model loaders put weights this device computes with: a layout its
+  // kernels read faster, set and read back through the buffer in the
+  // logical layout (the CPU's panels, cpu_packed_buffer.h); by default the
+  // device's own memory.
+  virtual BufferType* weights_buffer_type() { return default_buffer_type(); }
   // Pinned host memory the device copies asynchronously; nullptr if none.
   virtual BufferType* host_buffer_type() { return nullptr; }
   // A buffer over host memory the device can use in place.

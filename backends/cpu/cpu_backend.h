@@ -46,7 +46,7 @@ class CpuDevice final : public Device {
   // The type weights should be placed in: matrices are stored in the GEMM's
   // panel layout when they are set, so mul_mat never re-packs them
   // (cpu_packed_buffer.h). Activations stay in default_buffer_type().
-  BufferType* weights_buffer_type() { return &packed_buffer_type_; }
+  BufferType* weights_buffer_type() override { return &packed_buffer_type_; }
   absl::StatusOr<std::unique_ptr<Buffer>> BufferFromHostPointer(
       void* data, size_t size) override;
   bool SupportsOp(const Tensor& node) const override;

@@ -144,7 +144,7 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Create(
   const int cpu = nb - 1;
   model->weight_bytes_.assign(nb, 0);
   for (int i = 0; i < nb; ++i) {
-    BufferType* type = backends[i]->device().default_buffer_type();
+    BufferType* type = backends[i]->device().weights_buffer_type();
     if (i == cpu && options.cpu_weights_type != nullptr) {
       type = options.cpu_weights_type;
     }

@@ -61,8 +61,11 @@ struct LlamaModelOptions {
   // CPU and the last layer's backend.
   int embedding_backend = -1;
   int output_backend = -1;
-  // Memory of the weights the CPU holds; nullptr: the CPU's own (pageable).
-  // A device's host_buffer_type() gives pinned weights.
+  // Memory of the weights the CPU holds; nullptr: the CPU's
+  // weights_buffer_type() (matrices in the GEMM's panels, packed once when
+  // loaded). The CPU's default_buffer_type() keeps them row-major in
+  // pageable memory; a device's host_buffer_type() gives pinned weights.
+  // Every other backend's weights go in its device's weights_buffer_type().
   BufferType* cpu_weights_type = nullptr;
   // The dtype of each weight, from its canonical name and the device that
   // holds it (a loader keeps a file's quantized blocks where that device

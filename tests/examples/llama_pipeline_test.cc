@@ -136,9 +136,21 @@ TEST_F(LlamaPipelineTest, SplitPlacesLayersOnEachBackend) {
             sims_[0]->device().default_buffer_type());
   EXPECT_EQ(cache->v(3)->buffer->type(),
             sims_[1]->device().default_buffer_type());
-  EXPECT_TRUE(model->tok_embd()->buffer->is_host());
+  // The CPU's weights (the token embedding here) go in its weights type:
+  // panels, packed once at load.
+  EXPECT_EQ(model->tok_embd()->buffer->type(),
+            cpu_->device().weights_buffer_type());
+  EXPECT_NE(cpu_->device().weights_buffer_type(),
+            cpu_->device().default_buffer_type());
   EXPECT_FALSE(
       LlamaModel::Create(kConfig, {cpu_.get()}, {.split = {1, 2}}).ok());
+  // cpu_weights_type keeps them row-major in host memory.
+  FERRY_ASSERT_OK_AND_ASSIGN(
+      auto plain,
+      LlamaModel::Create(
+          kConfig, {cpu_.get()},
+          {.cpu_weights_type = cpu_->device().default_buffer_type()}));
+  EXPECT_TRUE(plain->layers()[0].wq->buffer->is_host());
 }
 
 // Prompt then token-by-token generation through the engine's micro-batch
