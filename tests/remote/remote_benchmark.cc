@@ -10,8 +10,10 @@
 //                                harness builds it: 0 local CPU (2 threads),
 //                                1 the same two stages in one process (1
 //                                thread each), 2 two ferry_worker processes
-//                                (1 thread each); logits read after every
-//                                micro-batch (async, pinned), n_copies 4.
+//                                (1 thread each), 3 as 0 with the weights
+//                                row-major as the workers hold them (not
+//                                packed into panels); logits read after
+//                                every micro-batch (async, pinned), n_copies 4.
 // The transport is UCX_TLS's (tcp, or sm,self,tcp for shared memory):
 //   UCX_TLS=tcp ./bazelw run --config=opt //tests/remote:remote_benchmark
 #include <cstdio>
@@ -210,8 +212,13 @@ void BM_Llama8(benchmark::State& state) {
     owned.push_back(std::move(*b));
   };
   llama::LlamaModelOptions options;
-  if (mode == 0) {
+  if (mode == 0 || mode == 3) {
     add(GetCpuDevice().CreateBackend("threads=2"));
+    // Mode 3: weights row-major, as a worker holds them (its buffers are
+    // raw bytes the client writes; they are not packed into panels).
+    if (mode == 3) {
+      options.cpu_weights_type = GetCpuDevice().default_buffer_type();
+    }
   } else {
     if (mode == 1) {
       add(GetCpuDevice().CreateBackend("threads=1"));
@@ -271,12 +278,14 @@ void BM_Llama8(benchmark::State& state) {
   state.counters["upload_s"] = upload_s;
   state.SetLabel(mode == 0   ? "local cpu, 2 threads"
                  : mode == 1 ? "two stages in one process, 1 thread each"
-                             : "two ferry workers, 1 thread each");
+                 : mode == 2 ? "two ferry workers, 1 thread each"
+                             : "local cpu, 2 threads, row-major weights");
 }
 BENCHMARK(BM_Llama8)
     ->Arg(0)
     ->Arg(1)
     ->Arg(2)
+    ->Arg(3)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime()
     ->MinTime(3);
