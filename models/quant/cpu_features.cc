@@ -11,7 +11,8 @@ Isa DetectIsa() {
                     __builtin_cpu_supports("f16c");
   if (avx2 && __builtin_cpu_supports("avx512f") &&
       __builtin_cpu_supports("avx512bw") &&
-      __builtin_cpu_supports("avx512vl")) {
+      __builtin_cpu_supports("avx512vl") &&
+      __builtin_cpu_supports("avx512dq")) {
     return Isa::kAvx512;
   }
   return avx2 ? Isa::kAvx2 : Isa::kScalar;

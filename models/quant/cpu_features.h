@@ -1,5 +1,6 @@
-// Instruction sets the quantized kernels have paths for, and which of them
-// this CPU (and OS) supports.
+// Instruction sets ferry's CPU kernels have paths for, and which of them
+// this CPU (and OS) supports: the one detection the quantized kernels, the
+// CPU backend's GEMM and its row primitives all follow.
 #ifndef FERRY_MODELS_QUANT_CPU_FEATURES_H_
 #define FERRY_MODELS_QUANT_CPU_FEATURES_H_
 
@@ -11,7 +12,7 @@ namespace ferry::quant {
 enum class Isa {
   kScalar = 0,
   kAvx2 = 1,    // AVX2 + FMA + F16C.
-  kAvx512 = 2,  // AVX-512 F/BW/VL + FMA + F16C.
+  kAvx512 = 2,  // AVX-512 F/BW/VL/DQ + FMA + F16C.
 };
 
 // The widest ISA this CPU supports (detected once). Thread-safe.

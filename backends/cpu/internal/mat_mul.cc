@@ -6,23 +6,21 @@
 #include <vector>
 
 #include "ferry/backends/cpu/internal/mat_mul_impl.h"
+#include "ferry/models/quant/cpu_features.h"
 
 namespace ferry {
 namespace cpu_internal {
 namespace {
 
+// The same detection as the quantized kernels (models/quant/cpu_features.h).
 Isa DetectIsa() {
-  __builtin_cpu_init();
-  // __builtin_cpu_supports also checks that the OS saves the vector state.
-  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-      __builtin_cpu_supports("avx512vl") &&
-      __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("fma") &&
-      __builtin_cpu_supports("f16c")) {
-    return Isa::kAvx512;
-  }
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-      __builtin_cpu_supports("f16c")) {
-    return Isa::kAvx2;
+  switch (quant::BestIsa()) {
+    case quant::Isa::kAvx512:
+      return Isa::kAvx512;
+    case quant::Isa::kAvx2:
+      return Isa::kAvx2;
+    case quant::Isa::kScalar:
+      break;
   }
   return Isa::kGeneric;
 }
