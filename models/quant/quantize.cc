@@ -7,6 +7,8 @@
 #include "absl/strings/str_cat.h"
 #include "ferry/graph/dtype.h"
 #include "ferry/models/quant/block_formats.h"
+#include "ferry/models/quant/cpu_features.h"
+#include "ferry/models/quant/internal/quantize_avx2.h"
 #include "ferry/models/quant/internal/scales.h"
 
 namespace ferry::quant {
@@ -105,7 +107,7 @@ void QuantizeQ5_1(const float* x, BlockQ5_1* y, int64_t blocks) {
 }
 
 // Shared by q8_0 and q8_1: returns d and writes the 32 quants.
-float QuantizeQ8Block(const float* x, int8_t* qs) {
+float QuantizeQ8BlockScalar(const float* x, int8_t* qs) {
   float amax = 0;
   for (int j = 0; j < kQK; ++j) amax = std::max(amax, std::fabs(x[j]));
   const float d = amax / 127;
@@ -116,17 +118,29 @@ float QuantizeQ8Block(const float* x, int8_t* qs) {
   return d;
 }
 
+// QuantizeQ8BlockScalar, on AVX2 where the CPU has it (the activations of
+// every quantized mul_mat go through here), with the quants' sum.
+float QuantizeQ8Block(const float* x, int8_t* qs, int* sum) {
+  if (IsaSupported(Isa::kAvx2)) {
+    return quant_internal::QuantizeQ8BlockAvx2(x, qs, sum);
+  }
+  const float d = QuantizeQ8BlockScalar(x, qs);
+  *sum = 0;
+  for (int j = 0; j < kQK; ++j) *sum += qs[j];
+  return d;
+}
+
 void QuantizeQ8_0(const float* x, BlockQ8_0* y, int64_t blocks) {
+  int sum;
   for (int64_t b = 0; b < blocks; ++b, x += kQK) {
-    y[b].d = FloatToHalf(QuantizeQ8Block(x, y[b].qs));
+    y[b].d = FloatToHalf(QuantizeQ8Block(x, y[b].qs, &sum));
   }
 }
 
 void QuantizeQ8_1(const float* x, BlockQ8_1* y, int64_t blocks) {
   for (int64_t b = 0; b < blocks; ++b, x += kQK) {
-    const float d = QuantizeQ8Block(x, y[b].qs);
-    int sum = 0;
-    for (int j = 0; j < kQK; ++j) sum += y[b].qs[j];
+    int sum;
+    const float d = QuantizeQ8Block(x, y[b].qs, &sum);
     y[b].d = FloatToHalf(d);
     y[b].s = FloatToHalf(static_cast<float>(sum) * d);
   }

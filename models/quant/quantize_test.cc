@@ -16,6 +16,7 @@
 #include "ferry/models/quant/block_formats.h"
 #include "ferry/models/quant/cpu_features.h"
 #include "ferry/models/quant/dequantize.h"
+#include "ferry/models/quant/internal/quantize_avx2.h"
 #include "ferry/models/quant/quant_type.h"
 #include "ferry/runtime/status_matchers.h"
 #include "gtest/gtest.h"
@@ -155,6 +156,55 @@ TEST(QuantizeTest, Q8_1StoresScaledSum) {
     EXPECT_NEAR(F16ToF32(Half{q[b].s}), sum, std::fabs(sum) * 1e-3 + 1e-3);
   }
   for (int i = 0; i < 64; ++i) EXPECT_NEAR(back[i], x[i], 3.0f / 127);
+}
+
+// The AVX2 activation rounding against the scalar definition (d = max|x| /
+// 127, q = roundf(x / d)), byte for byte: random blocks of many magnitudes,
+// all-zero blocks, and exact halves (x / d = k + 0.5, which roundf takes
+// away from zero and round-to-nearest-even would not).
+TEST(QuantizeTest, Q8BlockAvx2MatchesScalarDefinition) {
+  if (!IsaSupported(Isa::kAvx2)) GTEST_SKIP() << "no AVX2 on this CPU";
+  std::mt19937 rng(5);
+  std::vector<std::vector<float>> blocks;
+  for (float scale : {1e-30f, 1e-3f, 1.0f, 7.0f, 1e4f}) {
+    for (int rep = 0; rep < 50; ++rep) {
+      std::uniform_real_distribution<float> dist(-scale, scale);
+      std::vector<float> x(kQK);
+      for (float& v : x) v = dist(rng);
+      blocks.push_back(x);
+    }
+  }
+  blocks.push_back(std::vector<float>(kQK, 0.0f));
+  std::vector<float> halves(kQK);
+  for (int j = 0; j < kQK; ++j) {
+    // amax 127 makes d = 1: each value is its own x / d.
+    halves[j] = j == 0 ? 127.0f : ((j % 2 ? 1 : -1) * (j * 3.5f + 0.5f));
+  }
+  halves[1] = 0.49999997f;
+  halves[2] = -1.4999999f;
+  blocks.push_back(halves);
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    const std::vector<float>& x = blocks[i];
+    float amax = 0;
+    for (float v : x) amax = std::max(amax, std::fabs(v));
+    const float d = amax / 127;
+    const float id = d != 0 ? 1.0f / d : 0.0f;
+    int8_t want[kQK];
+    int want_sum = 0;
+    for (int j = 0; j < kQK; ++j) {
+      want[j] = static_cast<int8_t>(std::roundf(x[j] * id));
+      want_sum += want[j];
+    }
+    int8_t got[kQK];
+    int got_sum = 0;
+    EXPECT_EQ(quant_internal::QuantizeQ8BlockAvx2(x.data(), got, &got_sum), d)
+        << "block " << i;
+    EXPECT_EQ(got_sum, want_sum) << "block " << i;
+    for (int j = 0; j < kQK; ++j) {
+      EXPECT_EQ(got[j], want[j])
+          << "block " << i << " j=" << j << " x=" << x[j];
+    }
+  }
 }
 
 TEST(QuantizeTest, RoundTripErrorWithinHalfAStep) {
