@@ -121,7 +121,10 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(
                          llama::LlamaKvCache::Create(model, n_cells));
   std::vector<int64_t> windows;
   if (o.window_buckets) {
-    for (int64_t w = o.min_window_bucket; w < shape.n_window; w *= 2) {
+    // Powers of two: at most twice the cells a batch needs, and few graphs.
+    // One within a quarter of the full window saves too little for a graph
+    // (512 beside 513).
+    for (int64_t w = o.min_window_bucket; 4 * w <= 3 * shape.n_window; w *= 2) {
       windows.push_back(w);
     }
   }

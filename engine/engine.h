@@ -15,7 +15,8 @@
 //     with n_copies in flight the sequences rotate through them;
 //   - runs each micro-batch on the smallest of a few window buckets (graphs
 //     that differ only in how many cache cells they attend over: powers of
-//     two from min_window_bucket up, then the full window) that holds the
+//     two from min_window_bucket up to 3/4 of the full window, then the
+//     full window) that holds the
 //     contexts of its sequences, narrowing it (LlamaBatchBuilder::Narrow):
 //     a short context does not gather, transpose and soft_max the whole
 //     window in every layer. Each bucket has its own scheduler, planned at
@@ -75,7 +76,7 @@ struct EngineOptions {
   // false: every micro-batch attends over the whole window.
   bool window_buckets = true;
   // The smallest bucket's window (a power of two, >= 2); larger buckets
-  // double it while they are smaller than the full window.
+  // double it while they are at most 3/4 of the full window.
   int64_t min_window_bucket = 64;
   bool static_batching = false;
   // Nanoseconds for Result times; default: the steady clock. (Programs on
