@@ -13,17 +13,20 @@
 //     flight across the pipeline stages. A sequence is in at most one
 //     micro-batch in flight (its next token depends on the last one), so
 //     with n_copies in flight the sequences rotate through them;
-//   - runs each micro-batch on the smallest of a few window buckets (graphs
-//     that differ only in how many cache cells they attend over: powers of
-//     two from min_window_bucket up to 3/4 of the full window, then the
-//     full window) that holds the
-//     contexts of its sequences, narrowing it (LlamaBatchBuilder::Narrow):
-//     a short context does not gather, transpose and soft_max the whole
-//     window in every layer. Each bucket has its own scheduler, planned at
-//     Create: a scheduler keeps one plan and replanning drains the
-//     pipeline, while micro-batches of different buckets are in flight
-//     together. A bucket costs its compute buffers and copy slots (smaller
-//     than the full window's) and one plan;
+//   - runs each micro-batch on the smallest of a few window buckets that
+//     holds its sequences' contexts (graphs that differ only in how many
+//     cache cells they attend over: powers of two from min_window_bucket
+//     up to 3/4 of the full window, then the full window), narrowing it
+//     (LlamaBatchBuilder::Narrow): a short context does not gather,
+//     transpose and soft_max the whole window in every layer. Each bucket
+//     has its own scheduler, planned at Create, since a scheduler keeps one
+//     plan and a new one drains its pipeline; so micro-batches of different
+//     buckets are in flight together. A bucket costs a plan (~2 ms for
+//     SmolLM2-135M) and its own compute and copy buffers (~6 MiB there,
+//     mostly the logits; smollm2_benchmark's BM_SmolLm2CreateEngine). Host
+//     weights that op offload registers with a device are pinned by the
+//     first bucket's scheduler; the others' registrations borrow those
+//     pages (CudaDevice::BufferFromHostPointer);
 //   - when the oldest micro-batch completes, samples each sequence's next
 //     token, streams it, finishes sequences (stop token, max_new_tokens, a
 //     full slot) and frees their slots.
