@@ -83,6 +83,13 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(
       options.batch_outputs < 0) {
     return bad("prefill_chunk, batch_window and batch_outputs must be >= 0");
   }
+  const int64_t min_bucket = options.min_window_bucket;
+  if (options.window_buckets &&
+      (min_bucket < 2 || min_bucket > (int64_t{1} << 20) ||
+       (min_bucket & (min_bucket - 1)) != 0)) {
+    return bad(absl::StrCat("min_window_bucket ", min_bucket,
+                            " must be a power of two in [2, 2^20]"));
+  }
   const int64_t n_cells =
       int64_t{options.max_sequences} * options.max_sequence_len + 1;
   if (n_cells > (int64_t{1} << 24)) {
@@ -112,12 +119,30 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(
   engine->slot_len_ = std::min(o.max_sequence_len, shape.n_window - 1);
   FERRY_ASSIGN_OR_RETURN(engine->cache_,
                          llama::LlamaKvCache::Create(model, n_cells));
-  FERRY_ASSIGN_OR_RETURN(engine->graph_, llama::BuildLlamaBatchGraph(
-                                             model, *engine->cache_, shape));
-  FERRY_ASSIGN_OR_RETURN(
-      engine->sched_,
-      Scheduler::Create(model.backends(), {.n_copies = o.n_copies}));
-  FERRY_RETURN_IF_ERROR(engine->sched_->AllocGraph(engine->graph_.graph));
+  std::vector<int64_t> windows;
+  if (o.window_buckets) {
+    // Powers of two: at most twice the cells a batch needs, and few graphs.
+    // One within a quarter of the full window saves too little for a graph
+    // (512 beside 513).
+    for (int64_t w = o.min_window_bucket; 4 * w <= 3 * shape.n_window; w *= 2) {
+      windows.push_back(w);
+    }
+  }
+  windows.push_back(shape.n_window);
+  // Schedulers keep their graph's address: the buckets never move.
+  engine->buckets_.reserve(windows.size());
+  for (int64_t w : windows) {
+    llama::LlamaBatchShape bucket_shape = shape;
+    bucket_shape.n_window = w;
+    Bucket& bucket = engine->buckets_.emplace_back();
+    FERRY_ASSIGN_OR_RETURN(
+        bucket.graph,
+        llama::BuildLlamaBatchGraph(model, *engine->cache_, bucket_shape));
+    FERRY_ASSIGN_OR_RETURN(
+        bucket.sched,
+        Scheduler::Create(model.backends(), {.n_copies = o.n_copies}));
+    FERRY_RETURN_IF_ERROR(bucket.sched->AllocGraph(bucket.graph.graph));
+  }
   for (int s = o.max_sequences - 1; s >= 0; --s) {
     engine->free_slots_.push_back(s);
   }
@@ -212,6 +237,12 @@ Task<absl::StatusOr<Result>> Engine::Generate(Request request) {
 void Engine::WaitIdle() {
   std::unique_lock<std::mutex> lock(mu_);
   cv_.wait(lock, [&] { return idle_ && incoming_.empty(); });
+}
+
+absl::Status Engine::Synchronize() {
+  absl::Status first;
+  for (Bucket& bucket : buckets_) first.Update(bucket.sched->Synchronize());
+  return first;
 }
 
 EngineStats Engine::stats() const {
@@ -334,8 +365,15 @@ bool Engine::FormMicroBatch(MicroBatch& mb) {
 }
 
 absl::Status Engine::SubmitMicroBatch(MicroBatch& mb) {
-  const llama::LlamaBatchBuilder& b = mb.builder;
-  const llama::LlamaBatchGraph& g = graph_;
+  llama::LlamaBatchBuilder& b = mb.builder;
+  // The smallest bucket whose window holds the sequences' entries and
+  // padding's; the last (the formed shape's) holds every batch.
+  auto bucket = std::find_if(
+      buckets_.begin(), buckets_.end() - 1, [&](const Bucket& candidate) {
+        return candidate.graph.shape.n_window >= b.window_used() + 1;
+      });
+  FERRY_RETURN_IF_ERROR(b.Narrow(bucket->graph.shape.n_window));
+  const llama::LlamaBatchGraph& g = bucket->graph;
   auto bytes = [](const auto& v) { return v.size() * sizeof(v[0]); };
   BatchIo io;
   io.In(*g.tokens, b.tokens().data(), bytes(b.tokens()))
@@ -345,9 +383,11 @@ absl::Status Engine::SubmitMicroBatch(MicroBatch& mb) {
       .In(*g.mask, b.mask().data(), bytes(b.mask()))
       .In(*g.out_rows, b.out_rows().data(), bytes(b.out_rows()))
       .Out(*g.logits, mb.logits.data(), bytes(mb.logits));
-  FERRY_ASSIGN_OR_RETURN(mb.done, sched_->Submit(g.graph, io));
+  FERRY_ASSIGN_OR_RETURN(mb.done, bucket->sched->Submit(g.graph, io));
   std::lock_guard<std::mutex> lock(mu_);
   ++stats_.micro_batches;
+  stats_.window_cells += g.shape.n_window;
+  ++stats_.micro_batches_by_window[g.shape.n_window];
   stats_.padded_tokens += b.tokens_left();
   for (const MicroBatch::Entry& e : mb.entries) {
     const int64_t prefill =

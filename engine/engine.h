@@ -9,11 +9,24 @@
 //     none is active, the baseline it is measured against);
 //   - forms micro-batches of one fixed shape (llama_batch.h) from every
 //     active sequence that is not already in flight: prefill chunks and
-//     decode tokens together, padded, so the scheduler plans once and keeps
-//     n_copies micro-batches in flight across the pipeline stages. A
-//     sequence is in at most one micro-batch in flight (its next token
-//     depends on the last one), so with n_copies in flight the sequences
-//     rotate through them;
+//     decode tokens together, padded, and keeps n_copies micro-batches in
+//     flight across the pipeline stages. A sequence is in at most one
+//     micro-batch in flight (its next token depends on the last one), so
+//     with n_copies in flight the sequences rotate through them;
+//   - runs each micro-batch on the smallest of a few window buckets that
+//     holds its sequences' contexts (graphs that differ only in how many
+//     cache cells they attend over: powers of two from min_window_bucket
+//     up to 3/4 of the full window, then the full window), narrowing it
+//     (LlamaBatchBuilder::Narrow): a short context does not gather,
+//     transpose and soft_max the whole window in every layer. Each bucket
+//     has its own scheduler, planned at Create, since a scheduler keeps one
+//     plan and a new one drains its pipeline; so micro-batches of different
+//     buckets are in flight together. A bucket costs a plan (~2 ms for
+//     SmolLM2-135M) and its own compute and copy buffers (~6 MiB there,
+//     mostly the logits; smollm2_benchmark's BM_SmolLm2CreateEngine). Host
+//     weights that op offload registers with a device are pinned by the
+//     first bucket's scheduler; the others' registrations borrow those
+//     pages (CudaDevice::BufferFromHostPointer);
 //   - when the oldest micro-batch completes, samples each sequence's next
 //     token, streams it, finishes sequences (stop token, max_new_tokens, a
 //     full slot) and frees their slots.
@@ -29,6 +42,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -61,6 +75,12 @@ struct EngineOptions {
   // Most prompt tokens of one sequence per micro-batch; 0: batch_tokens.
   int64_t prefill_chunk = 0;
   int n_copies = 4;  // Micro-batches in flight.
+  // Runs each micro-batch on the smallest window bucket that holds it;
+  // false: every micro-batch attends over the whole window.
+  bool window_buckets = true;
+  // The smallest bucket's window (a power of two, >= 2); larger buckets
+  // double it while they are at most 3/4 of the full window.
+  int64_t min_window_bucket = 64;
   bool static_batching = false;
   // Nanoseconds for Result times; default: the steady clock. (Programs on
   // simulated devices pass the modelled clock.)
@@ -72,6 +92,10 @@ struct EngineStats {
   int64_t prefill_tokens = 0;  // Prompt tokens computed.
   int64_t decode_tokens = 0;   // Generated tokens fed back.
   int64_t padded_tokens = 0;   // Token slots of micro-batches left empty.
+  // Window entries (cache cells) attended over, summed over micro-batches,
+  // and micro-batches by their window (bucket).
+  int64_t window_cells = 0;
+  std::map<int64_t, int64_t> micro_batches_by_window;
   int64_t max_in_flight = 0;
   int64_t requests_done = 0;
   int64_t requests_failed = 0;  // Cancelled or failed.
@@ -104,8 +128,9 @@ class RequestHandle {
 // Thread-safe. Does not own the model, which must outlive it.
 class Engine {
  public:
-  // Makes the KV cache, the micro-batch graph and a scheduler over the
-  // model's backends, plans the graph, and starts the batching thread.
+  // Makes the KV cache, the micro-batch graph of each window bucket with a
+  // scheduler over the model's backends, plans the graphs, and starts the
+  // batching thread.
   static absl::StatusOr<std::unique_ptr<Engine>> Create(
       const llama::LlamaModel& model, const EngineOptions& options);
   // Finishes the micro-batches in flight, fails the remaining requests with
@@ -127,8 +152,16 @@ class Engine {
 
   EngineStats stats() const;
   const EngineOptions& options() const { return options_; }
+  // The full window's shape (the largest bucket's).
   const llama::LlamaBatchShape& batch_shape() const { return shape_; }
-  Scheduler& scheduler() { return *sched_; }
+  // Window buckets, smallest first; the last is batch_shape().
+  int num_buckets() const { return static_cast<int>(buckets_.size()); }
+  const llama::LlamaBatchShape& bucket_shape(int bucket) const {
+    return buckets_[bucket].graph.shape;
+  }
+  Scheduler& scheduler(int bucket) { return *buckets_[bucket].sched; }
+  // Waits for every bucket's scheduler (see Scheduler::Synchronize).
+  absl::Status Synchronize();
   const llama::LlamaKvCache& kv_cache() const { return *cache_; }
   int64_t NowNanos() const { return options_.clock(); }
 
@@ -136,6 +169,11 @@ class Engine {
   friend class RequestHandle;
   struct Sequence;
   struct MicroBatch;
+  // A graph of one window size with the scheduler that runs it.
+  struct Bucket {
+    llama::LlamaBatchGraph graph;
+    std::unique_ptr<Scheduler> sched;
+  };
 
   Engine(const llama::LlamaModel& model, const EngineOptions& options);
   void Loop();
@@ -156,8 +194,7 @@ class Engine {
   llama::LlamaBatchShape shape_;
   int64_t slot_len_ = 0;  // Usable positions per sequence.
   std::unique_ptr<llama::LlamaKvCache> cache_;
-  llama::LlamaBatchGraph graph_;
-  std::unique_ptr<Scheduler> sched_;
+  std::vector<Bucket> buckets_;  // By window, ascending.
 
   mutable std::mutex mu_;
   std::condition_variable cv_;

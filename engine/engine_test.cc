@@ -1,6 +1,8 @@
 #include "ferry/engine/engine.h"
 
 #include <atomic>
+#include <cstdint>
+#include <map>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -168,8 +170,105 @@ TEST_F(EngineTest, GreedyTokensMatchFullRecompute) {
   const EngineStats stats = engine->stats();
   EXPECT_EQ(stats.requests_done, 6);
   EXPECT_GT(stats.max_in_flight, 1);  // Micro-batches were pipelined.
-  // One plan for every micro-batch.
-  EXPECT_EQ(engine->scheduler().stats().graphs_planned, 1);
+  // One plan per window bucket (64 and the full 161; 128 is within a
+  // quarter of 161), planned at Create: switching buckets never replans.
+  ASSERT_EQ(engine->num_buckets(), 2);
+  EXPECT_EQ(engine->bucket_shape(0).n_window, 64);
+  EXPECT_EQ(engine->bucket_shape(1).n_window, 161);
+  for (int b = 0; b < engine->num_buckets(); ++b) {
+    EXPECT_EQ(engine->scheduler(b).stats().graphs_planned, 1) << "bucket " << b;
+  }
+}
+
+// Window buckets change only how many cache cells each micro-batch attends
+// over, not what it computes: with buckets from 4 cells up, the same
+// requests (chunked prefill, six sequences in four slots, contexts of 3 to
+// 37 cells crossing several buckets, one request cancelled midway, pipelined
+// over two sims and the CPU) give the same greedy tokens as with the full
+// window alone, and logits that differ at most by rounding: the extra
+// entries are masked (exp(-inf) = 0 adds nothing), but a kernel may sum a
+// longer window in another order (on the CPU and sims here they come out
+// bit-identical).
+TEST_F(EngineTest, WindowBucketsGiveTheSameTokensAndLogits) {
+  struct Run {
+    std::vector<Result> results;
+    EngineStats stats;
+  };
+  auto run = [&](bool buckets) {
+    auto engine = MakeEngine({.max_sequences = 4,
+                              .max_sequence_len = 40,
+                              .batch_tokens = 8,
+                              .prefill_chunk = 5,
+                              .n_copies = 4,
+                              .window_buckets = buckets,
+                              .min_window_bucket = 4});
+    std::vector<Request> requests = MixedRequests(false);
+    for (size_t k = 0; k < requests.size(); ++k) {
+      // Every position: prefill chunks and decode steps alike.
+      const auto n = static_cast<int64_t>(requests[k].prompt.size()) +
+                     requests[k].max_new_tokens - 1;
+      for (int64_t p = 0; p < n; ++p) requests[k].logits_positions.push_back(p);
+    }
+    absl::Notification first_token;
+    Request endless{
+        .id = "endless", .prompt = Prompt(9, 6), .max_new_tokens = 1000};
+    endless.on_token = [&](int32_t) {
+      if (!first_token.HasBeenNotified()) first_token.Notify();
+    };
+    auto cancelled = engine->Submit(std::move(endless));
+    EXPECT_THAT(cancelled.status(), IsOk());
+    first_token.WaitForNotification();
+    std::vector<RequestHandle> handles;
+    for (Request& r : requests) {
+      auto h = engine->Submit(std::move(r));
+      EXPECT_THAT(h.status(), IsOk());
+      if (h.ok()) handles.push_back(std::move(*h));
+    }
+    cancelled->Cancel();
+    EXPECT_THAT(cancelled->Wait().status(),
+                StatusIs(absl::StatusCode::kCancelled));
+    Run out;
+    for (RequestHandle& h : handles) {
+      auto r = h.Wait();
+      EXPECT_THAT(r.status(), IsOk());
+      out.results.push_back(r.ok() ? std::move(*r) : Result{});
+    }
+    engine->WaitIdle();
+    out.stats = engine->stats();
+    return out;
+  };
+  const Run full = run(false);
+  const Run bucketed = run(true);
+  ASSERT_EQ(full.results.size(), 6u);
+  ASSERT_EQ(bucketed.results.size(), 6u);
+  for (size_t k = 0; k < full.results.size(); ++k) {
+    SCOPED_TRACE(absl::StrCat("request ", k));
+    EXPECT_EQ(bucketed.results[k].tokens, full.results[k].tokens);
+    const auto& want = full.results[k].logits;
+    const auto& got = bucketed.results[k].logits;
+    ASSERT_EQ(got.size(), want.size());
+    ASSERT_EQ(got.size(), 3 + 5 * k + 4 + k - 1);
+    for (size_t i = 0; i < got.size(); ++i) {
+      EXPECT_EQ(got[i].first, want[i].first);
+      EXPECT_LE(testing::Nmse(want[i].second, got[i].second), 1e-10)
+          << "position " << got[i].first;
+    }
+  }
+  // Without buckets, every micro-batch attends over the full window of
+  // min(4, 8) * 40 + 1 cells; with them, most over a small one.
+  EXPECT_EQ(full.stats.micro_batches_by_window,
+            (std::map<int64_t, int64_t>{{161, full.stats.micro_batches}}));
+  EXPECT_EQ(full.stats.window_cells, 161 * full.stats.micro_batches);
+  int64_t small = 0;
+  for (const auto& [window, count] : bucketed.stats.micro_batches_by_window) {
+    EXPECT_TRUE(window == 161 || (window >= 4 && (window & (window - 1)) == 0))
+        << window;
+    if (window <= 32) small += count;
+  }
+  EXPECT_GT(small, 0);
+  EXPECT_GT(bucketed.stats.micro_batches_by_window.size(), 2u);
+  EXPECT_LT(bucketed.stats.window_cells * 2, full.stats.window_cells);
+  EXPECT_EQ(bucketed.stats.requests_failed, 1);
 }
 
 // Sampled and greedy tokens do not depend on how requests were batched:
@@ -313,6 +412,20 @@ TEST_F(EngineTest, RejectsRequestsThatCanNeverRun) {
                        HasSubstr("model's context 64")));
   EXPECT_THAT(Engine::Create(*model_, {.n_copies = 0}).status(),
               StatusIs(absl::StatusCode::kInvalidArgument));
+  for (int64_t bad : {int64_t{0}, int64_t{1}, int64_t{48}, int64_t{1} << 21}) {
+    EXPECT_THAT(Engine::Create(
+                    *model_, {.max_sequence_len = 16, .min_window_bucket = bad})
+                    .status(),
+                StatusIs(absl::StatusCode::kInvalidArgument,
+                         HasSubstr("min_window_bucket")))
+        << bad;
+  }
+  // Without buckets the smallest one is never used.
+  EXPECT_THAT(Engine::Create(*model_, {.max_sequence_len = 16,
+                                       .window_buckets = false,
+                                       .min_window_bucket = 48})
+                  .status(),
+              IsOk());
 }
 
 // Destroying the engine with requests queued fails them, without hanging.

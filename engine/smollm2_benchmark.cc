@@ -35,9 +35,9 @@ struct Loaded {
   std::unique_ptr<Engine> engine;
 };
 
-// Loads the model (f32 weights when `f32`) and an engine whose fixed-shape
-// micro-batch holds `batch_tokens` tokens (a whole prompt, or the one token
-// of a decode step); an error status skips the benchmark.
+// Loads the model (f32 weights when `f32`) and, unless `batch_tokens` is 0,
+// an engine whose micro-batch holds `batch_tokens` tokens (a whole prompt,
+// or the one token of a decode step); an error status skips the benchmark.
 absl::Status Load(bool f32, int64_t batch_tokens, Loaded& out) {
   const auto path = gguf::testing::FindSmolLm2Gguf();
   if (!path) return absl::NotFoundError("no SmolLM2 GGUF (fetch_smollm2.sh)");
@@ -53,6 +53,7 @@ absl::Status Load(bool f32, int64_t batch_tokens, Loaded& out) {
                                     /*n_ctx=*/512);
   if (!model.ok()) return model.status();
   out.model = *std::move(model);
+  if (batch_tokens == 0) return absl::OkStatus();
   auto engine = Engine::Create(*out.model, {.max_sequences = 1,
                                             .max_sequence_len = 512,
                                             .batch_tokens = batch_tokens,
@@ -120,6 +121,47 @@ void BM_SmolLm2Generate64(benchmark::State& state) {
   state.SetLabel(state.range(0) == 1 ? "f32 weights" : "quantized weights");
 }
 BENCHMARK(BM_SmolLm2Generate64)
+    ->Arg(0)
+    ->Arg(1)
+    ->Unit(benchmark::kMillisecond)
+    ->MeasureProcessCPUTime()
+    ->UseRealTime();
+
+// What window buckets cost at Create: building and planning every bucket's
+// graph (Arg 1) or the full window's alone (Arg 0), for 32-token
+// micro-batches over one 512-cell slot, quantized weights. Counters: the
+// buckets, and the compute and copy buffers of all their schedulers.
+void BM_SmolLm2CreateEngine(benchmark::State& state) {
+  Loaded loaded;
+  if (absl::Status s = Load(false, 0, loaded); !s.ok()) {
+    state.SkipWithError(std::string(s.message()).c_str());
+    return;
+  }
+  const EngineOptions options{.max_sequences = 1,
+                              .max_sequence_len = 512,
+                              .batch_tokens = 32,
+                              .n_copies = 1,
+                              .window_buckets = state.range(0) == 1};
+  double buckets = 0;
+  double bytes = 0;
+  for (auto _ : state) {
+    auto engine = Engine::Create(*loaded.model, options);
+    if (!engine.ok()) {
+      state.SkipWithError(std::string(engine.status().message()).c_str());
+      return;
+    }
+    buckets = (*engine)->num_buckets();
+    bytes = 0;
+    for (int b = 0; b < (*engine)->num_buckets(); ++b) {
+      const SchedulerStats& stats = (*engine)->scheduler(b).stats();
+      for (size_t n : stats.compute_bytes) bytes += static_cast<double>(n);
+      for (size_t n : stats.copy_buffer_bytes) bytes += static_cast<double>(n);
+    }
+  }
+  state.counters["buckets"] = buckets;
+  state.counters["buffer_MiB"] = bytes / (1 << 20);
+}
+BENCHMARK(BM_SmolLm2CreateEngine)
     ->Arg(0)
     ->Arg(1)
     ->Unit(benchmark::kMillisecond)

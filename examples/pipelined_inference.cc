@@ -134,6 +134,9 @@ ABSL_FLAG(int64_t, batch_tokens, 8,
 ABSL_FLAG(int64_t, kv_window, 512,
           "Cache cells one micro-batch attends over (0: enough for full "
           "slots of every sequence in it).");
+ABSL_FLAG(bool, window_buckets, true,
+          "Run each micro-batch on the smallest window (powers of two from 64 "
+          "up to --kv_window) that holds its sequences' contexts.");
 ABSL_FLAG(bool, compare_static, false,
           "Also run static batches (a batch admitted only when the previous "
           "one finished), pipelined, for comparison.");
@@ -392,7 +395,7 @@ absl::StatusOr<RunResult> RunOnce(const llama::LlamaModel& model,
   r.wall_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0)
           .count();
-  FERRY_RETURN_IF_ERROR(eng->scheduler().Synchronize());
+  FERRY_RETURN_IF_ERROR(eng->Synchronize());
   if (config.trace) TraceRecorder::Global().SetEnabled(false);
   r.stats = eng->stats();
   r.seconds = static_cast<double>(t1 - t0) / 1e9;
@@ -733,6 +736,7 @@ absl::Status Run() {
                              ? std::max(absl::GetFlag(FLAGS_kv_window),
                                         options.max_sequence_len + 1)
                              : 0;
+  options.window_buckets = absl::GetFlag(FLAGS_window_buckets);
   if (const Device* device = backends.modelled; device != nullptr) {
     options.clock = [device] { return device->ClockNanos(); };
   }

@@ -113,11 +113,12 @@ absl::StatusOr<LlamaBatchGraph> BuildLlamaBatchGraph(
 
 LlamaBatchBuilder::LlamaBatchBuilder(const LlamaBatchShape& shape,
                                      int32_t pad_cell)
-    : shape_(shape), pad_cell_(pad_cell) {
+    : shape_(shape), full_window_(shape.n_window), pad_cell_(pad_cell) {
   Clear();
 }
 
 void LlamaBatchBuilder::Clear() {
+  shape_.n_window = full_window_;
   const auto nt = static_cast<size_t>(shape_.n_tokens);
   const auto nw = static_cast<size_t>(shape_.n_window);
   n_tokens_ = n_window_ = n_outputs_ = 0;
@@ -178,6 +179,32 @@ absl::StatusOr<std::vector<int>> LlamaBatchBuilder::Add(
   n_tokens_ += n;
   n_window_ += context;
   return rows;
+}
+
+absl::Status LlamaBatchBuilder::Narrow(int64_t n_window) {
+  if (n_window < n_window_ + 1 || n_window > shape_.n_window) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "llama batch: cannot narrow a window of ", shape_.n_window,
+        " entries with ", n_window_, " used (and padding's) to ", n_window));
+  }
+  const auto nt = static_cast<size_t>(shape_.n_tokens);
+  const auto from = static_cast<size_t>(shape_.n_window);
+  const auto to = static_cast<size_t>(n_window);
+  // Row t moves from t * from down to t * to, so moving rows in order never
+  // overwrites one not yet moved (row 0 stays).
+  for (size_t t = 0; t < nt; ++t) {
+    const float padding = mask_[t * from + from - 1];
+    if (t > 0) {
+      std::copy_n(mask_.begin() + static_cast<ptrdiff_t>(t * from), to - 1,
+                  mask_.begin() + static_cast<ptrdiff_t>(t * to));
+    }
+    mask_[t * to + to - 1] = padding;
+  }
+  mask_.resize(nt * to);
+  kv_window_.resize(to);
+  kv_window_[to - 1] = pad_cell_;
+  shape_.n_window = n_window;
+  return absl::OkStatus();
 }
 
 }  // namespace ferry::llama

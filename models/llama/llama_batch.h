@@ -1,9 +1,11 @@
 // The fixed-shape micro-batch graph the engine runs: tokens of several
 // sequences (prefill chunks and decode tokens together) over a KV cache.
 //
-// Every micro-batch has the same shape (n_tokens, n_window, n_outputs), so
-// the scheduler plans it once and keeps several in flight; what varies is
-// data, given as inputs:
+// Every micro-batch of one graph has the same shape (n_tokens, n_window,
+// n_outputs), so the scheduler plans it once and keeps several in flight
+// (the engine keeps a few graphs that differ only in n_window, and narrows a
+// batch to the smallest that holds it: LlamaBatchBuilder::Narrow); what
+// varies is data, given as inputs:
 //   tokens, pos   [n_tokens] i32: token ids and their positions;
 //   kv_dst        [n_tokens] i32: the cache cell each token's K/V goes to
 //                 (set_rows into every layer's cache);
@@ -73,8 +75,13 @@ class LlamaBatchBuilder {
 
   // Starts an empty batch (all padding).
   void Clear();
+  // The shape the values are laid out for: the constructor's, or the one
+  // Narrow chose since the last Clear.
+  const LlamaBatchShape& shape() const { return shape_; }
   int64_t tokens_used() const { return n_tokens_; }
   int64_t tokens_left() const { return shape_.n_tokens - n_tokens_; }
+  // Window entries the sequences added so far attend over.
+  int64_t window_used() const { return n_window_; }
   // Window entries left for sequences (the last one is padding's).
   int64_t window_left() const { return shape_.n_window - 1 - n_window_; }
   int64_t outputs_left() const { return shape_.n_outputs - n_outputs_; }
@@ -92,7 +99,15 @@ class LlamaBatchBuilder {
                                        absl::Span<const int32_t> cells,
                                        absl::Span<const int> logits_at);
 
-  // The values, sized for the graph's inputs.
+  // Lays the batch out for a graph whose window has `n_window` entries
+  // (a smaller window bucket of the same n_tokens and n_outputs): the
+  // sequences' entries stay where they are, padding's entry becomes the new
+  // last one, and the unused entries between are dropped. InvalidArgument
+  // unless window_used() + 1 <= n_window <= shape().n_window. Clear() goes
+  // back to the constructor's shape.
+  absl::Status Narrow(int64_t n_window);
+
+  // The values, sized for the graph's inputs (of shape()).
   const std::vector<int32_t>& tokens() const { return tokens_; }
   const std::vector<int32_t>& pos() const { return pos_; }
   const std::vector<int32_t>& kv_dst() const { return kv_dst_; }
@@ -102,6 +117,7 @@ class LlamaBatchBuilder {
 
  private:
   LlamaBatchShape shape_;
+  int64_t full_window_;  // The constructor's n_window.
   int32_t pad_cell_;
   int64_t n_tokens_ = 0;
   int64_t n_window_ = 0;

@@ -72,13 +72,19 @@ class LlamaBatchTest : public ::testing::Test {
 
 // Two sequences in slots of the cache, fed as chunked prefill beside each
 // other and then decoded together (with padding), give the logits of the
-// plain forward pass over each sequence's prefix at every step.
-TEST_F(LlamaBatchTest, MatchesFullForwardPassPerSequence) {
+// plain forward pass over each sequence's prefix at every step, on the full
+// window and narrowed to a smaller one.
+class LlamaBatchWindowTest : public LlamaBatchTest,
+                             public ::testing::WithParamInterface<int64_t> {};
+
+TEST_P(LlamaBatchWindowTest, MatchesFullForwardPassPerSequence) {
   FERRY_ASSERT_OK_AND_ASSIGN(auto cache,
                              LlamaKvCache::Create(*model_, 2 * kSlotLen + 1));
   const LlamaBatchShape shape{.n_tokens = 8, .n_window = 40, .n_outputs = 4};
+  LlamaBatchShape narrow = shape;
+  narrow.n_window = GetParam();  // The steps use at most 25 entries.
   FERRY_ASSERT_OK_AND_ASSIGN(LlamaBatchGraph g,
-                             BuildLlamaBatchGraph(*model_, *cache, shape));
+                             BuildLlamaBatchGraph(*model_, *cache, narrow));
   LlamaBatchBuilder batch(shape, /*pad_cell=*/2 * kSlotLen);
   const std::vector<int32_t> seqs[2] = {Tokens(14, 1), Tokens(11, 2)};
   // Slot s's position p is cell s * kSlotLen + p, except that sequence 1's
@@ -112,6 +118,7 @@ TEST_F(LlamaBatchTest, MatchesFullForwardPassPerSequence) {
           batch.Add(toks, step.begin[s], cells[s], {n - 1}));
       rows[s] = out[0];
     }
+    FERRY_ASSERT_OK(batch.Narrow(narrow.n_window));
     std::vector<float> logits(static_cast<size_t>(nv * shape.n_outputs));
     BatchIo io;
     io.In(*g.tokens, batch.tokens().data(), batch.tokens().size() * 4)
@@ -135,6 +142,9 @@ TEST_F(LlamaBatchTest, MatchesFullForwardPassPerSequence) {
   }
 }
 
+INSTANTIATE_TEST_SUITE_P(Windows, LlamaBatchWindowTest,
+                         ::testing::Values(40, 26));
+
 TEST(LlamaBatchBuilderTest, RefusesWhatDoesNotFit) {
   const LlamaBatchShape shape{.n_tokens = 4, .n_window = 6, .n_outputs = 2};
   LlamaBatchBuilder batch(shape, 99);
@@ -157,6 +167,45 @@ TEST(LlamaBatchBuilderTest, RefusesWhatDoesNotFit) {
   // it attends to the pad cell, which nothing writes.
   EXPECT_EQ(batch.kv_dst()[3], -1);
   EXPECT_EQ(batch.kv_window()[5], 99);
+}
+
+// Narrowing keeps the sequences' window entries and mask columns, moves
+// padding's entry last, and Clear() restores the full window.
+TEST(LlamaBatchBuilderTest, NarrowKeepsTheSequencesAndPadding) {
+  const LlamaBatchShape shape{.n_tokens = 4, .n_window = 10, .n_outputs = 2};
+  LlamaBatchBuilder batch(shape, 99);
+  const std::vector<int32_t> cells = {7, 6, 5, 4};
+  FERRY_ASSERT_OK_AND_ASSIGN(std::vector<int> rows,
+                             batch.Add({1, 2}, 1, cells, {1}));
+  FERRY_ASSERT_OK(batch.Add({3}, 0, {40}, {}).status());
+  EXPECT_EQ(batch.window_used(), 4);  // Positions 0..2, then 0.
+  const std::vector<float> full = batch.mask();
+  EXPECT_THAT(batch.Narrow(4), StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(batch.Narrow(11), StatusIs(absl::StatusCode::kInvalidArgument));
+  FERRY_ASSERT_OK(batch.Narrow(6));
+  EXPECT_EQ(batch.shape().n_window, 6);
+  EXPECT_EQ(batch.window_left(), 1);
+  EXPECT_EQ(batch.kv_window(), (std::vector<int32_t>{7, 6, 5, 40, 99, 99}));
+  ASSERT_EQ(batch.mask().size(), 4u * 6u);
+  for (int t = 0; t < 4; ++t) {
+    for (int w = 0; w < 5; ++w) {
+      EXPECT_EQ(batch.mask()[t * 6 + w], full[t * 10 + w]) << t << " " << w;
+    }
+    EXPECT_EQ(batch.mask()[t * 6 + 5], full[t * 10 + 9]) << t;
+  }
+  // Token 1 (position 2) sees entries 0..2; padding (token 3) only the last.
+  EXPECT_EQ(batch.mask()[1 * 6 + 2], 0.0f);
+  EXPECT_EQ(batch.mask()[1 * 6 + 3], -std::numeric_limits<float>::infinity());
+  EXPECT_EQ(batch.mask()[3 * 6 + 5], 0.0f);
+  // Narrowed to exactly what is used, nothing more fits.
+  FERRY_ASSERT_OK(batch.Narrow(5));
+  EXPECT_EQ(batch.kv_window(), (std::vector<int32_t>{7, 6, 5, 40, 99}));
+  EXPECT_THAT(batch.Add({1}, 0, {3}, {}),
+              StatusIs(absl::StatusCode::kOutOfRange));
+  batch.Clear();
+  EXPECT_EQ(batch.shape().n_window, 10);
+  EXPECT_EQ(batch.mask().size(), 4u * 10u);
+  EXPECT_EQ(batch.window_left(), 9);
 }
 
 TEST(LlamaBatchShapeTest, Validates) {
