@@ -66,6 +66,9 @@ struct LlamaModelOptions {
   // loaded). The CPU's default_buffer_type() keeps them row-major in
   // pageable memory; a device's host_buffer_type() gives pinned weights.
   // Every other backend's weights go in its device's weights_buffer_type().
+  // An untied token embedding is packed with the rest: get_rows then
+  // gathers a row from panels (a cache line per element), small next to
+  // the matrices' traffic.
   BufferType* cpu_weights_type = nullptr;
   // The dtype of each weight, from its canonical name and the device that
   // holds it (a loader keeps a file's quantized blocks where that device
