@@ -719,11 +719,10 @@ bool TransposeCopy(const Tensor& src, const Tensor& dst, int ith, int nth) {
 
 // Describes the same-shape copy src -> dst with fewer dimensions: drops
 // those of size 1 and merges neighbours that are contiguous in both
-// (src.nb[d] == src.nb[p] * ne[p], same for dst). Returns false when nothing
-// changes. A permuted view with a size-1 dimension innermost (attention's V
-// transpose at one token) becomes one contiguous row instead of a row per
-// element.
-bool CollapseCopyDims(const Tensor& src, const Tensor& dst, Tensor& src_out,
+// (src.nb[d] == src.nb[p] * ne[p], same for dst). A permuted view with a
+// size-1 dimension innermost (attention's V transpose at one token) becomes
+// one contiguous row instead of a row per element. src must not be empty.
+void CollapseCopyDims(const Tensor& src, const Tensor& dst, Tensor& src_out,
                       Tensor& dst_out) {
   std::array<int64_t, kMaxDims> ne{}, src_nb{}, dst_nb{};
   int n = 0;
@@ -739,13 +738,6 @@ bool CollapseCopyDims(const Tensor& src, const Tensor& dst, Tensor& src_out,
     dst_nb[n] = dst.nb[d];
     ++n;
   }
-  bool same = true;
-  for (int d = 0; d < kMaxDims; ++d) {
-    same = same && (d < n ? ne[d] == src.ne[d] && src_nb[d] == src.nb[d] &&
-                                dst_nb[d] == dst.nb[d]
-                          : src.ne[d] == 1);
-  }
-  if (same) return false;
   if (n == 0) {  // One element.
     ne[0] = 1;
     src_nb[0] = src.ElementSize();
@@ -764,7 +756,6 @@ bool CollapseCopyDims(const Tensor& src, const Tensor& dst, Tensor& src_out,
     out->ne = ne;
     out->nb = *nb;
   }
-  return true;
 }
 
 void CopySameShape(const Tensor& src, const Tensor& dst, int ith, int nth) {
@@ -793,10 +784,8 @@ void CopyKernel(const Tensor& src, const Tensor& dst, int ith, int nth) {
   if (src.ne == dst.ne) {
     if (src.NumElements() == 0) return;
     Tensor src_c, dst_c;
-    if (CollapseCopyDims(src, dst, src_c, dst_c)) {
-      return CopySameShape(src_c, dst_c, ith, nth);
-    }
-    return CopySameShape(src, dst, ith, nth);
+    CollapseCopyDims(src, dst, src_c, dst_c);
+    return CopySameShape(src_c, dst_c, ith, nth);
   }
   const int64_t total = dst.NumElements();
   if (total == 0) return;
