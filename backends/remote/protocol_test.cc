@@ -128,6 +128,12 @@ TEST(WireGraphTest, ExtentArithmeticDoesNotOverflow) {
   t.ne[2] = 0;
   FERRY_ASSERT_OK_AND_ASSIGN(extent, CheckedExtent(t));
   EXPECT_EQ(extent, 0u);
+  // Four dims of up to 2^40 each: their product (2^136 here) must not wrap
+  // to zero elements (found by the fuzzer).
+  t.ne = {int64_t{1} << 38, int64_t{1} << 32, int64_t{1} << 32,
+          int64_t{1} << 34};
+  t.nb = {4, 256, 16384, 16384};
+  EXPECT_THAT(CheckedExtent(t), Not(IsOk()));
 }
 
 }  // namespace

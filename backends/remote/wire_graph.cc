@@ -113,12 +113,18 @@ absl::StatusOr<uint64_t> CheckedExtent(const Tensor& t) {
     return absl::InvalidArgumentError(absl::StrCat(
         "'", t.name, "': ne[0] = ", t.ne[0], " is not whole blocks"));
   }
+  for (int i = 0; i < kMaxDims; ++i) {
+    if (t.ne[i] == 0) return 0;
+  }
+  // Checked after each factor, so the product never wraps (2^48 * 2^40 fits
+  // in 128 bits; four factors of 2^40 would not).
   unsigned __int128 elements = 1;
-  for (int i = 0; i < kMaxDims; ++i) elements *= static_cast<uint64_t>(t.ne[i]);
-  if (elements == 0) return 0;
-  if (elements > (unsigned __int128)1 << 48) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("'", t.name, "': over 2^48 elements"));
+  for (int i = 0; i < kMaxDims; ++i) {
+    elements *= static_cast<uint64_t>(t.ne[i]);
+    if (elements > (unsigned __int128)1 << 48) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("'", t.name, "': over 2^48 elements"));
+    }
   }
   unsigned __int128 extent = static_cast<uint64_t>(t.ElementSize());
   extent += static_cast<unsigned __int128>(t.ne[0] / block - 1) *
