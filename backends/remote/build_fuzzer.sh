@@ -17,6 +17,8 @@ clang++ -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined \
   "$root/backends/remote/wire_graph.cc" \
   "$root/backends/buffer.cc" \
   "$root/backends/host_buffer.cc" \
+  "$root/backends/cpu/cpu_packed_buffer.cc" \
+  "$root/backends/cpu/internal/packed_layout.cc" \
   "$root/graph/tensor.cc" "$root/graph/dtype.cc" "$root/graph/op.cc" \
   $(pkg-config --libs absl_status absl_statusor absl_strings absl_str_format \
     absl_raw_hash_set absl_hash) \
@@ -25,8 +27,12 @@ echo "built $out"
 if [ "$seconds" -gt 0 ]; then
   corpus="$(mktemp -d)"
   "$out" -runs=0 "$corpus" >/dev/null 2>&1 || true
-  # Seeds: a wire graph (scale of a placed x) and a set_tensor header.
+  # Seeds: a wire graph (scale of a placed x), a set_tensor header and a
+  # tensor ref (a [64, 64] f32 weight at offset 0, named "w").
   printf '\003\002\000\000\000' > "$corpus/graph_header"
-  printf '\000\006\045\001\000\000\001\000\000\000\000\000\000\000' > "$corpus/cmd"
+  printf '\000\006\065\221\000\000\001\000\000\000\000\000\000\000' > "$corpus/cmd"
+  z6='\000\000\000\000\000\000'
+  z7="\\000$z6"
+  printf "\\005\\000\\100$z7\\100$z7\\001$z7\\001$z7\\004$z7\\000\\001$z6\\000\\100$z6\\000\\100$z6\\000$z7\\000\\001\\000\\000\\000w" > "$corpus/ref"
   "$out" -max_total_time="$seconds" -max_len=4096 "$corpus"
 fi

@@ -1,5 +1,6 @@
 // libFuzzer target for what a worker decodes from the network: command and
-// reply headers, device infos and wire graphs (against two real buffers).
+// reply headers, device infos, wire graphs (against two real buffers) and
+// tensor refs (against a buffer of the CPU's packed weights type).
 // A decoded graph's every tensor is read in full, so ASan catches an extent
 // the decoder let out of its buffer; a decoded header must re-encode to
 // itself. Built and run by backends/remote/build_fuzzer.sh (clang), as CI
@@ -11,6 +12,7 @@
 #include <memory>
 #include <vector>
 
+#include "ferry/backends/cpu/cpu_packed_buffer.h"
 #include "ferry/backends/host_buffer.h"
 #include "ferry/backends/remote/protocol.h"
 #include "ferry/backends/remote/wire_graph.h"
@@ -55,6 +57,7 @@ std::string ValidGraph() {
     w.U8(1);
     w.U64(2);
     w.U64(i * 64);
+    w.U8(0);  // Not a view.
     w.Str(i == 0 ? "x" : "y");
   }
   w.U32(1);
@@ -67,7 +70,7 @@ std::string ValidGraph() {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
   const absl::string_view in(reinterpret_cast<const char*>(data) + 1, size - 1);
-  switch (data[0] % 5) {
+  switch (data[0] % 6) {
     case 0: {
       auto m = DecodeCommand(in);
       if (m.ok() && EncodeCommand(*m) != in) std::abort();
@@ -115,6 +118,25 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       auto graph = DecodeGraph(blob, &ref);
       if (blob == *valid && !graph.ok()) std::abort();  // The seed decodes.
       if (graph.ok()) CheckGraph(**graph);
+      break;
+    }
+    case 5: {
+      // A ref the worker accepts lies inside the buffer as the type lays
+      // it out: read all of that.
+      static ferry::CpuPackedBufferType* type =
+          new ferry::CpuPackedBufferType(nullptr);
+      static ferry::Buffer* packed = type->Allocate(1 << 16)->release();
+      auto ref = ferry::remote::DecodeTensorRef(in, packed);
+      if (ref.ok()) {
+        const ferry::Tensor& t = (*ref)->tensor;
+        const size_t bytes = t.view_src != nullptr
+                                 ? static_cast<size_t>(t.NumBytes())
+                                 : type->AllocSize(t);
+        static std::vector<char>* sink = new std::vector<char>(1 << 16);
+        if (bytes > sink->size()) std::abort();
+        if (bytes > 0) std::memcpy(sink->data(), t.data, bytes);
+      }
+      (void)ferry::remote::DecodeTensorRef(in, nullptr);
       break;
     }
   }

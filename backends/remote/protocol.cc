@@ -25,7 +25,7 @@ uint32_t CommandFields(Cmd cmd) {
     case Cmd::kHello:
       return kFValue | kFByte | kFText;
     case Cmd::kAllocBuffer:
-      return kS | kFReq | kFDevice | kFSize;
+      return kS | kFReq | kFDevice | kFSize | kFByte;
     case Cmd::kFreeBuffer:
       return kS | kFBuffer;
     case Cmd::kCreateStream:
@@ -33,11 +33,11 @@ uint32_t CommandFields(Cmd cmd) {
     case Cmd::kDestroyStream:
       return kS | kFStream;
     case Cmd::kSetTensor:
-      return kS | kFStream | kRange | kFByte;
+      return kS | kFStream | kRange | kFByte | kFBlob;
     case Cmd::kGetTensor:
-      return kS | kFReq | kFStream | kRange;
+      return kS | kFReq | kFStream | kRange | kFBlob;
     case Cmd::kMemset:
-      return kS | kFReq | kRange | kFByte;
+      return kS | kFReq | kRange | kFByte | kFBlob;
     case Cmd::kCopyLocal:
       return kS | kFStream | kFSrcStream | kFSrcBuffer | kFSrcOffset | kRange;
     case Cmd::kDefineGraph:
@@ -61,7 +61,7 @@ uint32_t CommandFields(Cmd cmd) {
     case Cmd::kRecvFromPeer:
       return kS | kFStream | kRange | kFId;
     case Cmd::kLoadFile:
-      return kS | kFStream | kRange | kFText | kFValue;
+      return kS | kFStream | kRange | kFText | kFValue | kFBlob;
     case Cmd::kPing:
       return kS | kFReq;
     case Cmd::kSupportsOp:
@@ -72,6 +72,8 @@ uint32_t CommandFields(Cmd cmd) {
       return kS | kFReq;
     case Cmd::kBlobPart:
       return kS | kFBlob;
+    case Cmd::kAllocSize:
+      return kS | kFReq | kFDevice | kFBlob;
   }
   return 0;
 }
@@ -100,7 +102,7 @@ absl::string_view CmdName(Cmd cmd) {
       "launch",        "record",         "wait_stream",  "wait_gate",
       "signal_gate",   "reset_stream",   "send_to_peer", "recv_from_peer",
       "load_file",     "ping",           "supports_op",  "peer_data",
-      "stats",         "blob_part"};
+      "stats",         "blob_part",      "alloc_size"};
   const size_t i = static_cast<size_t>(cmd);
   return i < sizeof(kNames) / sizeof(kNames[0]) ? kNames[i] : "invalid";
 }
@@ -288,6 +290,8 @@ std::string EncodeDeviceInfos(const std::vector<DeviceInfo>& infos) {
     w.U64(d.alignment);
     w.U64(d.max_size);
     w.Str(d.description);
+    w.Str(d.weights_type);
+    w.U64(d.weights_alignment);
   }
   return std::move(w.out());
 }
@@ -312,10 +316,14 @@ absl::StatusOr<std::vector<DeviceInfo>> DecodeDeviceInfos(
     FERRY_RETURN_IF_ERROR(r.U64(&d.alignment));
     FERRY_RETURN_IF_ERROR(r.U64(&d.max_size));
     FERRY_RETURN_IF_ERROR(r.Str(&d.description, kMaxText, "description"));
-    if (d.alignment == 0 || (d.alignment & (d.alignment - 1)) != 0 ||
-        d.alignment > 4096) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("device '", d.name, "': alignment ", d.alignment));
+    FERRY_RETURN_IF_ERROR(r.Str(&d.weights_type, 64, "weights type"));
+    FERRY_RETURN_IF_ERROR(r.U64(&d.weights_alignment));
+    for (uint64_t alignment : {d.alignment, d.weights_alignment}) {
+      if (alignment == 0 || (alignment & (alignment - 1)) != 0 ||
+          alignment > 4096) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("device '", d.name, "': alignment ", alignment));
+      }
     }
   }
   if (!r.done()) return absl::InvalidArgumentError("bytes after devices");

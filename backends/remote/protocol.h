@@ -28,7 +28,7 @@
 
 namespace ferry::remote {
 
-inline constexpr uint32_t kProtocolVersion = 1;
+inline constexpr uint32_t kProtocolVersion = 2;
 
 enum AmId : unsigned { kAmCommand = 1, kAmReply = 2, kAmPeer = 3 };
 
@@ -36,14 +36,16 @@ enum AmId : unsigned { kAmCommand = 1, kAmReply = 2, kAmPeer = 3 };
 // by `seq` and answered only through kRecord's kSignaled / kStreamFailed.
 enum class Cmd : uint8_t {
   kHello = 1,      // text: token, value: version, byte: role (Role)
-  kAllocBuffer,    // req, device, size
+  kAllocBuffer,    // req, device, size, byte: 1 for the device's weights
+                   // type (DeviceInfo::weights_type), else its default
   kFreeBuffer,     // buffer
   kCreateStream,   // req, device, text: backend params
   kDestroyStream,  // stream
   kSetTensor,      // stream, buffer, offset, size, byte: 1 to read the
-                   // bytes in stream order (rendezvous); payload: the bytes
-  kGetTensor,      // req, stream, buffer, offset, size
-  kMemset,         // req, buffer, offset, size, byte
+                   // bytes in stream order (rendezvous), blob: a tensor ref
+                   // or empty (below); payload: the bytes
+  kGetTensor,      // req, stream, buffer, offset, size, blob: as kSetTensor
+  kMemset,         // req, buffer, offset, size, byte, blob: as kSetTensor
   kCopyLocal,      // stream, src_stream, src_buffer, src_offset, buffer,
                    // offset, size
   kDefineGraph,    // req, device, blob: wire graph
@@ -58,15 +60,24 @@ enum class Cmd : uint8_t {
                    // value: peer session, id: transfer
   kRecvFromPeer,   // stream, buffer, offset, size, id: transfer
   kLoadFile,       // stream, buffer, offset, size, text: path, value: file
-                   // offset
+                   // offset, blob: as kSetTensor
   kPing,           // req
   kSupportsOp,     // req, device, blob: wire graph of one node (no places)
   kPeerData,       // (peer) value: session, id: transfer, code, text;
                    // payload: the bytes when code is OK
   kStats,          // req
   kBlobPart,       // blob: leading bytes of the next command's blob
-  kLast = kBlobPart,
+  kAllocSize,      // req, device, blob: a tensor ref (unplaced); the reply's
+                   // value is the bytes the weights type gives it
+  kLast = kAllocSize,
 };
+
+// Byte ranges of kSetTensor, kGetTensor, kMemset and kLoadFile are buffer
+// offsets. With an empty blob they are raw bytes; a weights-type buffer
+// needs a tensor ref (wire_graph.h) naming the tensor the range is part of,
+// and then the bytes are the tensor's logical (row-major) bytes, placed as
+// the worker's type lays the tensor out (the CPU: in panels). Copies between
+// buffers (kCopyLocal, kSendToPeer, kRecvFromPeer) take no weights buffer.
 
 enum class Role : uint8_t { kClient = 1, kPeer = 2 };
 
@@ -153,6 +164,10 @@ struct DeviceInfo {
   uint64_t alignment = 64;
   uint64_t max_size = 0;
   std::string description;
+  // The device's weights_buffer_type() when it is not its default type (e.g.
+  // "cpu_packed"), else empty; its alignment.
+  std::string weights_type;
+  uint64_t weights_alignment = 64;
 };
 std::string EncodeDeviceInfos(const std::vector<DeviceInfo>& infos);
 absl::StatusOr<std::vector<DeviceInfo>> DecodeDeviceInfos(

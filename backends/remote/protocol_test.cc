@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "ferry/backends/cpu/cpu_packed_buffer.h"
 #include "ferry/backends/host_buffer.h"
 #include "ferry/backends/remote/wire_graph.h"
 #include "ferry/graph/context.h"
@@ -112,6 +113,92 @@ TEST(WireGraphTest, RoundTripsPlacedNodesAndChecksExtents) {
   FERRY_ASSERT_OK_AND_ASSIGN(std::string query, EncodeNodes(nodes, nullptr));
   FERRY_EXPECT_OK(DecodeGraph(query, nullptr).status());
   EXPECT_THAT(DecodeGraph(query, &look), Not(IsOk()));
+}
+
+TEST(WireGraphTest, ALeafViewCarriesItsSource) {
+  HostBufferType type("test", 64, nullptr);
+  FERRY_ASSERT_OK_AND_ASSIGN(auto buffer, type.Allocate(4096));
+  Context ctx;
+  FERRY_ASSERT_OK_AND_ASSIGN(Tensor * w,
+                             ctx.NewTensor(DType::kF32, {16, 32}, "w"));
+  FERRY_ASSERT_OK_AND_ASSIGN(Tensor * v,
+                             View2D(ctx, w, 16, 8, w->nb[1], 4 * w->nb[1]));
+  FERRY_ASSERT_OK_AND_ASSIGN(Tensor * y, Scale(ctx, v, 2.0f));
+  w->data = static_cast<char*>(buffer->base()) + 1024;
+  v->data = static_cast<char*>(w->data) + 4 * w->nb[1];
+  y->data = buffer->base();
+  auto locate = [&](const Tensor& t) -> absl::StatusOr<WirePlace> {
+    return WirePlace{1,
+                     static_cast<uint64_t>(static_cast<char*>(t.data) -
+                                           static_cast<char*>(buffer->base()))};
+  };
+  WireLocate ref = locate;
+  Tensor* nodes[] = {y};
+  FERRY_ASSERT_OK_AND_ASSIGN(std::string blob, EncodeNodes(nodes, &ref));
+  auto lookup = [&](uint64_t) -> absl::StatusOr<Buffer*> {
+    return buffer.get();
+  };
+  WireLookup look = lookup;
+  FERRY_ASSERT_OK_AND_ASSIGN(auto graph, DecodeGraph(blob, &look));
+  const Tensor& leaf = *graph->nodes[0]->src[0];
+  ASSERT_NE(leaf.view_src, nullptr);
+  EXPECT_EQ(leaf.view_src->ne, w->ne);
+  EXPECT_EQ(leaf.view_src->data, static_cast<char*>(buffer->base()) + 1024);
+  EXPECT_EQ(leaf.data, static_cast<char*>(buffer->base()) + 1024 + 4 * 64);
+  // A source whose bytes leave the buffer is refused like any tensor.
+  w->data = static_cast<char*>(buffer->base()) + 4000;
+  FERRY_ASSERT_OK_AND_ASSIGN(blob, EncodeNodes(nodes, &ref));
+  EXPECT_THAT(DecodeGraph(blob, &look),
+              StatusIs(absl::StatusCode::kOutOfRange, HasSubstr("w")));
+}
+
+// A tensor ref is checked against the buffer as its type lays the tensor
+// out: a CPU weight of 520 rows takes 576 rows of panels.
+TEST(WireGraphTest, TensorRefsFitTheirTypesLayout) {
+  CpuPackedBufferType type(nullptr);
+  Tensor w;
+  w.dtype = DType::kF32;
+  w.ne = {16, 520, 1, 1};
+  w.nb = ContiguousStrides(w.dtype, w.ne);
+  w.name = "w";
+  const size_t packed = type.AllocSize(w);
+  ASSERT_EQ(packed, 16u * 576 * 4);
+  FERRY_ASSERT_OK_AND_ASSIGN(auto buffer, type.Allocate(packed + 64));
+  FERRY_ASSERT_OK_AND_ASSIGN(
+      auto ref,
+      DecodeTensorRef(EncodeTensorRef(w, 64, nullptr, 0), buffer.get()));
+  EXPECT_EQ(ref->offset, 64u);
+  EXPECT_EQ(ref->tensor.data, static_cast<char*>(buffer->base()) + 64);
+  EXPECT_EQ(ref->tensor.buffer, buffer.get());
+  EXPECT_EQ(ref->tensor.ne, w.ne);
+  EXPECT_EQ(ref->tensor.name, "w");
+  // Its logical bytes would fit at 128; its panels do not.
+  EXPECT_THAT(
+      DecodeTensorRef(EncodeTensorRef(w, 128, nullptr, 0), buffer.get()),
+      StatusIs(absl::StatusCode::kOutOfRange, HasSubstr("'w'")));
+  // A view names its source, which is checked too.
+  Tensor v = w;
+  v.ne = {16, 64, 1, 1};
+  v.name = "v";
+  FERRY_ASSERT_OK_AND_ASSIGN(
+      ref, DecodeTensorRef(EncodeTensorRef(v, 64 + 16 * 4 * 32, &w, 64),
+                           buffer.get()));
+  ASSERT_NE(ref->tensor.view_src, nullptr);
+  EXPECT_EQ(ref->tensor.view_src->data,
+            static_cast<char*>(buffer->base()) + 64);
+  EXPECT_EQ(GetPackedState(ref->tensor), PackedState::kViewOfPacked);
+  EXPECT_THAT(DecodeTensorRef(EncodeTensorRef(v, 64, &w, 128), buffer.get()),
+              StatusIs(absl::StatusCode::kOutOfRange));
+  // Unplaced, for a size query; trailing bytes and bad dtypes refused.
+  FERRY_ASSERT_OK_AND_ASSIGN(
+      ref, DecodeTensorRef(EncodeTensorRef(w, 0, nullptr, 0), nullptr));
+  EXPECT_EQ(ref->tensor.data, nullptr);
+  EXPECT_THAT(DecodeTensorRef(EncodeTensorRef(w, 0, nullptr, 0) + "x", nullptr),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  std::string bad = EncodeTensorRef(w, 0, nullptr, 0);
+  bad[0] = static_cast<char>(200);
+  EXPECT_THAT(DecodeTensorRef(bad, nullptr),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("dtype")));
 }
 
 TEST(WireGraphTest, ExtentArithmeticDoesNotOverflow) {

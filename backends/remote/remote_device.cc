@@ -8,10 +8,12 @@
 #include <set>
 #include <utility>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/synchronization/mutex.h"
 #include "ferry/backends/host_buffer.h"
 #include "ferry/backends/remote/address.h"
 #include "ferry/backends/remote/connection.h"
@@ -37,21 +39,37 @@ Message Command(Cmd cmd) {
   return m;
 }
 
+// Largest piece of a weight one set or load command carries.
+constexpr size_t kWeightPiece = size_t{32} << 20;
+
 // Opaque addresses for remote buffers: distinct, never dereferenced.
 std::atomic<uint64_t> next_remote_address{uint64_t{1} << 44};
 
+// The worker device's memory: its default type, or (`weights`) its weights
+// type (DeviceInfo::weights_type), whose tensors the worker lays out itself
+// (the CPU's panels): their sizes come from the worker, and every transfer
+// names its tensor. Thread-safe.
 class RemoteBufferType final : public BufferType {
  public:
-  explicit RemoteBufferType(RemoteDevice* device) : device_(device) {}
-  absl::string_view name() const override;
+  RemoteBufferType(RemoteDevice* device, std::string name, bool weights)
+      : device_(device), name_(std::move(name)), weights_(weights) {}
+  absl::string_view name() const override { return name_; }
   size_t alignment() const override;
   size_t max_size() const override;
+  size_t AllocSize(const Tensor& tensor) const override;
   bool is_host() const override { return false; }
   Device* device() const override;
   absl::StatusOr<std::unique_ptr<Buffer>> Allocate(size_t size) override;
+  bool weights() const { return weights_; }
 
  private:
   RemoteDevice* device_;
+  const std::string name_;
+  const bool weights_;
+  // Worker answers by dtype, shape and strides (a model has few shapes).
+  mutable absl::Mutex sizes_mu_;
+  mutable absl::flat_hash_map<std::string, size_t> sizes_
+      ABSL_GUARDED_BY(sizes_mu_);
 };
 
 // A buffer on the worker. Thread-compatible.
@@ -75,6 +93,9 @@ class RemoteBuffer final : public Buffer {
   absl::Status Clear(uint8_t value) override;
 
   uint64_t id() const { return id_; }
+  bool weights() const {
+    return static_cast<const RemoteBufferType*>(type())->weights();
+  }
   const std::shared_ptr<Connection>& connection() const { return connection_; }
   RemoteDevice* remote_device() const { return device_; }
   // Offset of `tensor.data + offset` in the buffer.
@@ -82,6 +103,14 @@ class RemoteBuffer final : public Buffer {
     return static_cast<uint64_t>(static_cast<const char*>(tensor.data) -
                                  static_cast<const char*>(base())) +
            offset;
+  }
+  // What a transfer of `tensor`'s bytes carries: for a weights buffer, the
+  // tensor ref the worker lays its bytes out by; else nothing (raw bytes).
+  std::string RefOf(const Tensor& tensor) const {
+    if (!weights()) return "";
+    const Tensor* source = tensor.view_src;
+    return remote::EncodeTensorRef(tensor, OffsetOf(tensor), source,
+                                   source != nullptr ? OffsetOf(*source) : 0);
   }
 
  private:
@@ -168,8 +197,14 @@ class RemoteDevice final : public Device {
         connection_(std::move(connection)),
         index_(index),
         info_(std::move(info)),
-        buffer_type_(this),
-        pinned_type_(this) {}
+        buffer_type_(this, name_, /*weights=*/false),
+        pinned_type_(this) {
+    if (!info_.weights_type.empty()) {
+      weights_type_ = std::make_unique<RemoteBufferType>(
+          this, absl::StrCat(name_, "/", info_.weights_type),
+          /*weights=*/true);
+    }
+  }
 
   absl::string_view name() const override { return name_; }
   DeviceProps props() const override {
@@ -190,10 +225,15 @@ class RemoteDevice final : public Device {
   absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(
       absl::string_view params = "") override;
   BufferType* default_buffer_type() override { return &buffer_type_; }
+  // The worker device's weights type (the CPU's panels) where it has one.
+  BufferType* weights_buffer_type() override {
+    return weights_type_ != nullptr ? weights_type_.get() : &buffer_type_;
+  }
   BufferType* host_buffer_type() override { return &pinned_type_; }
   bool SupportsOp(const Tensor& node) const override;
   bool SupportsBufferType(const BufferType* type) const override {
-    return type == &buffer_type_;
+    return type == &buffer_type_ ||
+           (weights_type_ != nullptr && type == weights_type_.get());
   }
   EventWaitMode WaitMode(const Event& event) const override {
     if (event.IsComplete()) return EventWaitMode::kDevice;
@@ -260,6 +300,7 @@ class RemoteDevice final : public Device {
   uint32_t index_ ABSL_GUARDED_BY(mu_);
   const DeviceInfo info_;
   RemoteBufferType buffer_type_;
+  std::unique_ptr<RemoteBufferType> weights_type_;  // Null: none.
   PinnedBufferType pinned_type_;
   std::map<std::string, CachedGraph> graphs_ ABSL_GUARDED_BY(mu_);
   uint64_t graph_clock_ ABSL_GUARDED_BY(mu_) = 0;
@@ -320,9 +361,37 @@ class RemoteBackend final : public Backend {
   std::vector<Event> host_waits_;  // Foreign events gates wait for.
 };
 
-absl::string_view RemoteBufferType::name() const { return device_->name(); }
 size_t RemoteBufferType::alignment() const {
-  return static_cast<size_t>(device_->info().alignment);
+  return static_cast<size_t>(weights_ ? device_->info().weights_alignment
+                                      : device_->info().alignment);
+}
+
+size_t RemoteBufferType::AllocSize(const Tensor& tensor) const {
+  const size_t logical = BufferType::AllocSize(tensor);
+  // Views are never allocated; only an owner's layout can differ.
+  if (!weights_ || tensor.view_src != nullptr) return logical;
+  Tensor shape;  // What the size depends on: no name, no place.
+  shape.dtype = tensor.dtype;
+  shape.ne = tensor.ne;
+  shape.nb = tensor.nb;
+  std::string key = remote::EncodeTensorRef(shape, 0, nullptr, 0);
+  {
+    absl::MutexLock lock(&sizes_mu_);
+    auto it = sizes_.find(key);
+    if (it != sizes_.end()) return it->second;
+  }
+  absl::StatusOr<std::shared_ptr<Connection>> c = device_->connection();
+  if (!c.ok()) return logical;  // Allocating on a lost worker fails anyway.
+  Message m = Command(Cmd::kAllocSize);
+  m.device = device_->index();
+  m.blob = key;
+  absl::StatusOr<Message> reply = (*c)->Call(std::move(m));
+  // A tensor the worker cannot size is refused when it is placed there.
+  if (!reply.ok()) return logical;
+  const size_t size = std::max<size_t>(logical, reply->value);
+  absl::MutexLock lock(&sizes_mu_);
+  sizes_[key] = size;
+  return size;
 }
 size_t RemoteBufferType::max_size() const {
   return device_->info().max_size == 0
@@ -341,6 +410,7 @@ absl::StatusOr<std::unique_ptr<Buffer>> RemoteBufferType::Allocate(
   Message m = Command(Cmd::kAllocBuffer);
   m.device = device_->index();
   m.size = size;
+  m.byte = weights_ ? 1 : 0;
   FERRY_ASSIGN_OR_RETURN(Message reply, c->Call(std::move(m)));
   const uint64_t span =
       (static_cast<uint64_t>(size) + 0xFFFF) & ~uint64_t{0xFFFF};
@@ -380,6 +450,7 @@ absl::Status RemoteBuffer::MemsetTensor(Tensor& tensor, uint8_t value,
   m.offset = OffsetOf(tensor, offset);
   m.size = size;
   m.byte = value;
+  m.blob = RefOf(tensor);
   return connection_->Call(std::move(m)).status();
 }
 
@@ -558,8 +629,7 @@ absl::Status RemoteBackend::EnqueueSetTensor(Tensor& tensor, const void* data,
   Message m = Command(Cmd::kSetTensor);
   m.stream = stream_;
   m.buffer = buffer->id();
-  m.offset = buffer->OffsetOf(tensor, offset);
-  m.size = size;
+  m.blob = buffer->RefOf(tensor);
   // Host bytes produced by work this stream waits for on the host side
   // must be read in stream order: the worker pulls them when it gets there.
   host_waits_.erase(
@@ -568,7 +638,16 @@ absl::Status RemoteBackend::EnqueueSetTensor(Tensor& tensor, const void* data,
       host_waits_.end());
   const bool ordered = !host_waits_.empty();
   m.byte = ordered ? 1 : 0;
-  connection_->Send(std::move(m), data, size, nullptr, ordered);
+  // The worker stages a weight's bytes before laying them out: in pieces,
+  // so a large one never needs its whole size twice there.
+  const size_t piece = buffer->weights() ? kWeightPiece : size;
+  for (size_t done = 0; done < size; done += piece) {
+    Message part = m;
+    part.offset = buffer->OffsetOf(tensor, offset + done);
+    part.size = std::min(piece, size - done);
+    connection_->Send(std::move(part), static_cast<const char*>(data) + done,
+                      part.size, nullptr, ordered);
+  }
   Enqueued();
   return absl::OkStatus();
 }
@@ -584,6 +663,7 @@ absl::Status RemoteBackend::EnqueueGetTensor(const Tensor& tensor, void* data,
   m.buffer = buffer->id();
   m.offset = buffer->OffsetOf(tensor, offset);
   m.size = size;
+  m.blob = buffer->RefOf(tensor);
   // The next recorded value covers this download.
   connection_->Get(std::move(m), data, last_value_ + 1);
   Enqueued();
@@ -602,6 +682,11 @@ absl::Status RemoteBackend::EnqueueCopyTensor(Backend& src_backend,
   const size_t bytes = static_cast<size_t>(src.NumBytes());
   FERRY_ASSIGN_OR_RETURN(RemoteBuffer * dst_buffer,
                          Resolve(dst, 0, bytes, "copy"));
+  if (src_buffer->weights() || dst_buffer->weights()) {
+    return absl::UnimplementedError(absl::StrCat(
+        "copy from '", src.name, "' to '", dst.name,
+        "': weights in a worker's own layout move through host memory"));
+  }
   FERRY_ASSIGN_OR_RETURN(RemoteBuffer * from,
                          src_remote->Resolve(src, 0, bytes, "copy source"));
   FERRY_RETURN_IF_ERROR(connection_->status());
@@ -764,11 +849,19 @@ absl::Status RemoteBackend::EnqueueLoadFile(Tensor& tensor, size_t offset,
   Message m = Command(Cmd::kLoadFile);
   m.stream = stream_;
   m.buffer = buffer->id();
-  m.offset = buffer->OffsetOf(tensor, offset);
-  m.size = size;
   m.text = std::string(path);
-  m.value = file_offset;
-  connection_->Send(std::move(m));
+  m.blob = buffer->RefOf(tensor);
+  // In pieces for a weight, as EnqueueSetTensor sends it.
+  const size_t piece = buffer->weights() ? kWeightPiece : size;
+  size_t done = 0;
+  do {
+    Message part = m;
+    part.offset = buffer->OffsetOf(tensor, offset + done);
+    part.size = std::min(piece, size - done);
+    part.value = file_offset + done;
+    done += part.size;
+    connection_->Send(std::move(part));
+  } while (done < size);
   Enqueued();
   return absl::OkStatus();
 }

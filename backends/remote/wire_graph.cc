@@ -1,5 +1,7 @@
 #include "ferry/backends/remote/wire_graph.h"
 
+#include <algorithm>
+
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "ferry/backends/remote/protocol.h"
@@ -10,9 +12,35 @@
 namespace ferry::remote {
 namespace {
 
+void WriteLayout(Writer& w, const Tensor& t) {
+  w.U8(static_cast<uint8_t>(t.dtype));
+  for (int i = 0; i < kMaxDims; ++i) w.I64(t.ne[i]);
+  for (int i = 0; i < kMaxDims; ++i) w.I64(t.nb[i]);
+}
+
+absl::Status ReadLayout(Reader& r, Tensor* t) {
+  uint8_t dtype;
+  FERRY_RETURN_IF_ERROR(r.U8(&dtype));
+  if (dtype >= kNumDTypes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("dtype ", dtype, " is not a dtype"));
+  }
+  t->dtype = static_cast<DType>(dtype);
+  for (int d = 0; d < kMaxDims; ++d) FERRY_RETURN_IF_ERROR(r.I64(&t->ne[d]));
+  for (int d = 0; d < kMaxDims; ++d) FERRY_RETURN_IF_ERROR(r.I64(&t->nb[d]));
+  return absl::OkStatus();
+}
+
+// Where a placed tensor and, for a view, its source are.
+struct Places {
+  WirePlace tensor;
+  bool view = false;
+  WirePlace source;
+};
+
 void WriteTensor(Writer& w, const Tensor& t, uint8_t op,
-                 const std::array<int32_t, kMaxSrc>& src,
-                 const WirePlace* place, bool with_names) {
+                 const std::array<int32_t, kMaxSrc>& src, const Places* places,
+                 bool with_names) {
   w.U8(static_cast<uint8_t>(t.dtype));
   w.U8(op);
   w.U32(DescriptiveFlags(t));
@@ -20,10 +48,15 @@ void WriteTensor(Writer& w, const Tensor& t, uint8_t op,
   for (int i = 0; i < kMaxDims; ++i) w.I64(t.nb[i]);
   for (int i = 0; i < kMaxOpParams; ++i) w.I32(t.op_params[i]);
   for (int i = 0; i < kMaxSrc; ++i) w.I32(src[i]);
-  w.U8(place != nullptr ? 1 : 0);
-  if (place != nullptr) {
-    w.U64(place->buffer);
-    w.U64(place->offset);
+  w.U8(places != nullptr ? 1 : 0);
+  if (places != nullptr) {
+    w.U64(places->tensor.buffer);
+    w.U64(places->tensor.offset);
+    w.U8(places->view ? 1 : 0);
+    if (places->view) {
+      WriteLayout(w, *t.view_src);
+      w.U64(places->source.offset);
+    }
   }
   w.Str(with_names ? absl::string_view(t.name).substr(0, kMaxWireName) : "");
 }
@@ -39,8 +72,8 @@ absl::StatusOr<std::string> EncodeNodes(absl::Span<Tensor* const> nodes,
   std::vector<uint32_t> computed;
   int32_t count = 0;
   Writer tensors;
-  auto place_of = [&](const Tensor& t,
-                      absl::string_view role) -> absl::StatusOr<WirePlace> {
+  auto locate_one = [&](const Tensor& t, absl::string_view role,
+                        WirePlace* out) -> absl::Status {
     if (t.data == nullptr) {
       return absl::FailedPreconditionError(
           absl::StrCat(role, " '", t.name, "' is not placed"));
@@ -51,7 +84,26 @@ absl::StatusOr<std::string> EncodeNodes(absl::Span<Tensor* const> nodes,
           place.status().code(),
           absl::StrCat(role, " '", t.name, "': ", place.status().message()));
     }
-    return place;
+    *out = *place;
+    return absl::OkStatus();
+  };
+  // A leaf view also names its source, which must share its buffer.
+  auto places_of = [&](const Tensor& t, absl::string_view role,
+                       bool leaf) -> absl::StatusOr<Places> {
+    Places places;
+    FERRY_RETURN_IF_ERROR(locate_one(t, role, &places.tensor));
+    if (leaf && t.view_src != nullptr) {
+      places.view = true;
+      FERRY_RETURN_IF_ERROR(locate_one(
+          *t.view_src,
+          absl::StrCat("the view source of ", role, " '", t.name, "',"),
+          &places.source));
+      if (places.source.buffer != places.tensor.buffer) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            role, " '", t.name, "' is not in its view source's buffer"));
+      }
+    }
+    return places;
   };
   for (size_t n = 0; n < nodes.size(); ++n) {
     const Tensor* node = nodes[n];
@@ -69,24 +121,26 @@ absl::StatusOr<std::string> EncodeNodes(absl::Span<Tensor* const> nodes,
         src[s] = it->second;
         continue;
       }
-      WirePlace place;
+      Places places;
       if (locate != nullptr) {
         FERRY_ASSIGN_OR_RETURN(
-            place, place_of(*source, absl::StrCat("source ", s, " of node '",
-                                                  node->name, "',")));
+            places, places_of(*source,
+                              absl::StrCat("source ", s, " of node '",
+                                           node->name, "',"),
+                              /*leaf=*/true));
       }
       WriteTensor(tensors, *source, static_cast<uint8_t>(Op::kNone),
-                  {-1, -1, -1, -1}, locate != nullptr ? &place : nullptr,
+                  {-1, -1, -1, -1}, locate != nullptr ? &places : nullptr,
                   with_names);
       index[source] = count;
       src[s] = count++;
     }
-    WirePlace place;
+    Places places;
     if (locate != nullptr) {
-      FERRY_ASSIGN_OR_RETURN(place, place_of(*node, "node"));
+      FERRY_ASSIGN_OR_RETURN(places, places_of(*node, "node", /*leaf=*/false));
     }
     WriteTensor(tensors, *node, static_cast<uint8_t>(node->op), src,
-                locate != nullptr ? &place : nullptr, with_names);
+                locate != nullptr ? &places : nullptr, with_names);
     index[node] = count;
     computed.push_back(static_cast<uint32_t>(count++));
   }
@@ -138,6 +192,75 @@ absl::StatusOr<uint64_t> CheckedExtent(const Tensor& t) {
         absl::StrCat("'", t.name, "': byte extent over 2^56"));
   }
   return static_cast<uint64_t>(extent);
+}
+
+absl::Status CheckInBuffer(const Tensor& t, const Buffer& buffer,
+                           uint64_t offset, bool view) {
+  FERRY_ASSIGN_OR_RETURN(uint64_t extent, CheckedExtent(t));
+  // AllocSize is asked only of a shape CheckedExtent bounded.
+  if (!view && extent > 0) {
+    extent = std::max<uint64_t>(extent, buffer.type()->AllocSize(t));
+  }
+  const uint64_t size = buffer.size();
+  if (offset > size || extent > size - offset) {
+    return absl::OutOfRangeError(
+        absl::StrCat("'", t.name, "': bytes [", offset, ", +", extent,
+                     ") are outside its buffer of ", size, " bytes"));
+  }
+  return absl::OkStatus();
+}
+
+std::string EncodeTensorRef(const Tensor& tensor, uint64_t offset,
+                            const Tensor* source, uint64_t source_offset) {
+  Writer w;
+  WriteLayout(w, tensor);
+  w.U64(offset);
+  w.U8(source != nullptr ? 1 : 0);
+  if (source != nullptr) {
+    WriteLayout(w, *source);
+    w.U64(source_offset);
+  }
+  w.Str(absl::string_view(tensor.name).substr(0, kMaxWireName));
+  return std::move(w.out());
+}
+
+absl::StatusOr<std::unique_ptr<WireTensorRef>> DecodeTensorRef(
+    absl::string_view blob, Buffer* buffer) {
+  Reader r(blob);
+  auto ref = std::make_unique<WireTensorRef>();
+  uint8_t view;
+  uint64_t source_offset = 0;
+  FERRY_RETURN_IF_ERROR(ReadLayout(r, &ref->tensor));
+  FERRY_RETURN_IF_ERROR(r.U64(&ref->offset));
+  FERRY_RETURN_IF_ERROR(r.U8(&view));
+  if (view > 1) return absl::InvalidArgumentError("tensor ref: bad view flag");
+  if (view) {
+    FERRY_RETURN_IF_ERROR(ReadLayout(r, &ref->source));
+    FERRY_RETURN_IF_ERROR(r.U64(&source_offset));
+  }
+  FERRY_RETURN_IF_ERROR(r.Str(&ref->tensor.name, kMaxWireName, "tensor name"));
+  if (!r.done()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(r.left(), " bytes after the tensor ref"));
+  }
+  Tensor& t = ref->tensor;
+  FERRY_RETURN_IF_ERROR(CheckedExtent(t).status());
+  if (view) {
+    ref->source.name = absl::StrCat(t.name, " (view source)");
+    FERRY_RETURN_IF_ERROR(CheckedExtent(ref->source).status());
+    t.view_src = &ref->source;
+  }
+  if (buffer == nullptr) return ref;
+  FERRY_RETURN_IF_ERROR(CheckInBuffer(t, *buffer, ref->offset, view == 1));
+  t.buffer = buffer;
+  t.data = static_cast<char*>(buffer->base()) + ref->offset;
+  if (view) {
+    FERRY_RETURN_IF_ERROR(
+        CheckInBuffer(ref->source, *buffer, source_offset, false));
+    ref->source.buffer = buffer;
+    ref->source.data = static_cast<char*>(buffer->base()) + source_offset;
+  }
+  return ref;
 }
 
 absl::StatusOr<std::unique_ptr<WireGraph>> DecodeGraph(
@@ -198,7 +321,9 @@ absl::StatusOr<std::unique_ptr<WireGraph>> DecodeGraph(
       t.src[s] = src < 0 ? nullptr : &graph->tensors[src];
     }
     FERRY_RETURN_IF_ERROR(r.U8(&placed));
-    uint64_t buffer_id = 0, offset = 0;
+    uint64_t buffer_id = 0, offset = 0, source_offset = 0;
+    uint8_t view = 0;
+    Tensor source;
     if (placed > 1 || (placed == 1) != (lookup != nullptr)) {
       return absl::InvalidArgumentError(absl::StrCat(
           "tensor ", i, placed ? ": placed in a query" : ": not placed"));
@@ -206,9 +331,18 @@ absl::StatusOr<std::unique_ptr<WireGraph>> DecodeGraph(
     if (placed) {
       FERRY_RETURN_IF_ERROR(r.U64(&buffer_id));
       FERRY_RETURN_IF_ERROR(r.U64(&offset));
+      FERRY_RETURN_IF_ERROR(r.U8(&view));
+      if (view > 1 || (view == 1 && t.op != Op::kNone)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("tensor ", i, ": only a leaf can be a view"));
+      }
+      if (view) {
+        FERRY_RETURN_IF_ERROR(ReadLayout(r, &source));
+        FERRY_RETURN_IF_ERROR(r.U64(&source_offset));
+      }
     }
     FERRY_RETURN_IF_ERROR(r.Str(&t.name, kMaxWireName, "tensor name"));
-    FERRY_ASSIGN_OR_RETURN(const uint64_t extent, CheckedExtent(t));
+    FERRY_RETURN_IF_ERROR(CheckedExtent(t).status());
     if (placed) {
       absl::StatusOr<Buffer*> buffer = (*lookup)(buffer_id);
       if (!buffer.ok()) {
@@ -216,14 +350,17 @@ absl::StatusOr<std::unique_ptr<WireGraph>> DecodeGraph(
                             absl::StrCat("tensor ", i, " '", t.name,
                                          "': ", buffer.status().message()));
       }
-      const uint64_t size = (*buffer)->size();
-      if (offset > size || extent > size - offset) {
-        return absl::OutOfRangeError(absl::StrCat(
-            "tensor ", i, " '", t.name, "': bytes [", offset, ", +", extent,
-            ") are outside buffer ", buffer_id, " of ", size, " bytes"));
-      }
+      FERRY_RETURN_IF_ERROR(CheckInBuffer(t, **buffer, offset, view == 1));
       t.buffer = *buffer;
       t.data = static_cast<char*>((*buffer)->base()) + offset;
+      if (view) {
+        source.name = absl::StrCat(t.name, " (view source)");
+        FERRY_RETURN_IF_ERROR(
+            CheckInBuffer(source, **buffer, source_offset, false));
+        source.buffer = *buffer;
+        source.data = static_cast<char*>((*buffer)->base()) + source_offset;
+        t.view_src = &graph->view_sources.emplace_back(std::move(source));
+      }
     }
   }
   uint32_t nodes;

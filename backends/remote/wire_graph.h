@@ -10,14 +10,22 @@
 //
 // The worker's decoder trusts nothing: dtypes and ops in range, shapes and
 // strides bounded and non-negative, sources referring only to earlier
-// entries, every tensor's byte extent inside its buffer (with arithmetic
-// that cannot overflow), names bounded. What the op itself requires of
-// shapes and layouts is checked afterwards by the device's own SupportsOp
-// (the CPU kernels' CheckSupported), before anything runs.
+// entries, every tensor's bytes inside its buffer as the buffer's type lays
+// them out (CheckInBuffer, with arithmetic that cannot overflow), names
+// bounded.
+//
+// A tensor ref (EncodeTensorRef) is one tensor's metadata and place, for
+// transfers into memory whose layout depends on the tensor: a device's
+// weights_buffer_type(), e.g. the CPU's panels. The worker rebuilds the
+// tensor and lets its buffer put the logical bytes where they belong. What the
+// op itself requires of shapes and layouts is checked afterwards by the
+// device's own SupportsOp (the CPU kernels' CheckSupported), before anything
+// runs.
 #ifndef FERRY_BACKENDS_REMOTE_WIRE_GRAPH_H_
 #define FERRY_BACKENDS_REMOTE_WIRE_GRAPH_H_
 
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <string>
 #include <utility>
@@ -61,6 +69,7 @@ inline constexpr size_t kMaxWireName = 128;
 struct WireGraph {
   std::vector<Tensor> tensors;
   std::vector<Tensor*> nodes;
+  std::deque<Tensor> view_sources;  // What leaf views' view_src point at.
 };
 
 // Returns the worker's buffer with that id, or NotFound.
@@ -74,6 +83,34 @@ absl::StatusOr<std::unique_ptr<WireGraph>> DecodeGraph(
 // The bytes [0, extent) a tensor of this shape and dtype covers from its
 // data, or InvalidArgument when the shape or strides are out of bounds.
 absl::StatusOr<uint64_t> CheckedExtent(const Tensor& t);
+
+// OK when `t` at `offset` of `buffer` lies inside it: its extent, or the
+// bytes the buffer's type gives such a tensor where that is more (AllocSize:
+// padded panels). `view` says `t` is a view (its own extent is what it
+// covers). OutOfRange names the tensor otherwise.
+absl::Status CheckInBuffer(const Tensor& t, const Buffer& buffer,
+                           uint64_t offset, bool view);
+
+// A tensor `tensor` placed at `offset` of its worker buffer; `source`, when
+// not null, is the view's source at `source_offset` of the same buffer.
+std::string EncodeTensorRef(const Tensor& tensor, uint64_t offset,
+                            const Tensor* source, uint64_t source_offset);
+
+// A decoded tensor ref. Not movable: tensor.view_src points at source.
+struct WireTensorRef {
+  WireTensorRef() = default;
+  WireTensorRef(const WireTensorRef&) = delete;
+  WireTensorRef& operator=(const WireTensorRef&) = delete;
+
+  uint64_t offset = 0;  // Of `tensor` in its buffer.
+  Tensor tensor;
+  Tensor source;  // Meaningful when tensor.view_src is not null.
+};
+
+// Decodes and checks `blob`. With `buffer` the tensors are placed in it
+// (after CheckInBuffer); null leaves them unplaced (a size query).
+absl::StatusOr<std::unique_ptr<WireTensorRef>> DecodeTensorRef(
+    absl::string_view blob, Buffer* buffer);
 
 }  // namespace ferry::remote
 

@@ -48,6 +48,9 @@ struct Incoming {
 struct BufferRec {
   uint64_t id = 0;
   uint32_t device = 0;
+  // Of the device's weights type, when that is not its default: transfers
+  // name their tensor (a tensor ref), copies between buffers are refused.
+  bool weights = false;
   std::unique_ptr<Buffer> buffer;
   Tensor whole;
   ucp_mem_h mem = nullptr;  // UCX registration of host memory.
@@ -133,6 +136,51 @@ struct Peer {
   absl::Status failed;
   std::deque<absl::AnyInvocable<void(absl::Status) &&>> waiting;
 };
+
+// What a transfer's bytes [m.offset, +m.size) of a buffer are part of: the
+// tensor a ref names (`offset` relative to it) or, for raw bytes, the whole
+// buffer.
+struct Target {
+  std::shared_ptr<WireTensorRef> ref;  // Kept until the transfer is done.
+  Tensor* tensor = nullptr;
+  uint64_t offset = 0;
+};
+
+absl::StatusOr<Target> ResolveTarget(BufferRec& b, const Message& m) {
+  Target target;
+  if (m.blob.empty()) {
+    if (b.weights && m.cmd() != Cmd::kMemset) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          CmdName(m.cmd()), ": buffer ", b.id,
+          " holds weights in the device's own layout: name the tensor"));
+    }
+    target.tensor = &b.whole;
+    target.offset = m.offset;
+    return target;
+  }
+  FERRY_ASSIGN_OR_RETURN(std::unique_ptr<WireTensorRef> ref,
+                         DecodeTensorRef(m.blob, b.buffer.get()));
+  const uint64_t bytes = static_cast<uint64_t>(ref->tensor.NumBytes());
+  if (m.offset < ref->offset || m.offset - ref->offset > bytes ||
+      m.size > bytes - (m.offset - ref->offset)) {
+    return absl::OutOfRangeError(absl::StrCat(
+        CmdName(m.cmd()), ": bytes [", m.offset, ", +", m.size, ") of buffer ",
+        b.id, " are not inside '", ref->tensor.name, "' at ", ref->offset, " (",
+        bytes, " bytes)"));
+  }
+  target.offset = m.offset - ref->offset;
+  target.ref = std::move(ref);
+  target.tensor = &target.ref->tensor;
+  return target;
+}
+
+absl::Status RefuseWeights(const BufferRec& b, absl::string_view what) {
+  if (!b.weights) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat(what, ": buffer ", b.id,
+                   " holds weights in the device's own layout (copy them "
+                   "through their logical bytes)"));
+}
 
 absl::Status RangeError(absl::string_view what, uint64_t offset, uint64_t size,
                         const BufferRec& b) {
@@ -480,6 +528,11 @@ void WorkerServer::Impl::Hello(ucp_ep_h ep, const Message& m) {
     info.alignment = d->default_buffer_type()->alignment();
     info.max_size = d->default_buffer_type()->max_size();
     info.description = props.description;
+    BufferType* weights = d->weights_buffer_type();
+    if (weights != d->default_buffer_type()) {
+      info.weights_type = std::string(weights->name()).substr(0, 64);
+      info.weights_alignment = weights->alignment();
+    }
     infos.push_back(std::move(info));
   }
   reply.value = s->id;
@@ -662,7 +715,12 @@ absl::Status WorkerServer::Impl::Execute(const SessionPtr& sp, Message& m,
         return absl::NotFoundError(absl::StrCat("no device ", m.device));
       }
       Device* d = options_.devices[m.device];
-      BufferType* type = d->default_buffer_type();
+      if (m.byte > 1) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("buffer kind ", m.byte, " (0 default, 1 weights)"));
+      }
+      BufferType* type =
+          m.byte == 1 ? d->weights_buffer_type() : d->default_buffer_type();
       // Whole 4-byte words, so a tensor of f32 covers the buffer.
       const uint64_t size =
           (std::max<uint64_t>(m.size, 4) + 63) & ~uint64_t{63};
@@ -683,6 +741,7 @@ absl::Status WorkerServer::Impl::Execute(const SessionPtr& sp, Message& m,
       auto rec = std::make_shared<BufferRec>();
       rec->id = s.next_id++;
       rec->device = m.device;
+      rec->weights = type != d->default_buffer_type();
       rec->whole.dtype = DType::kF32;
       rec->whole.ne = {static_cast<int64_t>(buffer->size() / 4), 1, 1, 1};
       rec->whole.nb = ContiguousStrides(DType::kF32, rec->whole.ne);
@@ -749,8 +808,9 @@ absl::Status WorkerServer::Impl::Execute(const SessionPtr& sp, Message& m,
       return GetTensor(sp, m);
     case Cmd::kMemset: {
       FERRY_ASSIGN_OR_RETURN(std::shared_ptr<BufferRec> b, FindRange(s, m));
-      FERRY_RETURN_IF_ERROR(
-          b->buffer->MemsetTensor(b->whole, m.byte, m.offset, m.size));
+      FERRY_ASSIGN_OR_RETURN(Target target, ResolveTarget(*b, m));
+      FERRY_RETURN_IF_ERROR(b->buffer->MemsetTensor(*target.tensor, m.byte,
+                                                    target.offset, m.size));
       Result(sp, m.req, absl::OkStatus());
       return absl::OkStatus();
     }
@@ -923,6 +983,16 @@ absl::Status WorkerServer::Impl::Execute(const SessionPtr& sp, Message& m,
       Result(sp, m.req, absl::OkStatus(), supported ? 1 : 0);
       return absl::OkStatus();
     }
+    case Cmd::kAllocSize: {
+      if (m.device >= options_.devices.size()) {
+        return absl::NotFoundError(absl::StrCat("no device ", m.device));
+      }
+      FERRY_ASSIGN_OR_RETURN(std::unique_ptr<WireTensorRef> ref,
+                             DecodeTensorRef(m.blob, nullptr));
+      BufferType* type = options_.devices[m.device]->weights_buffer_type();
+      Result(sp, m.req, absl::OkStatus(), type->AllocSize(ref->tensor));
+      return absl::OkStatus();
+    }
     case Cmd::kStats: {
       Message r;
       r.kind = static_cast<uint8_t>(ReplyKind::kResult);
@@ -955,6 +1025,7 @@ absl::Status WorkerServer::Impl::SetTensor(const SessionPtr& sp,
     return absl::InvalidArgumentError(absl::StrCat(
         "buffer ", b->id, " is not on stream ", m.stream, "'s device"));
   }
+  FERRY_ASSIGN_OR_RETURN(Target target, ResolveTarget(*b, m));
   stats_.client_bytes_in += m.size;
   if (m.size == 0) return absl::OkStatus();
   Incoming data = std::move(in);
@@ -1014,9 +1085,12 @@ absl::Status WorkerServer::Impl::SetTensor(const SessionPtr& sp,
              });
            });
   FERRY_RETURN_IF_ERROR(stream->backend->EnqueueSetTensor(
-      b->whole, staging->base(), m.offset, m.size));
+      *target.tensor, staging->base(), target.offset, m.size));
   AfterAll(Point(*stream),
-           [staging, b](absl::Status) mutable { staging.reset(); });
+           [staging, b, ref = std::move(target.ref)](absl::Status) mutable {
+             staging.reset();
+             ref.reset();
+           });
   return absl::OkStatus();
 }
 
@@ -1025,6 +1099,9 @@ absl::Status WorkerServer::Impl::GetTensor(const SessionPtr& sp,
   Session& s = *sp;
   FERRY_ASSIGN_OR_RETURN(StreamRec * stream, FindStream(s, m.stream));
   absl::StatusOr<std::shared_ptr<BufferRec>> found = FindRange(s, m);
+  absl::StatusOr<Target> target = found.ok()
+                                      ? ResolveTarget(**found, m)
+                                      : absl::StatusOr<Target>(found.status());
   std::weak_ptr<Session> weak = sp;
   const uint64_t req = m.req, size = m.size;
   auto send = [this, weak, req, size](absl::Status st, const void* data,
@@ -1042,12 +1119,13 @@ absl::Status WorkerServer::Impl::GetTensor(const SessionPtr& sp,
     Reply(s, std::move(r), st.ok() ? data : nullptr, st.ok() ? size : 0,
           std::move(done));
   };
-  if (!found.ok() || (*found)->device != stream->device) {
+  if (!target.ok() || (*found)->device != stream->device) {
     // The client waits for this get: answer it with the error.
     absl::Status st =
-        found.ok() ? absl::InvalidArgumentError(absl::StrCat(
-                         "buffer ", m.buffer, " is not on the stream's device"))
-                   : found.status();
+        target.ok()
+            ? absl::InvalidArgumentError(absl::StrCat(
+                  "buffer ", m.buffer, " is not on the stream's device"))
+            : target.status();
     send(st, nullptr, [](absl::Status) {});
     return st;
   }
@@ -1067,8 +1145,10 @@ absl::Status WorkerServer::Impl::GetTensor(const SessionPtr& sp,
                          Staging(stream->device, m.size));
   Flush(*stream);
   FERRY_RETURN_IF_ERROR(stream->backend->EnqueueGetTensor(
-      b->whole, staging->base(), m.offset, m.size));
-  AfterAll(Point(*stream), [send, staging, b](absl::Status st) mutable {
+      *target->tensor, staging->base(), target->offset, m.size));
+  AfterAll(Point(*stream), [send, staging, b, ref = std::move(target->ref)](
+                               absl::Status st) mutable {
+    ref.reset();
     const void* data = staging->base();
     send(st, data, [staging](absl::Status) mutable { staging.reset(); });
   });
@@ -1108,6 +1188,8 @@ absl::Status WorkerServer::Impl::CopyLocal(Session& s, const Message& m) {
       m.size > src->buffer->size() - m.src_offset) {
     return RangeError("copy source", m.src_offset, m.size, *src);
   }
+  FERRY_RETURN_IF_ERROR(RefuseWeights(*src, "copy_local source"));
+  FERRY_RETURN_IF_ERROR(RefuseWeights(*dst, "copy_local"));
   if (m.size == 0) return absl::OkStatus();
   FERRY_ASSIGN_OR_RETURN(Tensor from, Slice(*src, m.src_offset, m.size));
   FERRY_ASSIGN_OR_RETURN(Tensor to, Slice(*dst, m.offset, m.size));
@@ -1211,6 +1293,7 @@ absl::Status WorkerServer::Impl::SendToPeer(const SessionPtr& sp,
   if (b->device != stream->device) {
     return absl::InvalidArgumentError("buffer is not on the stream's device");
   }
+  FERRY_RETURN_IF_ERROR(RefuseWeights(*b, "send_to_peer"));
   const void* src = nullptr;
   std::shared_ptr<Buffer> staging;
   std::shared_ptr<TimelineSemaphore> gate;
@@ -1271,6 +1354,7 @@ absl::Status WorkerServer::Impl::RecvFromPeer(const SessionPtr& sp,
   if (b->device != stream->device) {
     return absl::InvalidArgumentError("buffer is not on the stream's device");
   }
+  FERRY_RETURN_IF_ERROR(RefuseWeights(*b, "recv_from_peer"));
   if (s.transfers.count(m.id) > 0 || s.transfers.size() >= 65536) {
     return absl::InvalidArgumentError(
         absl::StrCat("transfer ", m.id, " is in use (or too many)"));
@@ -1395,6 +1479,7 @@ absl::Status WorkerServer::Impl::LoadFile(const SessionPtr& sp,
   Session& s = *sp;
   FERRY_ASSIGN_OR_RETURN(StreamRec * stream, FindStream(s, m.stream));
   FERRY_ASSIGN_OR_RETURN(std::shared_ptr<BufferRec> b, FindRange(s, m));
+  FERRY_ASSIGN_OR_RETURN(Target target, ResolveTarget(*b, m));
   if (options_.weights_dir.empty()) {
     return absl::PermissionDeniedError(
         "this worker loads no files (start it with --weights_dir)");
@@ -1444,7 +1529,7 @@ absl::Status WorkerServer::Impl::LoadFile(const SessionPtr& sp,
     dst = static_cast<char*>(staging->base());
     gate = GateNow(*stream);
     FERRY_RETURN_IF_ERROR(stream->backend->EnqueueSetTensor(
-        b->whole, staging->base(), m.offset, m.size));
+        *target.tensor, staging->base(), target.offset, m.size));
   }
   UcxLoop* loop = loop_.get();
   const uint64_t size = m.size, file_offset = m.value;
@@ -1481,7 +1566,10 @@ absl::Status WorkerServer::Impl::LoadFile(const SessionPtr& sp,
   });
   if (staging != nullptr) {
     AfterAll(Point(*stream),
-             [staging](absl::Status) mutable { staging.reset(); });
+             [staging, ref = std::move(target.ref)](absl::Status) mutable {
+               staging.reset();
+               ref.reset();
+             });
   }
   return absl::OkStatus();
 }

@@ -1,4 +1,5 @@
 // Conformance: compute, and every op the device claims.
+#include <cmath>
 #include <cstdio>
 #include <functional>
 #include <map>
@@ -312,6 +313,96 @@ TEST_P(ComputeConformanceTest, TracingRecordsOneSpanPerComputeNode) {
   EXPECT_THAT(count, ::testing::UnorderedElementsAre(
                          ::testing::Pair(NodeSpanName(*y), 1),
                          ::testing::Pair(NodeSpanName(*z), 1)));
+}
+
+// A device's weights_buffer_type() may store tensors its own way (the CPU
+// keeps matrices in its GEMM's panels): transfers still speak the logical
+// bytes, any range, and mul_mat reads the weight where it is. A view into
+// such a weight computes right or is refused, never read as if it were
+// row-major.
+TEST_P(ComputeConformanceTest, WeightsTypeKeepsLogicalBytesAndFeedsMulMat) {
+  BufferType& type = *device().weights_buffer_type();
+  EXPECT_TRUE(device().SupportsBufferType(&type)) << type.name();
+  constexpr int64_t kK = 96, kN = 3;
+  // Whole panels of 64 rows, and a last panel padded (520 rows).
+  for (const int64_t rows : {int64_t{128}, int64_t{520}}) {
+    SCOPED_TRACE(rows);
+    Context ctx;
+    FERRY_ASSERT_OK_AND_ASSIGN(Tensor * w,
+                               ctx.NewTensor(DType::kF32, {kK, rows}, "w"));
+    FERRY_ASSERT_OK_AND_ASSIGN(Tensor * x,
+                               ctx.NewTensor(DType::kF32, {kK, kN}, "x"));
+    FERRY_ASSERT_OK_AND_ASSIGN(Tensor * y, MulMat(ctx, w, x));
+    // Rows 32..95 of w: not where a panel starts.
+    FERRY_ASSERT_OK_AND_ASSIGN(Tensor * v,
+                               View2D(ctx, w, kK, 64, w->nb[1], 32 * w->nb[1]));
+    FERRY_ASSERT_OK_AND_ASSIGN(Tensor * yv, MulMat(ctx, v, x));
+    const size_t size = type.AllocSize(*w);
+    EXPECT_GE(size, static_cast<size_t>(w->NumBytes()));
+    FERRY_ASSERT_OK_AND_ASSIGN(std::unique_ptr<Buffer> buffer,
+                               type.Allocate(size));
+    buffer->set_usage(BufferUsage::kWeights);
+    FERRY_ASSERT_OK(PlaceTensor(*buffer, *w, 0));
+    buffers_.push_back(std::move(buffer));
+
+    // Written in two ranges split inside an element, read back whole and
+    // in a window that starts and ends inside elements.
+    std::vector<float> weights(kK * rows);
+    for (size_t i = 0; i < weights.size(); ++i) {
+      weights[i] = static_cast<float>((i * 37) % 101) * 0.01f - 0.5f;
+    }
+    const char* bytes = reinterpret_cast<const char*>(weights.data());
+    const size_t total = weights.size() * 4, split = 4 * 1000 + 2;
+    FERRY_ASSERT_OK(SetTensorData(*w, bytes, 0, split));
+    FERRY_ASSERT_OK(SetTensorData(*w, bytes + split, split, total - split));
+    EXPECT_EQ(Read(*w), weights);
+    std::string window(333, '\0');
+    FERRY_ASSERT_OK(GetTensorData(*w, window.data(), 4 * 700 + 2, 333));
+    EXPECT_EQ(window, std::string(bytes + 4 * 700 + 2, 333));
+
+    FERRY_ASSERT_OK_AND_ASSIGN(Graph graph, Graph::Build({y}));
+    Place(graph);
+    const std::vector<float> input = Iota(kK * kN, 0.03f, -1.0f);
+    Write(*x, input);
+    FERRY_ASSERT_OK(backend().Compute(graph));
+    auto expect_product = [&](const std::vector<float>& out, int64_t first,
+                              int64_t count) {
+      for (int64_t j = 0; j < kN; ++j) {
+        for (int64_t m = 0; m < count; ++m) {
+          double sum = 0, magnitude = 0;
+          for (int64_t k = 0; k < kK; ++k) {
+            const double term =
+                static_cast<double>(weights[(first + m) * kK + k]) *
+                input[j * kK + k];
+            sum += term;
+            magnitude += std::abs(term);
+          }
+          const double got = out[j * count + m];
+          // NaN fails: the comparison is false.
+          ASSERT_TRUE(std::abs(got - sum) <= 1e-5 * magnitude + 1e-6)
+              << "row " << first + m << " column " << j << ": " << got << " vs "
+              << sum;
+        }
+      }
+    };
+    expect_product(Read(*y), 0, rows);
+
+    FERRY_ASSERT_OK_AND_ASSIGN(Graph view_graph, Graph::Build({yv}));
+    Place(view_graph);
+    Write(*x, input);
+    absl::Status computed =
+        backend().SupportsOp(*yv)
+            ? backend().Compute(view_graph)
+            : absl::UnimplementedError("refused by SupportsOp");
+    if (computed.ok()) {
+      expect_product(Read(*yv), 32, 64);
+    } else {
+      std::printf("%s: mul_mat of a view into a %s weight refused: %s\n",
+                  GetParam().name.c_str(), std::string(type.name()).c_str(),
+                  std::string(computed.message()).c_str());
+      (void)backend().Synchronize();  // A failed run leaves it usable.
+    }
+  }
 }
 
 TEST_P(ComputeConformanceTest, AnEmptySpanIsFine) {

@@ -55,10 +55,12 @@ class RemoteSecurityTest : public ::testing::Test {
     return Connection::Open(*hp, std::move(token));
   }
 
-  absl::StatusOr<uint64_t> Alloc(uint64_t size, uint32_t device = 0) {
+  absl::StatusOr<uint64_t> Alloc(uint64_t size, uint32_t device = 0,
+                                 uint8_t kind = 0) {
     Message m = Command(Cmd::kAllocBuffer);
     m.device = device;
     m.size = size;
+    m.byte = kind;
     absl::StatusOr<Message> r = c_->Call(std::move(m));
     if (!r.ok()) return r.status();
     return r->value;
@@ -164,6 +166,64 @@ TEST_F(RemoteSecurityTest, StreamWorkOutOfBoundsFailsTheStream) {
   c_->Send(wait);
   EXPECT_THAT(Finish(s4), StatusIs(absl::StatusCode::kInvalidArgument,
                                    HasSubstr("recorded only")));
+  FERRY_EXPECT_OK(Ping());
+}
+
+// A buffer of the CPU's weights type holds panels: raw bytes in or out, a
+// copy from it, or a ref that leaves it are refused, never misplaced.
+TEST_F(RemoteSecurityTest, WeightsBuffersTakeOnlyNamedTensors) {
+  EXPECT_THAT(Alloc(256, 0, /*kind=*/2),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("kind")));
+  Tensor w;
+  w.dtype = DType::kF32;
+  w.ne = {16, 520, 1, 1};
+  w.nb = ContiguousStrides(w.dtype, w.ne);
+  w.name = "w";
+  Message size = Command(Cmd::kAllocSize);
+  size.device = 0;
+  size.blob = EncodeTensorRef(w, 0, nullptr, 0);
+  FERRY_ASSERT_OK_AND_ASSIGN(Message sized, c_->Call(size));
+  EXPECT_EQ(sized.value, 16u * 576 * 4);  // Padded to whole panels.
+  size.blob = "junk";
+  EXPECT_THAT(c_->Call(size), StatusIs(absl::StatusCode::kInvalidArgument));
+  FERRY_ASSERT_OK_AND_ASSIGN(uint64_t weights, Alloc(sized.value, 0, 1));
+  FERRY_ASSERT_OK_AND_ASSIGN(uint64_t plain, Alloc(4096));
+  std::vector<char> bytes(128, 1);
+  auto set = [&](Stream& s, uint64_t offset, std::string blob) {
+    Message m = Command(Cmd::kSetTensor);
+    m.stream = s.id;
+    m.buffer = weights;
+    m.offset = offset;
+    m.size = bytes.size();
+    m.blob = std::move(blob);
+    c_->Send(m, bytes.data(), bytes.size());
+    return Finish(s);
+  };
+  Stream s1 = NewStream();
+  EXPECT_THAT(set(s1, 0, ""), StatusIs(absl::StatusCode::kInvalidArgument,
+                                       HasSubstr("name the tensor")));
+  Stream s2 = NewStream();
+  FERRY_EXPECT_OK(set(s2, 0, EncodeTensorRef(w, 0, nullptr, 0)));
+  // The range must lie inside the named tensor's logical bytes.
+  Stream s3 = NewStream();
+  EXPECT_THAT(set(s3, 16 * 520 * 4 - 64, EncodeTensorRef(w, 0, nullptr, 0)),
+              StatusIs(absl::StatusCode::kOutOfRange, HasSubstr("'w'")));
+  // A ref whose panels would leave the buffer.
+  Stream s4 = NewStream();
+  EXPECT_THAT(set(s4, 64, EncodeTensorRef(w, 64, nullptr, 0)),
+              StatusIs(absl::StatusCode::kOutOfRange));
+  Stream s5 = NewStream();
+  Message copy = Command(Cmd::kCopyLocal);
+  copy.stream = s5.id;
+  copy.src_stream = s5.id;
+  copy.src_buffer = weights;
+  copy.src_offset = 0;
+  copy.buffer = plain;
+  copy.offset = 0;
+  copy.size = 64;
+  c_->Send(copy);
+  EXPECT_THAT(Finish(s5), StatusIs(absl::StatusCode::kInvalidArgument,
+                                   HasSubstr("weights")));
   FERRY_EXPECT_OK(Ping());
 }
 
