@@ -141,6 +141,19 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(
     FERRY_ASSIGN_OR_RETURN(
         bucket.sched,
         Scheduler::Create(model.backends(), {.n_copies = o.n_copies}));
+    // Each stage keeps its layers even where two stages are backends of
+    // one device (their memory types alike): weights and caches pinned.
+    for (const auto& [weight, b] : model.WeightBackends()) {
+      FERRY_RETURN_IF_ERROR(
+          bucket.sched->SetTensorBackend(*weight, *model.backends()[b]));
+    }
+    for (int il = 0; il < model.config().n_layer; ++il) {
+      Backend& b = *model.backends()[model.layers()[il].backend];
+      FERRY_RETURN_IF_ERROR(
+          bucket.sched->SetTensorBackend(*engine->cache_->k(il), b));
+      FERRY_RETURN_IF_ERROR(
+          bucket.sched->SetTensorBackend(*engine->cache_->v(il), b));
+    }
     FERRY_RETURN_IF_ERROR(bucket.sched->AllocGraph(bucket.graph.graph));
   }
   for (int s = o.max_sequences - 1; s >= 0; --s) {

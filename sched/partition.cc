@@ -112,7 +112,11 @@ absl::Status AssignBackends(const GraphSignature& sig,
       if (src < 0) continue;
       const int owner = owner_of(src);
       if (!sig.Has(owner, Kind::kKindWeight)) continue;
-      const int wb = backend_of_buffer(sig.key(owner).buffer_type, -1);
+      // A pinned weight takes its readers along (several backends of one
+      // device share its buffer type: the pin says which holds the layer).
+      const int wb = out.backend[owner] >= 0
+                         ? out.backend[owner]
+                         : backend_of_buffer(sig.key(owner).buffer_type, -1);
       if (wb < 0) continue;
       if (wb == cpu && options.op_offload) {
         // Decided after expansion: an accelerator next to it may take it.

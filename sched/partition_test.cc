@@ -243,6 +243,29 @@ TEST_F(PartitionTest, PinsWinAndErrorsNameTheNode) {
                                         HasSubstr("acc0, acc1, cpu"))));
 }
 
+// Two backends of one device share its weights' buffer type: a pinned
+// weight says which holds it, and its readers follow (two pipeline stages
+// on one CPU, each with its own threads).
+TEST_F(PartitionTest, ReadersFollowAPinnedWeight) {
+  facts_.types = {{&host_}, {&host_}, {&host_}};
+  Tensor* w0 = Weight(host_, {16, 16}, "w0");
+  Tensor* w1 = Weight(host_, {16, 16}, "w1");
+  Tensor* x = *ctx_.NewTensor(DType::kF32, {16, 4}, "x");
+  SetInput(*x);
+  Tensor* y0 = *MulMat(ctx_, w0, x);
+  Tensor* y1 = *MulMat(ctx_, w1, y0);
+  Graph graph = *Graph::Build({y1});
+  FERRY_ASSERT_OK(Run(graph));
+  EXPECT_EQ(BackendOf(y1), 0);  // Unpinned: the first that uses the type.
+  FERRY_ASSERT_OK(sig_.Update(graph));
+  FERRY_ASSERT_OK(
+      Run(graph, {}, {{sig_.IndexOf(w0), 0}, {sig_.IndexOf(w1), 1}}));
+  EXPECT_EQ(BackendOf(y0), 0);
+  EXPECT_EQ(BackendOf(y1), 1);
+  EXPECT_EQ(ReasonOf(y1), AssignReason::kWeight);
+  EXPECT_EQ(p_.splits.size(), 2u);  // One per stage.
+}
+
 TEST_F(PartitionTest, MemoryNoBackendUsesIsAnError) {
   HostBufferType alien("alien", 64, nullptr);
   Tensor* w = Weight(alien, {8}, "w");

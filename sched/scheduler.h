@@ -134,7 +134,10 @@ class Scheduler {
   // The buffer type of backend i's activations and copies.
   BufferType* buffer_type(int i) const { return buffer_types_[i]; }
 
-  // Pins `node` to `backend`; never overridden. Cleared by Reset.
+  // Pins `node` to `backend`; never overridden. Cleared by Reset. A pinned
+  // weight takes the ops reading it along: with several backends of one
+  // device (two CPU stages, each with its own threads), pins say which
+  // layers each one runs, since their weights share a buffer type.
   absl::Status SetTensorBackend(const Tensor& node, Backend& backend);
   // The backend `tensor` was assigned in the last plan, or nullptr.
   Backend* GetTensorBackend(const Tensor& tensor) const;

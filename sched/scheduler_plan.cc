@@ -24,6 +24,13 @@ absl::Status Scheduler::SetTensorBackend(const Tensor& node, Backend& backend) {
         absl::StrCat("cannot pin '", node.name, "' (", OpName(node.op),
                      ") to '", backend.name(), "', which does not support it"));
   }
+  if (HasPresetMemory(node) && node.buffer != nullptr &&
+      !backend.device().SupportsBufferType(node.buffer->type())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cannot pin '", node.name, "' to '", backend.name(),
+        "', which cannot use its memory (", node.buffer->type()->name(),
+        ")"));
+  }
   allocated_ = false;
   for (auto& pin : pins_) {
     if (pin.first == &node) {

@@ -247,6 +247,21 @@ std::vector<Tensor*> LlamaModel::Weights() const {
   return out;
 }
 
+std::vector<std::pair<Tensor*, int>> LlamaModel::WeightBackends() const {
+  std::vector<std::pair<Tensor*, int>> out;
+  if (backends_.empty()) return out;
+  out.emplace_back(tok_embd_, embedding_backend_);
+  for (const LlamaLayer& l : layers_) {
+    for (Tensor* w : {l.attn_norm, l.wq, l.wk, l.wv, l.wo, l.ffn_norm,
+                      l.w_gate, l.w_up, l.w_down}) {
+      out.emplace_back(w, l.backend);
+    }
+  }
+  out.emplace_back(output_norm_, output_backend_);
+  if (output_ != tok_embd_) out.emplace_back(output_, output_backend_);
+  return out;
+}
+
 Tensor* LlamaModel::FindWeight(absl::string_view name) const {
   for (Tensor* t : Weights()) {
     if (t->name == name) return t;

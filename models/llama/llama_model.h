@@ -22,6 +22,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -105,6 +106,11 @@ class LlamaModel {
 
   // Every weight once, in file order.
   std::vector<Tensor*> Weights() const;
+  // Every weight once with the index of the backend holding it (empty when
+  // unplaced). Schedulers pin them (Scheduler::SetTensorBackend): backends
+  // of one device share its weights' buffer type, and only the pins say
+  // which stage holds which layers.
+  std::vector<std::pair<Tensor*, int>> WeightBackends() const;
   // The weight called `name`, or nullptr.
   Tensor* FindWeight(absl::string_view name) const;
   // The contexts holding the weights (one per backend; one when unplaced).
