@@ -3,8 +3,9 @@
 //   BM_Upload / BM_Download      a 64 MiB tensor copy from/to pinned memory
 //                                (compare: ucx_perftest tag_bw, same UCX_TLS)
 //   BM_RoundTrip4KiB             a 4 KiB download and its event
-//   BM_WeightUpload              weights from pageable memory, synchronous
-//   BM_WorkerFileLoad            weights read by the worker from its disk
+//   BM_WeightUpload/bytes/packed weights from pageable memory, synchronous,
+//                                as raw bytes or into the weights type
+//   BM_WorkerFileLoad/bytes/packed  weights read by the worker from its disk
 //   BM_WorkerToWorker            a split input copied worker to worker
 //   BM_Llama8/mode/split/steady  the 8-layer llama (n_embd 2048) as ggml's
 //                                harness builds it: mode 0 local CPU (2
@@ -84,10 +85,12 @@ Workers& GetWorkers() {
 struct Placed {
   Context ctx;
   std::vector<std::unique_ptr<Buffer>> buffers;
-  Tensor* New(BufferType& type, int64_t bytes, const char* name) {
-    auto t = ctx.NewTensor(DType::kF32, {bytes / 4}, name);
+  // An f32 vector of `bytes`, or (`rows` > 1) a matrix of `rows` rows.
+  Tensor* New(BufferType& type, int64_t bytes, const char* name,
+              int64_t rows = 1) {
+    auto t = ctx.NewTensor(DType::kF32, {bytes / 4 / rows, rows}, name);
     FERRY_CHECK(t.ok());
-    auto b = type.Allocate(static_cast<size_t>(bytes));
+    auto b = type.Allocate(type.AllocSize(**t));
     FERRY_CHECK(b.ok());
     FERRY_CHECK(PlaceTensor(**b, **t, 0).ok());
     buffers.push_back(std::move(*b));
@@ -141,18 +144,25 @@ void BM_RoundTrip4KiB(benchmark::State& state) {
 }
 BENCHMARK(BM_RoundTrip4KiB)->UseRealTime();
 
+// Arg 1: 0 the device's memory as raw bytes, 1 its weights type (the
+// worker's CPU packs the matrix into panels as the bytes arrive).
 void BM_WeightUpload(benchmark::State& state) {
   Device& device = *GetWorkers().devices[0];
   const int64_t bytes = state.range(0);
+  const bool packed = state.range(1) != 0;
   Placed p;
-  Tensor* t = p.New(*device.default_buffer_type(), bytes, "w");
+  Tensor* t = packed ? p.New(*device.weights_buffer_type(), bytes, "w", 2048)
+                     : p.New(*device.default_buffer_type(), bytes, "w");
   std::vector<char> host(static_cast<size_t>(bytes), 1);
   for (auto _ : state) {
     FERRY_CHECK(SetTensorData(*t, host.data()).ok());
   }
   state.SetBytesProcessed(state.iterations() * bytes);
 }
-BENCHMARK(BM_WeightUpload)->Arg(64 << 20)->UseRealTime();
+BENCHMARK(BM_WeightUpload)
+    ->Args({64 << 20, 0})
+    ->Args({64 << 20, 1})
+    ->UseRealTime();
 
 void BM_WorkerFileLoad(benchmark::State& state) {
   Device& device = *GetWorkers().devices[0];
@@ -167,8 +177,10 @@ void BM_WorkerFileLoad(benchmark::State& state) {
   }
   auto backend = device.CreateBackend("threads=1");
   FERRY_CHECK(backend.ok());
+  const bool packed = state.range(1) != 0;
   Placed p;
-  Tensor* t = p.New(*device.default_buffer_type(), bytes, "w");
+  Tensor* t = packed ? p.New(*device.weights_buffer_type(), bytes, "w", 2048)
+                     : p.New(*device.default_buffer_type(), bytes, "w");
   for (auto _ : state) {
     FERRY_CHECK(
         EnqueueLoadFromWorkerFile(**backend, *t, 0, bytes, name, 0).ok());
@@ -176,7 +188,10 @@ void BM_WorkerFileLoad(benchmark::State& state) {
   }
   state.SetBytesProcessed(state.iterations() * bytes);
 }
-BENCHMARK(BM_WorkerFileLoad)->Arg(64 << 20)->UseRealTime();
+BENCHMARK(BM_WorkerFileLoad)
+    ->Args({64 << 20, 0})
+    ->Args({64 << 20, 1})
+    ->UseRealTime();
 
 void BM_WorkerToWorker(benchmark::State& state) {
   Workers& w = GetWorkers();
