@@ -39,8 +39,12 @@ Message Command(Cmd cmd) {
   return m;
 }
 
-// Largest piece of a weight one set or load command carries.
-constexpr size_t kWeightPiece = size_t{32} << 20;
+// Largest piece of a weight one set or load command carries. Small pieces
+// let the worker receive the next while its device lays out the last, and
+// reuse heap staging instead of faulting in fresh pages: 64 MiB of f32
+// packed on a worker's CPU uploads at 1.7 GB/s in 2-4 MiB pieces, 1.1 GB/s
+// in 32 MiB ones (loopback TCP).
+constexpr size_t kWeightPiece = size_t{4} << 20;
 
 // Opaque addresses for remote buffers: distinct, never dereferenced.
 std::atomic<uint64_t> next_remote_address{uint64_t{1} << 44};
@@ -638,8 +642,8 @@ absl::Status RemoteBackend::EnqueueSetTensor(Tensor& tensor, const void* data,
       host_waits_.end());
   const bool ordered = !host_waits_.empty();
   m.byte = ordered ? 1 : 0;
-  // The worker stages a weight's bytes before laying them out: in pieces,
-  // so a large one never needs its whole size twice there.
+  // The worker stages a weight's bytes before laying them out: in pieces
+  // (kWeightPiece).
   const size_t piece = buffer->weights() ? kWeightPiece : size;
   for (size_t done = 0; done < size; done += piece) {
     Message part = m;
