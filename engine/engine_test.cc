@@ -180,6 +180,47 @@ TEST_F(EngineTest, GreedyTokensMatchFullRecompute) {
   }
 }
 
+// Two pipeline stages that are backends of one device (two CPU backends
+// with a thread each) share its weights' and caches' buffer types: the
+// engine pins each layer's weights and cache to its stage, so both stages
+// compute (without the pins every layer ran on the first), and the tokens
+// are those of the CPU alone.
+TEST_F(EngineTest, TwoStagesOnOneDeviceEachRunTheirLayers) {
+  std::vector<std::unique_ptr<Backend>> stages;
+  for (int i = 0; i < 2; ++i) {
+    FERRY_ASSERT_OK_AND_ASSIGN(auto stage,
+                               GetCpuDevice().CreateBackend("threads=1"));
+    stages.push_back(std::move(stage));
+  }
+  FERRY_ASSERT_OK_AND_ASSIGN(
+      auto model, llama::LlamaModel::Create(
+                      kConfig, {stages[0].get(), stages[1].get(), cpu_.get()},
+                      {.layer_backends = {0, 0, 1, 1}}));
+  FERRY_ASSERT_OK(model->FillRandom(11));
+  auto engine = Engine::Create(*model, {.max_sequences = 2,
+                                        .max_sequence_len = 40,
+                                        .batch_tokens = 8,
+                                        .n_copies = 2});
+  ASSERT_THAT(engine.status(), IsOk());
+  std::vector<Request> requests = MixedRequests(false);
+  requests.resize(2);
+  std::vector<Result> results = RunAll(**engine, requests);
+  for (size_t k = 0; k < results.size(); ++k) {
+    EXPECT_EQ(results[k].tokens,
+              ReferenceGreedy(requests[k].prompt, requests[k].max_new_tokens))
+        << "request " << k;
+  }
+  // Each stage ran its layers (named by the node that ends them); the
+  // scheduler tells backends of one device apart by index.
+  const std::string assignment = (*engine)->scheduler(0).DescribeAssignment();
+  for (int il = 0; il < kConfig.n_layer; ++il) {
+    const std::string stage = il < 2 ? "cpu#0" : "cpu#1";
+    EXPECT_THAT(assignment, ::testing::ContainsRegex(absl::StrCat(
+                                "blk\\.", il, "\\.out +-> ", stage, " ")))
+        << "layer " << il;
+  }
+}
+
 // Window buckets change only how many cache cells each micro-batch attends
 // over, not what it computes: with buckets from 4 cells up, the same
 // requests (chunked prefill, six sequences in four slots, contexts of 3 to

@@ -89,7 +89,13 @@ absl::Status AssignBackends(const GraphSignature& sig,
     const bool computes = sig.Has(i, Kind::kKindComputes);
     const GraphSignature::Key& owner_key = sig.key(owner_of(i));
     if (owner_key.buffer != nullptr) {
-      const int b = backend_of_buffer(owner_key.buffer_type, computes ? i : -1);
+      // A view of a pinned tensor (a write into a pinned KV cache) stays
+      // with it; else the first backend using the memory.
+      const int pinned = owner_of(i) != i ? out.backend[owner_of(i)] : -1;
+      const int b =
+          pinned >= 0 && (!computes || facts.supports(pinned, i))
+              ? pinned
+              : backend_of_buffer(owner_key.buffer_type, computes ? i : -1);
       if (b < 0 && !computes) {
         return absl::InvalidArgumentError(absl::StrCat(
             "tensor '", sig.tensor(i)->name, "' lives in a ",

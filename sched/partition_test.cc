@@ -266,6 +266,27 @@ TEST_F(PartitionTest, ReadersFollowAPinnedWeight) {
   EXPECT_EQ(p_.splits.size(), 2u);  // One per stage.
 }
 
+// A write into a view of a pinned tensor (a layer's KV cache) runs with it,
+// not on the first backend using its memory: the stage that reads the cache
+// is the one that wrote it.
+TEST_F(PartitionTest, AViewOfAPinnedTensorStaysWithIt) {
+  facts_.types = {{&host_}, {&host_}, {&host_}};
+  Tensor* cache = Weight(host_, {64}, "cache");
+  cache->flags &= ~kTensorFlagWeight;
+  Tensor* x = *ctx_.NewTensor(DType::kF32, {16}, "x");
+  SetInput(*x);
+  Tensor* slot = *View1D(ctx_, cache, 16, 16 * 4);
+  Tensor* write = *Cpy(ctx_, x, slot);
+  write->name = "write";
+  Graph graph = *Graph::Build({write});
+  FERRY_ASSERT_OK(Run(graph));
+  EXPECT_EQ(BackendOf(write), 0);
+  FERRY_ASSERT_OK(sig_.Update(graph));
+  FERRY_ASSERT_OK(Run(graph, {}, {{sig_.IndexOf(cache), 1}}));
+  EXPECT_EQ(BackendOf(write), 1);
+  EXPECT_EQ(ReasonOf(write), AssignReason::kViewSource);
+}
+
 TEST_F(PartitionTest, MemoryNoBackendUsesIsAnError) {
   HostBufferType alien("alien", 64, nullptr);
   Tensor* w = Weight(alien, {8}, "w");

@@ -28,8 +28,7 @@ absl::Status Scheduler::SetTensorBackend(const Tensor& node, Backend& backend) {
       !backend.device().SupportsBufferType(node.buffer->type())) {
     return absl::InvalidArgumentError(absl::StrCat(
         "cannot pin '", node.name, "' to '", backend.name(),
-        "', which cannot use its memory (", node.buffer->type()->name(),
-        ")"));
+        "', which cannot use its memory (", node.buffer->type()->name(), ")"));
   }
   allocated_ = false;
   for (auto& pin : pins_) {
@@ -291,7 +290,14 @@ std::string Scheduler::DescribeSplits() const {
 std::vector<std::string> Scheduler::BackendNames() const {
   std::vector<std::string> names;
   for (Backend* backend : backends_) names.emplace_back(backend->name());
-  return names;
+  // Backends of one device share its name: tell them apart by index.
+  std::vector<std::string> out = names;
+  for (size_t b = 0; b < names.size(); ++b) {
+    if (std::count(names.begin(), names.end(), names[b]) > 1) {
+      out[b] = absl::StrCat(names[b], "#", b);
+    }
+  }
+  return out;
 }
 
 }  // namespace ferry

@@ -252,8 +252,8 @@ std::vector<std::pair<Tensor*, int>> LlamaModel::WeightBackends() const {
   if (backends_.empty()) return out;
   out.emplace_back(tok_embd_, embedding_backend_);
   for (const LlamaLayer& l : layers_) {
-    for (Tensor* w : {l.attn_norm, l.wq, l.wk, l.wv, l.wo, l.ffn_norm,
-                      l.w_gate, l.w_up, l.w_down}) {
+    for (Tensor* w : {l.attn_norm, l.wq, l.wk, l.wv, l.wo, l.ffn_norm, l.w_gate,
+                      l.w_up, l.w_down}) {
       out.emplace_back(w, l.backend);
     }
   }

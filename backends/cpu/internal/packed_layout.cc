@@ -25,7 +25,9 @@ template <typename E, bool kToPacked>
 void BlockCopy(std::byte* logical, std::byte* panel, int64_t lane, int64_t rows,
                int64_t k) {
   constexpr int64_t kE = sizeof(E);
-  auto in_row = [&](int64_t r, int64_t c) { return logical + (r * k + c) * kE; };
+  auto in_row = [&](int64_t r, int64_t c) {
+    return logical + (r * k + c) * kE;
+  };
   auto in_panel = [&](int64_t r, int64_t c) {
     return panel + (c * kPanelWidth + lane + r) * kE;
   };
