@@ -3,6 +3,9 @@
 // go from worker to worker without passing through this process, and a
 // worker killed mid-batch fails the run with Unavailable (no hang), after
 // which new connections work.
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
 #include <functional>
 #include <memory>
 #include <string>
@@ -16,6 +19,8 @@
 #include "ferry/backends/remote/remote_device.h"
 #include "ferry/backends/remote/testing/worker_process.h"
 #include "ferry/graph/context.h"
+#include "ferry/graph/graph.h"
+#include "ferry/graph/ops.h"
 #include "ferry/graph/testing/reference.h"
 #include "ferry/models/llama/llama_graph.h"
 #include "ferry/models/llama/llama_model.h"
@@ -177,6 +182,84 @@ TEST_F(RemotePipelineTest, TwoWorkersAsStagesMatchTheLocalRun) {
   const int64_t activation = kConfig.n_embd * kUbatch * 4;
   EXPECT_GE(after[2] - before[2], kMicroBatches * activation)
       << "peer bytes into worker 1";
+}
+
+// A weight the worker reads from its own file into its CPU's weights type is
+// laid out in panels as it lands (any byte ranges, in pieces of a few MiB):
+// read back it is the file's bytes, and a mul_mat by it is right.
+TEST_F(RemotePipelineTest, AWeightLoadedFromTheWorkersFileIsPackedThere) {
+  const std::string dir = std::getenv("TEST_TMPDIR");
+  constexpr int64_t kK = 2048, kRows = 520, kN = 3;  // 4.3 MB: two pieces.
+  std::vector<float> weights(kK * kRows);
+  for (size_t i = 0; i < weights.size(); ++i) {
+    weights[i] = static_cast<float>((i * 7919) % 211) * 0.01f - 1.0f;
+  }
+  const size_t total = weights.size() * 4;
+  {
+    std::ofstream file(dir + "/w.bin", std::ios::binary);
+    file << std::string(100, 'x');  // The weight starts at offset 100.
+    file.write(reinterpret_cast<const char*>(weights.data()),
+               static_cast<std::streamsize>(total));
+  }
+  FERRY_ASSERT_OK_AND_ASSIGN(
+      auto worker,
+      WorkerProcess::Start({"--devices=cpu", "--weights_dir=" + dir}));
+  FERRY_ASSERT_OK_AND_ASSIGN(auto device,
+                             MakeRemoteDevice(worker->address() + "/cpu"));
+  FERRY_ASSERT_OK_AND_ASSIGN(auto backend, device->CreateBackend("threads=1"));
+  BufferType& type = *device->weights_buffer_type();
+  ASSERT_NE(&type, device->default_buffer_type());
+  Context ctx;
+  FERRY_ASSERT_OK_AND_ASSIGN(Tensor * w,
+                             ctx.NewTensor(DType::kF32, {kK, kRows}, "w"));
+  FERRY_ASSERT_OK_AND_ASSIGN(Tensor * x,
+                             ctx.NewTensor(DType::kF32, {kK, kN}, "x"));
+  FERRY_ASSERT_OK_AND_ASSIGN(Tensor * y, MulMat(ctx, w, x));
+  EXPECT_GT(type.AllocSize(*w), total);  // The last panel's padding.
+  FERRY_ASSERT_OK_AND_ASSIGN(auto weights_buffer,
+                             type.Allocate(type.AllocSize(*w)));
+  FERRY_ASSERT_OK(PlaceTensor(*weights_buffer, *w, 0));
+  const size_t cut = 4 * 1234 + 1;  // Inside an element.
+  FERRY_ASSERT_OK(
+      EnqueueLoadFromWorkerFile(*backend, *w, 0, cut, "w.bin", 100));
+  FERRY_ASSERT_OK(EnqueueLoadFromWorkerFile(*backend, *w, cut, total - cut,
+                                            "w.bin", 100 + cut));
+  FERRY_ASSERT_OK(backend->Synchronize());
+  std::vector<float> back(weights.size());
+  FERRY_ASSERT_OK(GetTensorData(*w, back.data()));
+  EXPECT_EQ(back, weights);
+
+  std::vector<std::unique_ptr<Buffer>> activations;
+  for (Tensor* t : {x, y}) {
+    FERRY_ASSERT_OK_AND_ASSIGN(
+        auto b, device->default_buffer_type()->Allocate(t->NumBytes()));
+    FERRY_ASSERT_OK(PlaceTensor(*b, *t, 0));
+    activations.push_back(std::move(b));
+  }
+  std::vector<float> input(kK * kN);
+  for (size_t i = 0; i < input.size(); ++i) {
+    input[i] = static_cast<float>(i % 13) * 0.1f - 0.6f;
+  }
+  FERRY_ASSERT_OK(SetTensorData(*x, input.data()));
+  FERRY_ASSERT_OK_AND_ASSIGN(Graph graph, Graph::Build({y}));
+  FERRY_ASSERT_OK(backend->Compute(graph));
+  std::vector<float> out(kRows * kN);
+  FERRY_ASSERT_OK(GetTensorData(*y, out.data()));
+  for (int64_t j = 0; j < kN; ++j) {
+    for (int64_t m = 0; m < kRows; ++m) {
+      double sum = 0, magnitude = 0;
+      for (int64_t k = 0; k < kK; ++k) {
+        const double term =
+            static_cast<double>(weights[m * kK + k]) * input[j * kK + k];
+        sum += term;
+        magnitude += std::abs(term);
+      }
+      // NaN fails: the comparison is false.
+      ASSERT_TRUE(std::abs(out[j * kRows + m] - sum) <= 1e-5 * magnitude)
+          << "row " << m << " column " << j << ": " << out[j * kRows + m]
+          << " vs " << sum;
+    }
+  }
 }
 
 TEST_F(RemotePipelineTest, WorkerToWorkerCopyBypassesTheClient) {
