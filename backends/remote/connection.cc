@@ -1,5 +1,6 @@
 #include "ferry/backends/remote/connection.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <utility>
@@ -293,7 +294,7 @@ void Connection::Get(Message m, void* dst, uint64_t tag) {
       return;
     }
     ++stream->second.pending_gets[tag];
-    gets_[m.req] = PendingGet{dst, m.size, m.stream, tag};
+    gets_[m.req] = PendingGet{dst, m.size, m.stream, tag, m.value != 0};
     SendOnLoop(std::move(m), nullptr, 0, nullptr);
   });
 }
@@ -314,6 +315,9 @@ void Connection::FinishGet(uint64_t req, absl::Status status) {
     s.timeline->Fail(status);
     return;
   }
+  // The worker answers a get once its stream's earlier work is done; one
+  // that recorded its value is that value's kSignaled.
+  if (get.records) s.worker_done = std::max(s.worker_done, get.tag);
   Advance(get.stream);
 }
 

@@ -79,7 +79,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // woken by the loop's thread. True if done. See UcxLoop::Drive.
   bool Drive(absl::FunctionRef<bool()> done);
   // Queues a download: kGetTensor `m`, its bytes into `dst`; `stream`'s
-  // value `tag` is not signalled before they land.
+  // value `tag` is not signalled before they land. With m.value (== tag)
+  // the worker records that value right after the get, and the bytes'
+  // arrival signals it (no kRecord, no kSignaled: one message each way).
   void Get(Message m, void* dst, uint64_t tag);
 
   // Streams: timelines the replies drive.
@@ -133,6 +135,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     uint64_t size = 0;
     uint64_t stream = 0;
     uint64_t tag = 0;
+    bool records = false;  // The get also recorded `tag` on the worker.
   };
 
   const HostPort worker_;

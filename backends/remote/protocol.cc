@@ -35,7 +35,7 @@ uint32_t CommandFields(Cmd cmd) {
     case Cmd::kSetTensor:
       return kS | kFStream | kRange | kFByte | kFBlob;
     case Cmd::kGetTensor:
-      return kS | kFReq | kFStream | kRange | kFBlob;
+      return kS | kFReq | kFStream | kRange | kFBlob | kFValue;
     case Cmd::kMemset:
       return kS | kFReq | kRange | kFByte | kFBlob;
     case Cmd::kCopyLocal:

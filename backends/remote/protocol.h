@@ -44,7 +44,9 @@ enum class Cmd : uint8_t {
   kSetTensor,      // stream, buffer, offset, size, byte: 1 to read the
                    // bytes in stream order (rendezvous), blob: a tensor ref
                    // or empty (below); payload: the bytes
-  kGetTensor,      // req, stream, buffer, offset, size, blob: as kSetTensor
+  kGetTensor,      // req, stream, buffer, offset, size, blob: as kSetTensor,
+                   // value: 0, or a value to record right after the get
+                   // (as kRecord; its kGetData reply stands for kSignaled)
   kMemset,         // req, buffer, offset, size, byte, blob: as kSetTensor
   kCopyLocal,      // stream, src_stream, src_buffer, src_offset, buffer,
                    // offset, size

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <utility>
 
@@ -354,6 +355,21 @@ class RemoteBackend final : public Backend {
   absl::StatusOr<RemoteBuffer*> Resolve(const Tensor& tensor, size_t offset,
                                         size_t size, absl::string_view what);
   void Enqueued() { dirty_ = true; }
+  // Sends the download held back by EnqueueGetTensor, if any; with
+  // `record` (its value) the worker records that value after it and its
+  // reply stands for the record's. Called before anything else is sent on
+  // this stream, so the stream's order is kept.
+  void SendHeldGet(uint64_t record = 0);
+
+  // A download that is sent with the next command of this stream: when
+  // that is Record(), one message each way does both (a get followed by a
+  // synchronize, the common small round trip).
+  struct HeldGet {
+    Message m;
+    void* data = nullptr;
+    uint64_t tag = 0;
+  };
+  std::optional<HeldGet> held_get_;
 
   RemoteDevice& device_;
   std::shared_ptr<Connection> connection_;
@@ -592,6 +608,7 @@ absl::StatusOr<std::unique_ptr<RemoteBackend>> RemoteBackend::Create(
 }
 
 RemoteBackend::~RemoteBackend() {
+  SendHeldGet();
   connection_->RemoveStream(stream_);
   Message m = Command(Cmd::kDestroyStream);
   m.stream = stream_;
@@ -630,6 +647,7 @@ absl::Status RemoteBackend::EnqueueSetTensor(Tensor& tensor, const void* data,
                          Resolve(tensor, offset, size, "upload"));
   FERRY_RETURN_IF_ERROR(connection_->status());
   if (size == 0) return absl::OkStatus();
+  SendHeldGet();
   Message m = Command(Cmd::kSetTensor);
   m.stream = stream_;
   m.buffer = buffer->id();
@@ -662,6 +680,7 @@ absl::Status RemoteBackend::EnqueueGetTensor(const Tensor& tensor, void* data,
                          Resolve(tensor, offset, size, "download"));
   FERRY_RETURN_IF_ERROR(connection_->status());
   if (size == 0) return absl::OkStatus();
+  SendHeldGet();
   Message m = Command(Cmd::kGetTensor);
   m.stream = stream_;
   m.buffer = buffer->id();
@@ -669,7 +688,7 @@ absl::Status RemoteBackend::EnqueueGetTensor(const Tensor& tensor, void* data,
   m.size = size;
   m.blob = buffer->RefOf(tensor);
   // The next recorded value covers this download.
-  connection_->Get(std::move(m), data, last_value_ + 1);
+  held_get_ = HeldGet{std::move(m), data, last_value_ + 1};
   Enqueued();
   return absl::OkStatus();
 }
@@ -695,6 +714,8 @@ absl::Status RemoteBackend::EnqueueCopyTensor(Backend& src_backend,
                          src_remote->Resolve(src, 0, bytes, "copy source"));
   FERRY_RETURN_IF_ERROR(connection_->status());
   if (bytes == 0) return absl::OkStatus();
+  SendHeldGet();
+  src_remote->SendHeldGet();
   if (src_remote->connection_ == connection_) {
     // Same worker: the worker's own backends copy, in this stream's order
     // after the source stream's work so far.
@@ -764,6 +785,7 @@ absl::Status RemoteBackend::EnqueueCompute(NodeSpan nodes) {
   FERRY_ASSIGN_OR_RETURN(
       uint64_t id,
       device_.GraphId(connection_, std::move(blob), std::move(buffers)));
+  SendHeldGet();
   Message m = Command(Cmd::kLaunch);
   m.stream = stream_;
   m.id = id;
@@ -772,14 +794,27 @@ absl::Status RemoteBackend::EnqueueCompute(NodeSpan nodes) {
   return absl::OkStatus();
 }
 
+void RemoteBackend::SendHeldGet(uint64_t record) {
+  if (!held_get_.has_value()) return;
+  HeldGet get = *std::move(held_get_);
+  held_get_.reset();
+  get.m.value = record;
+  connection_->Get(std::move(get.m), get.data, get.tag);
+}
+
 Event RemoteBackend::Record() {
   if (!dirty_) return last_;
   dirty_ = false;
   const uint64_t value = ++last_value_;
-  Message m = Command(Cmd::kRecord);
-  m.stream = stream_;
-  m.value = value;
-  connection_->Send(std::move(m));
+  if (held_get_.has_value() && held_get_->tag == value) {
+    SendHeldGet(value);  // The get's reply signals `value`.
+  } else {
+    SendHeldGet();
+    Message m = Command(Cmd::kRecord);
+    m.stream = stream_;
+    m.value = value;
+    connection_->Send(std::move(m));
+  }
   last_ =
       Event(timeline_, value, &device_,
             std::make_shared<RemoteEvent>(connection_.get(), stream_, value));
@@ -789,6 +824,7 @@ Event RemoteBackend::Record() {
 absl::Status RemoteBackend::EnqueueWait(const Event& event) {
   if (event.IsComplete()) return absl::OkStatus();
   FERRY_RETURN_IF_ERROR(connection_->status());
+  SendHeldGet();
   auto* native = dynamic_cast<const RemoteEvent*>(event.native().get());
   if (native != nullptr && native->connection == connection_.get()) {
     Message m = Command(Cmd::kWaitStream);
@@ -850,6 +886,7 @@ absl::Status RemoteBackend::EnqueueLoadFile(Tensor& tensor, size_t offset,
   FERRY_ASSIGN_OR_RETURN(RemoteBuffer * buffer,
                          Resolve(tensor, offset, size, "load"));
   FERRY_RETURN_IF_ERROR(connection_->status());
+  SendHeldGet();
   Message m = Command(Cmd::kLoadFile);
   m.stream = stream_;
   m.buffer = buffer->id();

@@ -253,6 +253,10 @@ class WorkerServer::Impl {
   // Pinned host memory for staging on `device`.
   absl::StatusOr<std::shared_ptr<Buffer>> Staging(uint32_t device, size_t size);
 
+  // A record of `value` on `stream` (kRecord, or a kGetTensor's): what it
+  // covers, kept for kWaitStream.
+  static absl::Status CheckRecordValue(const StreamRec& stream, uint64_t value);
+  std::vector<Event> RecordValue(StreamRec& stream, uint64_t value);
   absl::Status SetTensor(const SessionPtr& s, const Message& m, Incoming& in);
   absl::Status GetTensor(const SessionPtr& s, const Message& m);
   absl::Status CopyLocal(Session& s, const Message& m);
@@ -876,16 +880,8 @@ absl::Status WorkerServer::Impl::Execute(const SessionPtr& sp, Message& m,
     }
     case Cmd::kRecord: {
       FERRY_ASSIGN_OR_RETURN(StreamRec * stream, FindStream(s, m.stream));
-      if (m.value <= stream->last_value) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "record ", m.value, " is not above ", stream->last_value));
-      }
-      stream->last_value = m.value;
-      std::vector<Event> point = Point(*stream);
-      stream->records[m.value] = point;
-      while (stream->records.size() > kMaxRecords) {
-        stream->records.erase(stream->records.begin());
-      }
+      FERRY_RETURN_IF_ERROR(CheckRecordValue(*stream, m.value));
+      std::vector<Event> point = RecordValue(*stream, m.value);
       std::weak_ptr<Session> weak = sp;
       const uint64_t stream_id = m.stream, value = m.value;
       AfterAll(std::move(point),
@@ -1012,6 +1008,24 @@ absl::Status WorkerServer::Impl::Execute(const SessionPtr& sp, Message& m,
   return absl::InvalidArgumentError("unexpected command");
 }
 
+absl::Status WorkerServer::Impl::CheckRecordValue(const StreamRec& stream,
+                                                  uint64_t value) {
+  if (value > stream.last_value) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("record ", value, " is not above ", stream.last_value));
+}
+
+std::vector<Event> WorkerServer::Impl::RecordValue(StreamRec& stream,
+                                                   uint64_t value) {
+  stream.last_value = value;
+  std::vector<Event> point = Point(stream);
+  stream.records[value] = point;
+  while (stream.records.size() > kMaxRecords) {
+    stream.records.erase(stream.records.begin());
+  }
+  return point;
+}
+
 absl::Status WorkerServer::Impl::SetTensor(const SessionPtr& sp,
                                            const Message& m, Incoming& in) {
   Session& s = *sp;
@@ -1102,6 +1116,10 @@ absl::Status WorkerServer::Impl::GetTensor(const SessionPtr& sp,
   absl::StatusOr<Target> target = found.ok()
                                       ? ResolveTarget(**found, m)
                                       : absl::StatusOr<Target>(found.status());
+  if (target.ok() && m.value != 0) {
+    absl::Status value = CheckRecordValue(*stream, m.value);
+    if (!value.ok()) target = value;
+  }
   std::weak_ptr<Session> weak = sp;
   const uint64_t req = m.req, size = m.size;
   auto send = [this, weak, req, size](absl::Status st, const void* data,
@@ -1139,6 +1157,7 @@ absl::Status WorkerServer::Impl::GetTensor(const SessionPtr& sp,
         std::move(produced), [send, src, gate, b](absl::Status st) mutable {
           send(st, src, [gate, b](absl::Status) { (void)gate->Signal(1); });
         });
+    if (m.value != 0) RecordValue(*stream, m.value);
     return absl::OkStatus();
   }
   FERRY_ASSIGN_OR_RETURN(std::shared_ptr<Buffer> staging,
@@ -1152,6 +1171,7 @@ absl::Status WorkerServer::Impl::GetTensor(const SessionPtr& sp,
     const void* data = staging->base();
     send(st, data, [staging](absl::Status) mutable { staging.reset(); });
   });
+  if (m.value != 0) RecordValue(*stream, m.value);
   return absl::OkStatus();
 }
 

@@ -106,5 +106,42 @@ TEST(RemoteRoundTripTest, BlockingCallsInterleaveWithRoundTrips) {
   round_trips.join();
 }
 
+// A download followed by Record is one message each way: the worker
+// records the value itself after the get. That record is real on the
+// worker: another backend there waits for it before overwriting the bytes,
+// so the download still reads the first ones, and the event completes.
+TEST(RemoteRoundTripTest, AnEventRecordedRightAfterADownloadOrdersTheWorker) {
+  FERRY_ASSERT_OK_AND_ASSIGN(std::unique_ptr<WorkerProcess> worker,
+                             WorkerProcess::Start({"--devices=cpu"}));
+  FERRY_ASSERT_OK_AND_ASSIGN(std::unique_ptr<Device> device,
+                             MakeRemoteDevice(worker->address() + "/cpu"));
+  FERRY_ASSERT_OK_AND_ASSIGN(auto reader, device->CreateBackend("threads=1"));
+  FERRY_ASSERT_OK_AND_ASSIGN(auto writer, device->CreateBackend("threads=1"));
+  Placed p;
+  FERRY_ASSERT_OK_AND_ASSIGN(
+      Tensor * remote, p.New(*device->default_buffer_type(), kBytes, "r"));
+  FERRY_ASSERT_OK_AND_ASSIGN(
+      Tensor * first, p.New(*device->host_buffer_type(), kBytes, "first"));
+  FERRY_ASSERT_OK_AND_ASSIGN(
+      Tensor * second, p.New(*device->host_buffer_type(), kBytes, "second"));
+  FERRY_ASSERT_OK_AND_ASSIGN(
+      Tensor * down, p.New(*device->host_buffer_type(), kBytes, "down"));
+  std::memset(first->data, 0x11, kBytes);
+  std::memset(second->data, 0x22, kBytes);
+  FERRY_ASSERT_OK(SetTensorData(*remote, first->data));
+  for (int round = 0; round < 20; ++round) {
+    std::memset(down->data, 0, kBytes);
+    FERRY_ASSERT_OK(reader->EnqueueGetTensor(*remote, down->data, 0, kBytes));
+    const Event got = reader->Record();
+    FERRY_ASSERT_OK(writer->EnqueueWait(got));
+    FERRY_ASSERT_OK(writer->EnqueueSetTensor(*remote, second->data, 0, kBytes));
+    FERRY_ASSERT_OK(writer->EnqueueSetTensor(*remote, first->data, 0, kBytes));
+    FERRY_ASSERT_OK(got.WaitBlocking(absl::Now() + absl::Seconds(10)));
+    FERRY_ASSERT_OK(writer->Synchronize());
+    ASSERT_EQ(std::memcmp(down->data, first->data, kBytes), 0)
+        << "round " << round;
+  }
+}
+
 }  // namespace
 }  // namespace ferry
