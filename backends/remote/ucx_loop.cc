@@ -239,8 +239,10 @@ void UcxLoop::Run() {
   using Clock = std::chrono::steady_clock;
   // Spin this long after the last activity before sleeping on the fd
   // (FERRY_UCX_SPIN_US). 0 by default: on a host with few cores, spinning
-  // takes the core the other side needs to answer (measured: a 4 KiB round
-  // trip 52 us with 0, 100-150 us with 30, 500 us with 200 on 2 cores).
+  // takes a core that compute or the other side needs. On a worker, with
+  // the client driving its own loop (FERRY_REMOTE_DRIVE_SPIN_US), 100 took
+  // a 4 KiB download and its event from 28-33 us to 21-24 us on 2 cores;
+  // beside a client whose loop thread must be woken it made things worse.
   static const int64_t spin_us = [] {
     const char* env = std::getenv("FERRY_UCX_SPIN_US");
     int64_t us = 0;
