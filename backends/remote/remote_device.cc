@@ -608,7 +608,9 @@ absl::StatusOr<std::unique_ptr<RemoteBackend>> RemoteBackend::Create(
 }
 
 RemoteBackend::~RemoteBackend() {
-  SendHeldGet();
+  // A download still held has no event after it that anyone could wait
+  // for: drop it rather than write into host memory the caller may free.
+  held_get_.reset();
   connection_->RemoveStream(stream_);
   Message m = Command(Cmd::kDestroyStream);
   m.stream = stream_;
