@@ -25,6 +25,8 @@
 //                                what is in flight (a server's stream).
 // The transport is UCX_TLS's (tcp, or sm,self,tcp for shared memory):
 //   UCX_TLS=tcp ./bazelw run --config=opt //tests/remote:remote_benchmark
+// tests/remote/netns_benchmark.sh runs it on hosts of its own over shaped
+// links (FERRY_BENCH_WORKERS).
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -33,6 +35,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
 #include "benchmark/benchmark.h"
 #include "ferry/backends/backend.h"
 #include "ferry/backends/buffer.h"
@@ -60,10 +64,22 @@ struct Workers {
   std::vector<std::unique_ptr<Device>> devices;
 };
 
-// Two workers serving their CPU, for the whole run.
+// Two workers serving their CPU, for the whole run: those named by
+// FERRY_BENCH_WORKERS (HOST:PORT,HOST:PORT, e.g. on other hosts; the file
+// load benchmark needs them to share WeightsDir() as their --weights_dir),
+// or two started here.
 Workers& GetWorkers() {
   static Workers* workers = [] {
     auto* w = new Workers;
+    if (const char* named = std::getenv("FERRY_BENCH_WORKERS")) {
+      for (absl::string_view address : absl::StrSplit(named, ',')) {
+        auto d = MakeRemoteDevice(absl::StrCat(address, "/cpu"));
+        FERRY_CHECK(d.ok());
+        w->devices.push_back(std::move(*d));
+      }
+      FERRY_CHECK(w->devices.size() == 2);
+      return w;
+    }
     for (int i = 0; i < 2; ++i) {
       auto p = WorkerProcess::Start(
           {"--devices=cpu", "--weights_dir=" + WeightsDir()});
