@@ -74,6 +74,8 @@ uint32_t CommandFields(Cmd cmd) {
       return kS | kFBlob;
     case Cmd::kAllocSize:
       return kS | kFReq | kFDevice | kFBlob;
+    case Cmd::kEngineStats:
+      return kS | kFReq | kFDevice;
   }
   return 0;
 }
@@ -102,7 +104,7 @@ absl::string_view CmdName(Cmd cmd) {
       "launch",        "record",         "wait_stream",  "wait_gate",
       "signal_gate",   "reset_stream",   "send_to_peer", "recv_from_peer",
       "load_file",     "ping",           "supports_op",  "peer_data",
-      "stats",         "blob_part",      "alloc_size"};
+      "stats",         "blob_part",      "alloc_size",   "engine_stats"};
   const size_t i = static_cast<size_t>(cmd);
   return i < sizeof(kNames) / sizeof(kNames[0]) ? kNames[i] : "invalid";
 }

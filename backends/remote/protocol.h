@@ -71,7 +71,9 @@ enum class Cmd : uint8_t {
   kBlobPart,       // blob: leading bytes of the next command's blob
   kAllocSize,      // req, device, blob: a tensor ref (unplaced); the reply's
                    // value is the bytes the weights type gives it
-  kLast = kAllocSize,
+  kEngineStats,    // req, device; the reply's text: one line per engine of
+                   // the device, "name\tbusy_ns\tops\tbytes" (EngineStats)
+  kLast = kEngineStats,
 };
 
 // Byte ranges of kSetTensor, kGetTensor, kMemset and kLoadFile are buffer

@@ -7,7 +7,9 @@
 #include <mutex>
 #include <optional>
 #include <set>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/match.h"
@@ -236,6 +238,9 @@ class RemoteDevice final : public Device {
   }
   BufferType* host_buffer_type() override { return &pinned_type_; }
   bool SupportsOp(const Tensor& node) const override;
+  // The worker device's engines, named under this device (a round trip;
+  // empty while the worker cannot answer).
+  std::vector<EngineStats> engine_stats() const override;
   bool SupportsBufferType(const BufferType* type) const override {
     return type == &buffer_type_ ||
            (weights_type_ != nullptr && type == weights_type_.get());
@@ -963,6 +968,34 @@ absl::Status RegisterRemoteFamily(Registry& registry) {
 RemoteTraffic GetRemoteTraffic() {
   return RemoteTraffic{Connection::bytes_sent.load(),
                        Connection::bytes_received.load()};
+}
+
+std::vector<EngineStats> RemoteDevice::engine_stats() const {
+  std::shared_ptr<Connection> c = current_connection();
+  if (!c->alive()) return {};
+  Message m = Command(Cmd::kEngineStats);
+  m.device = index();
+  absl::StatusOr<Message> reply = c->Call(std::move(m), absl::Seconds(10));
+  if (!reply.ok()) return {};
+  std::vector<EngineStats> out;
+  for (absl::string_view line :
+       absl::StrSplit(reply->text, '\n', absl::SkipEmpty())) {
+    std::vector<absl::string_view> f = absl::StrSplit(line, '\t');
+    EngineStats e;
+    if (f.size() != 4 || !absl::SimpleAtoi(f[1], &e.busy_ns) ||
+        !absl::SimpleAtoi(f[2], &e.ops) || !absl::SimpleAtoi(f[3], &e.bytes)) {
+      return {};
+    }
+    // The worker's "cpu/compute" is this device's "remote:H:P/cpu/compute".
+    absl::string_view engine = f[0];
+    const std::string local_prefix = absl::StrCat(info_.name, "/");
+    if (absl::StartsWith(engine, local_prefix)) {
+      engine.remove_prefix(local_prefix.size());
+    }
+    e.name = absl::StrCat(name_, "/", engine);
+    out.push_back(std::move(e));
+  }
+  return out;
 }
 
 absl::StatusOr<std::vector<int64_t>> GetWorkerStats(Device& device) {

@@ -989,6 +989,20 @@ absl::Status WorkerServer::Impl::Execute(const SessionPtr& sp, Message& m,
       Result(sp, m.req, absl::OkStatus(), type->AllocSize(ref->tensor));
       return absl::OkStatus();
     }
+    case Cmd::kEngineStats: {
+      if (m.device >= options_.devices.size()) {
+        return absl::NotFoundError(absl::StrCat("no device ", m.device));
+      }
+      Message r;
+      r.kind = static_cast<uint8_t>(ReplyKind::kResult);
+      r.req = m.req;
+      for (const EngineStats& e : options_.devices[m.device]->engine_stats()) {
+        absl::StrAppend(&r.text, e.name, "\t", e.busy_ns, "\t", e.ops, "\t",
+                        e.bytes, "\n");
+      }
+      Reply(sp, std::move(r));
+      return absl::OkStatus();
+    }
     case Cmd::kStats: {
       Message r;
       r.kind = static_cast<uint8_t>(ReplyKind::kResult);

@@ -15,6 +15,7 @@
 #include "ferry/backends/backend.h"
 #include "ferry/backends/buffer.h"
 #include "ferry/backends/cpu/cpu_backend.h"
+#include "ferry/backends/device.h"
 #include "ferry/backends/event.h"
 #include "ferry/backends/remote/remote_device.h"
 #include "ferry/backends/remote/testing/worker_process.h"
@@ -150,6 +151,15 @@ TEST_F(RemotePipelineTest, TwoWorkersAsStagesMatchTheLocalRun) {
   ASSERT_NE(w1, nullptr);
   FERRY_ASSERT_OK_AND_ASSIGN(std::vector<int64_t> before,
                              GetWorkerStats(w1->device()));
+  // Each worker's compute engine, as the worker counts it, under the
+  // remote device's name.
+  std::vector<EngineStats> engines_before;
+  for (Backend* b : {w0.get(), w1.get()}) {
+    std::vector<EngineStats> e = b->device().engine_stats();
+    ASSERT_EQ(e.size(), 1u) << b->device().name();
+    EXPECT_EQ(e[0].name, absl::StrCat(b->device().name(), "/compute"));
+    engines_before.push_back(e[0]);
+  }
   // Splits are defined on the workers by the first batches (one set per
   // copy slot), then launched by id: the later batches define nothing.
   std::vector<int64_t> defined_after_warmup;
@@ -170,6 +180,13 @@ TEST_F(RemotePipelineTest, TwoWorkersAsStagesMatchTheLocalRun) {
     EXPECT_LE(defined_after_warmup[i], 4) << "worker " << i;
     EXPECT_EQ(stats[6], defined_after_warmup[i])
         << "worker " << i << " got new graphs after the warm-up";
+  }
+  for (int i = 0; i < 2; ++i) {
+    Backend* b = i == 0 ? w0.get() : w1.get();
+    std::vector<EngineStats> e = b->device().engine_stats();
+    ASSERT_EQ(e.size(), 1u) << b->device().name();
+    EXPECT_GT(e[0].ops, engines_before[i].ops) << b->device().name();
+    EXPECT_GT(e[0].busy_ns, engines_before[i].busy_ns) << b->device().name();
   }
   ASSERT_EQ(expected.size(), actual.size());
   for (int k = 0; k < kMicroBatches; ++k) {

@@ -122,6 +122,9 @@ TEST_F(RemoteSecurityTest, RequestsOutOfBoundsGetErrors) {
   Message stream = Command(Cmd::kCreateStream);
   stream.device = 9;
   EXPECT_THAT(c_->Call(stream), StatusIs(absl::StatusCode::kNotFound));
+  Message engines = Command(Cmd::kEngineStats);
+  engines.device = 1u << 31;
+  EXPECT_THAT(c_->Call(engines), StatusIs(absl::StatusCode::kNotFound));
   FERRY_EXPECT_OK(Ping());
 }
 
