@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -65,8 +66,31 @@ Connection::~Connection() {
   loop_.reset();
 }
 
+void Connection::CloseForExit() {
+  if (loop_ == nullptr) return;
+  loop_->Post([this] {
+    Fail(absl::UnavailableError(absl::StrCat(
+        "remote worker ", worker_.ToString(), ": the process is exiting")));
+  });
+  loop_->Shutdown();
+}
+
 absl::StatusOr<std::shared_ptr<Connection>> Connection::Get(
     const HostPort& worker, const std::string& token) {
+  static const bool closes_at_exit = [] {
+    std::atexit([] {
+      std::vector<std::shared_ptr<Connection>> open;
+      {
+        std::lock_guard<std::mutex> lock(RegistryMutex());
+        for (auto& [key, weak] : OpenConnections()) {
+          if (auto c = weak.lock()) open.push_back(std::move(c));
+        }
+      }
+      for (auto& c : open) c->CloseForExit();
+    });
+    return true;
+  }();
+  (void)closes_at_exit;
   const std::string key = absl::StrCat(worker.ToString(), "#", token);
   std::lock_guard<std::mutex> lock(RegistryMutex());
   auto it = OpenConnections().find(key);

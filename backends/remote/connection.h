@@ -53,10 +53,17 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // Connects and says hello; Unavailable naming the worker if it cannot.
   static absl::StatusOr<std::shared_ptr<Connection>> Open(
       const HostPort& worker, std::string token);
-  // The open connection to `worker` with `token`, or a new one.
+  // The open connection to `worker` with `token`, or a new one. Open
+  // connections are closed at process exit (CloseForExit).
   static absl::StatusOr<std::shared_ptr<Connection>> Get(
       const HostPort& worker, const std::string& token);
   ~Connection();
+  // Fails everything waiting with Unavailable and closes UCX now; the
+  // connection refuses all work afterwards. Devices held to the end of a
+  // program (a global registry) keep their connections open, and UCX's
+  // libraries tear down their state after exit handlers while its threads
+  // and the loop's still run: this runs for every open one at exit first.
+  void CloseForExit();
 
   const HostPort& worker() const { return worker_; }
   uint64_t session() const { return session_; }

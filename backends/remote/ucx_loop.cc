@@ -94,18 +94,40 @@ UcxLoop::~UcxLoop() {
 }
 
 void UcxLoop::Post(absl::AnyInvocable<void() &&> fn) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (shut_down_) {
+    lock.unlock();  // `fn`'s captures may post as they go.
+    return;
+  }
+  posted_.push_back(std::move(fn));
+  // Under mu_: Shutdown cannot destroy the worker meanwhile.
+  if (!InLoop()) ucp_worker_signal(worker_);
+}
+
+void UcxLoop::Shutdown() {
+  Join();
+  std::lock_guard<std::mutex> held(hold_mu_);  // No thread drives it now.
+  std::deque<absl::AnyInvocable<void() &&>> dropped;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    posted_.push_back(std::move(fn));
+    if (shut_down_) return;
+    shut_down_ = true;
+    dropped.swap(posted_);
   }
-  if (!InLoop()) ucp_worker_signal(worker_);
+  dropped.clear();
+  deferred_.clear();
+  if (worker_ != nullptr) ucp_worker_destroy(worker_);
+  if (context_ != nullptr) ucp_cleanup(context_);
+  worker_ = nullptr;
+  context_ = nullptr;
 }
 
 void UcxLoop::RunOrPost(absl::AnyInvocable<void() &&> fn) {
   // Inside loop work, running `fn` now would reenter UCX: queue it.
   if (!InLoop() && !stop_.load()) {
     std::unique_lock<std::mutex> held(hold_mu_, std::try_to_lock);
-    if (held.owns_lock()) {
+    // Stopped meanwhile: Shutdown may have closed UCX before this lock.
+    if (held.owns_lock() && !stop_.load()) {
       loop_thread_.store(std::this_thread::get_id());
       {
         DeviceThreadScope device_thread;
@@ -124,7 +146,7 @@ bool UcxLoop::Drive(absl::FunctionRef<bool()> done, absl::Duration budget) {
   if (done()) return true;
   if (budget <= absl::ZeroDuration() || InLoop() || stop_.load()) return false;
   std::unique_lock<std::mutex> held(hold_mu_, std::try_to_lock);
-  if (!held.owns_lock()) return false;
+  if (!held.owns_lock() || stop_.load()) return false;
   loop_thread_.store(std::this_thread::get_id());
   // The loop's thread sleeps on: traffic no longer wakes it.
   (void)epoll_ctl(loop_epfd_, EPOLL_CTL_DEL, efd_, nullptr);
@@ -200,7 +222,8 @@ void UcxLoop::Join() {
 
 void UcxLoop::Stop() {
   stop_.store(true);
-  if (worker_ != nullptr) ucp_worker_signal(worker_);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!shut_down_ && worker_ != nullptr) ucp_worker_signal(worker_);
 }
 
 absl::Status UcxLoop::SetAmHandler(unsigned id, ucp_am_recv_callback_t cb,

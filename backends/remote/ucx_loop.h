@@ -64,6 +64,11 @@ class UcxLoop {
   static absl::StatusOr<std::unique_ptr<UcxLoop>> Create();
   // Stops and joins the thread of Start(), then closes UCX.
   ~UcxLoop();
+  // Joins the loop's thread (after what was posted runs), waits for a
+  // thread driving the loop, and closes UCX now; what is posted afterwards
+  // is dropped. For process exit: UCX's libraries tear down their state
+  // after exit handlers, under any thread of theirs still running.
+  void Shutdown();
 
   ucp_context_h context() const { return context_; }
   ucp_worker_h worker() const { return worker_; }
@@ -138,6 +143,7 @@ class UcxLoop {
   std::shared_ptr<LoopExecutor> executor_;
   std::mutex mu_;
   std::deque<absl::AnyInvocable<void() &&>> posted_ ABSL_GUARDED_BY(mu_);
+  bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
   std::deque<absl::AnyInvocable<void() &&>> deferred_;  // Loop only.
   absl::AnyInvocable<void()> tick_;
   absl::Duration tick_period_ = absl::Seconds(1);

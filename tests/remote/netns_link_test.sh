@@ -16,12 +16,6 @@ cleanup() {
 trap cleanup EXIT
 netns_hosts_up 1gbit || skip "$netns_skip_reason"
 export UCX_TLS=tcp FERRY_WORKER_TOKEN=netns-test
-# Over a real (veth) TCP link TSan reports a race in remote_probe whose top
-# frame is inside the uninstrumented libucs (not yet understood; see the
-# README's status). This test measures the link; ferry's remote code is
-# race-checked over loopback by the conformance and pipeline tests. LSan
-# still reports leaks here.
-export TSAN_OPTIONS="${TSAN_OPTIONS:+$TSAN_OPTIONS:}report_bugs=0"
 out=$(mktemp)
 ip netns exec "$ns_w1" "$worker" --listen=10.77.0.2:7070 --devices=cpu >"$out" 2>&1 &
 wpid=$!

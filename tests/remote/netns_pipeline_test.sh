@@ -21,9 +21,6 @@ cleanup() {
 trap cleanup EXIT
 netns_hosts_up 1gbit || skip "$netns_skip_reason"
 export UCX_TLS=tcp FERRY_WORKER_TOKEN=netns-pipeline-test
-# As in netns_link_test.sh: over veth TSan reports a race whose top frame is
-# inside the uninstrumented libucs; the loopback tests race-check ferry.
-export TSAN_OPTIONS="${TSAN_OPTIONS:+$TSAN_OPTIONS:}report_bugs=0"
 embd=256
 small=(--layers=4 --embd=$embd --heads=4 --kv_heads=2 --ff=384 --vocab=128
        --requests=8 --prompt_tokens=24 --gen_tokens=6 --batch_tokens=8)

@@ -335,6 +335,32 @@ TEST_F(RemoteSecurityTest, FilesLoadOnlyFromTheWeightsDirectory) {
   EXPECT_EQ(std::string(got.begin(), got.end()), std::string(4096, '\x2a'));
 }
 
+// What runs for every open connection at exit: waiters get Unavailable at
+// once, later work is refused without touching UCX, and the worker serves
+// its other clients.
+TEST_F(RemoteSecurityTest, AConnectionClosedForExitRefusesWork) {
+  FERRY_ASSERT_OK_AND_ASSIGN(std::shared_ptr<Connection> other, Connect());
+  FERRY_ASSERT_OK(other->Call(Command(Cmd::kPing)).status());
+  auto timeline = std::make_shared<TimelineSemaphore>(0);
+  Message stream = Command(Cmd::kCreateStream);
+  FERRY_ASSERT_OK_AND_ASSIGN(Message created, other->Call(stream));
+  other->AddStream(created.value, timeline);
+  other->CloseForExit();
+  EXPECT_THAT(timeline->WaitBlocking(1, absl::Now() + absl::Seconds(5)),
+              StatusIs(absl::StatusCode::kUnavailable, HasSubstr("exiting")));
+  const absl::Time start = absl::Now();
+  EXPECT_THAT(other->Call(Command(Cmd::kPing), absl::Seconds(5)),
+              StatusIs(absl::StatusCode::kUnavailable));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(1));
+  Message record = Command(Cmd::kRecord);
+  record.stream = created.value;
+  record.value = 1;
+  other->Send(std::move(record));  // Dropped, not sent.
+  other->CloseForExit();           // Twice is harmless.
+  other.reset();
+  FERRY_EXPECT_OK(Ping());
+}
+
 TEST_F(RemoteSecurityTest, AClientThatGoesAwayLeavesNothingBehind) {
   auto stats = [&]() -> std::vector<int64_t> {
     absl::StatusOr<Message> r = c_->Call(Command(Cmd::kStats));
