@@ -23,6 +23,7 @@
 namespace ferry {
 
 class Backend;
+class TraceRecorder;
 
 enum class DeviceType : uint8_t {
   kCpu,    // The host CPU.
@@ -109,6 +110,14 @@ class Device {
 
   // Per-engine counters (empty when the device keeps none).
   virtual std::vector<EngineStats> engine_stats() const { return {}; }
+  // Adds to `into` the trace spans this device's engines recorded where
+  // `into` cannot see them (a worker's, on another host), on `into`'s clock,
+  // each once. Devices in this process record into the global recorder
+  // directly: nothing to add.
+  virtual absl::Status CollectTrace(TraceRecorder& into) {
+    (void)into;
+    return absl::OkStatus();
+  }
   // The clock engine_stats and the device's trace spans are measured on, in
   // nanoseconds: the host's steady clock unless props().modelled_clock.
   virtual int64_t ClockNanos() const;

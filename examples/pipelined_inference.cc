@@ -836,6 +836,16 @@ absl::Status Run() {
                  static_cast<long long>(dump_rows),
                  static_cast<long long>(c.n_vocab));
   }
+  if (!trace_path.empty() || !timeline_path.empty()) {
+    // Spans devices recorded elsewhere (remote workers') join the trace.
+    std::vector<Device*> seen;
+    for (Backend* backend : backends.list) {
+      Device* d = &backend->device();
+      if (std::find(seen.begin(), seen.end(), d) != seen.end()) continue;
+      seen.push_back(d);
+      FERRY_RETURN_IF_ERROR(d->CollectTrace(TraceRecorder::Global()));
+    }
+  }
   if (!trace_path.empty()) {
     FERRY_RETURN_IF_ERROR(TraceRecorder::Global().WriteChromeTrace(trace_path));
     std::fprintf(out, "trace: %s (open in https://ui.perfetto.dev)\n",

@@ -92,6 +92,18 @@ void TraceRecorder::Record(int track, absl::string_view name, int64_t begin_ns,
   buffer.spans.push_back(std::move(span));
 }
 
+void TraceRecorder::Insert(int track, absl::string_view name, int64_t begin_ns,
+                           int64_t end_ns) {
+  TraceSpan span;
+  span.track = track;
+  span.name = std::string(name);
+  span.begin_ns = begin_ns;
+  span.end_ns = end_ns;
+  ThreadBuffer& buffer = LocalBuffer();
+  std::lock_guard<std::mutex> lock(buffer.mu);
+  buffer.spans.push_back(std::move(span));
+}
+
 std::vector<TraceSpan> TraceRecorder::Spans() const {
   std::vector<TraceSpan> all;
   std::lock_guard<std::mutex> lock(mu_);

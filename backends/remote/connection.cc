@@ -9,6 +9,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "ferry/runtime/status_macros.h"
+#include "ferry/runtime/trace.h"
 
 namespace ferry::remote {
 
@@ -64,6 +65,15 @@ Connection::~Connection() {
   // Stop the progress thread while loop_ is still valid for what it runs.
   if (loop_ != nullptr) loop_->Join();
   loop_.reset();
+}
+
+void Connection::SyncTracing() {
+  const bool on = TraceRecorder::Global().enabled();
+  if (worker_tracing_.exchange(on) == on) return;
+  Message m;
+  m.kind = static_cast<uint8_t>(Cmd::kTrace);
+  m.value = on ? 1 : 0;
+  Send(std::move(m));
 }
 
 void Connection::CloseForExit() {
@@ -455,10 +465,35 @@ ucs_status_t Connection::Reply(absl::string_view header, void* data,
       if (it == calls_.end()) break;
       std::shared_ptr<Pending> call = it->second;
       calls_.erase(it);
-      std::lock_guard<std::mutex> lock(call->mu);
-      call->result = *std::move(m);
-      call->done = true;
-      call->cv.notify_all();
+      auto finish = [call](absl::StatusOr<Message> result) {
+        std::lock_guard<std::mutex> lock(call->mu);
+        call->result = std::move(result);
+        call->done = true;
+        call->cv.notify_all();
+      };
+      // A result with data (kTraceSpans): the data is the reply's blob.
+      if (length > kMaxBlob) {
+        finish(absl::InternalError(
+            absl::StrCat("a result of ", length, " bytes")));
+        break;
+      }
+      m->blob.resize(length);
+      if (rndv) {
+        auto reply = std::make_shared<Message>(*std::move(m));
+        loop_->Defer([this, data, length, reply, finish]() mutable {
+          loop_->RecvAmData(data, reply->blob.data(), length,
+                            [reply, finish](absl::Status st) mutable {
+                              if (st.ok()) {
+                                finish(std::move(*reply));
+                              } else {
+                                finish(st);
+                              }
+                            });
+        });
+        return UCS_INPROGRESS;
+      }
+      if (length > 0) std::memcpy(m->blob.data(), data, length);
+      finish(*std::move(m));
       break;
     }
     case ReplyKind::kSignaled: {

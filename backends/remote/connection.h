@@ -85,6 +85,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // thread about to wait for a reply receives it itself instead of being
   // woken by the loop's thread. True if done. See UcxLoop::Drive.
   bool Drive(absl::FunctionRef<bool()> done);
+  // Tells the worker to record trace spans while this process's recorder
+  // is on (sent when that changes, before the next command).
+  void SyncTracing();
   // Queues a download: kGetTensor `m`, its bytes into `dst`; `stream`'s
   // value `tag` is not signalled before they land. With m.value (== tag)
   // the worker records that value right after the get, and the bytes'
@@ -147,6 +150,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   const HostPort worker_;
   const std::string token_;
+  std::atomic<bool> worker_tracing_{false};  // Last kTrace sent.
   std::unique_ptr<UcxLoop> loop_;
   ucp_ep_h ep_ = nullptr;
   uint64_t session_ = 0;

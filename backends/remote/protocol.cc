@@ -76,6 +76,10 @@ uint32_t CommandFields(Cmd cmd) {
       return kS | kFReq | kFDevice | kFBlob;
     case Cmd::kEngineStats:
       return kS | kFReq | kFDevice;
+    case Cmd::kTrace:
+      return kS | kFValue;
+    case Cmd::kTraceSpans:
+      return kS | kFReq;
   }
   return 0;
 }
@@ -104,7 +108,8 @@ absl::string_view CmdName(Cmd cmd) {
       "launch",        "record",         "wait_stream",  "wait_gate",
       "signal_gate",   "reset_stream",   "send_to_peer", "recv_from_peer",
       "load_file",     "ping",           "supports_op",  "peer_data",
-      "stats",         "blob_part",      "alloc_size",   "engine_stats"};
+      "stats",         "blob_part",      "alloc_size",   "engine_stats",
+      "trace",         "trace_spans"};
   const size_t i = static_cast<size_t>(cmd);
   return i < sizeof(kNames) / sizeof(kNames[0]) ? kNames[i] : "invalid";
 }
@@ -296,6 +301,41 @@ std::string EncodeDeviceInfos(const std::vector<DeviceInfo>& infos) {
     w.U64(d.weights_alignment);
   }
   return std::move(w.out());
+}
+
+std::string EncodeTraceSpans(const std::vector<WireSpan>& spans) {
+  Writer w;
+  w.U32(static_cast<uint32_t>(spans.size()));
+  for (const WireSpan& s : spans) {
+    w.Str(s.track);
+    w.Str(s.name);
+    w.I64(s.begin_ns);
+    w.I64(s.end_ns);
+  }
+  return std::move(w.out());
+}
+
+absl::StatusOr<std::vector<WireSpan>> DecodeTraceSpans(absl::string_view data) {
+  Reader r(data);
+  uint32_t n;
+  FERRY_RETURN_IF_ERROR(r.U32(&n));
+  // Each span takes at least 24 bytes: a count past that is a lie.
+  if (n > data.size() / 24) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(n, " spans in ", data.size(), " bytes"));
+  }
+  std::vector<WireSpan> out(n);
+  for (WireSpan& s : out) {
+    FERRY_RETURN_IF_ERROR(r.Str(&s.track, 256, "span track"));
+    FERRY_RETURN_IF_ERROR(r.Str(&s.name, kMaxText, "span name"));
+    FERRY_RETURN_IF_ERROR(r.I64(&s.begin_ns));
+    FERRY_RETURN_IF_ERROR(r.I64(&s.end_ns));
+    if (s.end_ns < s.begin_ns) {
+      return absl::InvalidArgumentError("a span ends before it begins");
+    }
+  }
+  if (!r.done()) return absl::InvalidArgumentError("bytes after the spans");
+  return out;
 }
 
 absl::StatusOr<std::vector<DeviceInfo>> DecodeDeviceInfos(

@@ -73,7 +73,12 @@ enum class Cmd : uint8_t {
                    // value is the bytes the weights type gives it
   kEngineStats,    // req, device; the reply's text: one line per engine of
                    // the device, "name\tbusy_ns\tops\tbytes" (EngineStats)
-  kLast = kEngineStats,
+  kTrace,          // value: 1 to record trace spans of the worker's devices
+                   // for this session, 0 to stop
+  kTraceSpans,     // req; the reply's value: the worker's clock (ns) as it
+                   // answers; its data: the spans recorded since the last
+                   // kTraceSpans (EncodeTraceSpans), oldest first
+  kLast = kTraceSpans,
 };
 
 // Byte ranges of kSetTensor, kGetTensor, kMemset and kLoadFile are buffer
@@ -176,6 +181,16 @@ struct DeviceInfo {
 std::string EncodeDeviceInfos(const std::vector<DeviceInfo>& infos);
 absl::StatusOr<std::vector<DeviceInfo>> DecodeDeviceInfos(
     absl::string_view blob);
+
+// A trace span as a worker sends it (kTraceSpans), on the worker's clock.
+struct WireSpan {
+  std::string track;  // The worker's track name ("cpu/compute").
+  std::string name;
+  int64_t begin_ns = 0;
+  int64_t end_ns = 0;
+};
+std::string EncodeTraceSpans(const std::vector<WireSpan>& spans);
+absl::StatusOr<std::vector<WireSpan>> DecodeTraceSpans(absl::string_view data);
 
 // Little-endian primitive writer and a reader that checks every read.
 class Writer {

@@ -1,6 +1,7 @@
 #include "ferry/backends/remote/protocol.h"
 
 #include <string>
+#include <vector>
 
 #include "ferry/backends/cpu/cpu_packed_buffer.h"
 #include "ferry/backends/host_buffer.h"
@@ -68,6 +69,30 @@ TEST(ProtocolTest, LengthsAreBoundedBeforeTheyAreRead) {
   FERRY_ASSERT_OK_AND_ASSIGN(Message back, DecodeReply(EncodeReply(status)));
   EXPECT_THAT(back.status(),
               StatusIs(absl::StatusCode::kNotFound, "no buffer 3"));
+}
+
+TEST(ProtocolTest, TraceSpansRoundTripAndLiesAreRefused) {
+  const std::vector<WireSpan> spans = {{"cpu/compute", "mul_mat w", 5, 9},
+                                       {"cpu/copy", "", -3, -3}};
+  const std::string data = EncodeTraceSpans(spans);
+  FERRY_ASSERT_OK_AND_ASSIGN(std::vector<WireSpan> back,
+                             DecodeTraceSpans(data));
+  ASSERT_EQ(back.size(), 2u);
+  EXPECT_EQ(back[0].track, "cpu/compute");
+  EXPECT_EQ(back[0].name, "mul_mat w");
+  EXPECT_EQ(back[0].begin_ns, 5);
+  EXPECT_EQ(back[0].end_ns, 9);
+  EXPECT_EQ(back[1].begin_ns, -3);
+  FERRY_ASSERT_OK_AND_ASSIGN(back, DecodeTraceSpans(EncodeTraceSpans({})));
+  EXPECT_TRUE(back.empty());
+  // A count the bytes cannot hold, a truncation, trailing bytes, a span
+  // that ends before it begins.
+  std::string lie = data;
+  lie[3] = '\x7f';
+  EXPECT_FALSE(DecodeTraceSpans(lie).ok());
+  EXPECT_FALSE(DecodeTraceSpans(data.substr(0, data.size() - 1)).ok());
+  EXPECT_FALSE(DecodeTraceSpans(data + "x").ok());
+  EXPECT_FALSE(DecodeTraceSpans(EncodeTraceSpans({{"t", "n", 9, 5}})).ok());
 }
 
 TEST(WireGraphTest, RoundTripsPlacedNodesAndChecksExtents) {

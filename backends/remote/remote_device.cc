@@ -23,6 +23,7 @@
 #include "ferry/backends/remote/protocol.h"
 #include "ferry/backends/remote/wire_graph.h"
 #include "ferry/runtime/status_macros.h"
+#include "ferry/runtime/trace.h"
 
 namespace ferry {
 
@@ -241,6 +242,10 @@ class RemoteDevice final : public Device {
   // The worker device's engines, named under this device (a round trip;
   // empty while the worker cannot answer).
   std::vector<EngineStats> engine_stats() const override;
+  // The worker device's spans (recorded while this process's recorder was
+  // on), on its tracks under this device's name, moved to this host's clock
+  // by the offset one round trip measures.
+  absl::Status CollectTrace(TraceRecorder& into) override;
   bool SupportsBufferType(const BufferType* type) const override {
     return type == &buffer_type_ ||
            (weights_type_ != nullptr && type == weights_type_.get());
@@ -793,6 +798,7 @@ absl::Status RemoteBackend::EnqueueCompute(NodeSpan nodes) {
       uint64_t id,
       device_.GraphId(connection_, std::move(blob), std::move(buffers)));
   SendHeldGet();
+  connection_->SyncTracing();
   Message m = Command(Cmd::kLaunch);
   m.stream = stream_;
   m.id = id;
@@ -996,6 +1002,29 @@ std::vector<EngineStats> RemoteDevice::engine_stats() const {
     out.push_back(std::move(e));
   }
   return out;
+}
+
+absl::Status RemoteDevice::CollectTrace(TraceRecorder& into) {
+  FERRY_ASSIGN_OR_RETURN(std::shared_ptr<Connection> c, connection());
+  c->SyncTracing();
+  const int64_t sent = TraceRecorder::NowNanos();
+  FERRY_ASSIGN_OR_RETURN(Message reply, c->Call(Command(Cmd::kTraceSpans)));
+  const int64_t received = TraceRecorder::NowNanos();
+  // The worker read its clock between `sent` and `received`: take the
+  // middle (exact on one host, within half the round trip across hosts).
+  const int64_t offset =
+      static_cast<int64_t>(reply.value) - (sent + (received - sent) / 2);
+  FERRY_ASSIGN_OR_RETURN(std::vector<remote::WireSpan> spans,
+                         remote::DecodeTraceSpans(reply.blob));
+  const std::string local_prefix = absl::StrCat(info_.name, "/");
+  for (const remote::WireSpan& s : spans) {
+    // Only this device's engines ("cpu/compute" for the worker's cpu).
+    if (!absl::StartsWith(s.track, local_prefix)) continue;
+    const int track = into.Track(absl::StrCat(
+        name_, "/", absl::string_view(s.track).substr(local_prefix.size())));
+    into.Insert(track, s.name, s.begin_ns - offset, s.end_ns - offset);
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::vector<int64_t>> GetWorkerStats(Device& device) {

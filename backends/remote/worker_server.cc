@@ -25,6 +25,7 @@
 #include "ferry/backends/remote/wire_graph.h"
 #include "ferry/runtime/status_macros.h"
 #include "ferry/runtime/timeline_semaphore.h"
+#include "ferry/runtime/trace.h"
 
 namespace ferry::remote {
 namespace {
@@ -125,7 +126,9 @@ struct Session {
   std::map<uint64_t, std::shared_ptr<TimelineSemaphore>> gates;
   std::map<uint64_t, std::shared_ptr<TransferRec>> transfers;
   std::map<uint64_t, EarlyPeerData> early_peer_data;
-  std::string blob_parts;  // kBlobPart bytes for the next blob command.
+  std::string blob_parts;     // kBlobPart bytes for the next blob command.
+  bool tracing = false;       // kTrace 1 received (and no kTrace 0 since).
+  int64_t trace_from_ns = 0;  // Spans from here are the next kTraceSpans'.
 };
 
 // A connection to another worker, for kSendToPeer.
@@ -282,6 +285,10 @@ class WorkerServer::Impl {
   std::map<std::string, std::shared_ptr<Peer>> peers_;
   absl::flat_hash_map<ucp_ep_h, std::shared_ptr<Peer>> peer_by_ep_;
   WorkerStats stats_;
+  // Sessions recording trace spans: the process's recorder is on while
+  // any is.
+  int tracing_sessions_ = 0;
+  void SetTracing(Session& s, bool on);
 };
 
 WorkerServer::Impl::~Impl() {
@@ -989,6 +996,35 @@ absl::Status WorkerServer::Impl::Execute(const SessionPtr& sp, Message& m,
       Result(sp, m.req, absl::OkStatus(), type->AllocSize(ref->tensor));
       return absl::OkStatus();
     }
+    case Cmd::kTrace:
+      SetTracing(*sp, m.value != 0);
+      return absl::OkStatus();
+    case Cmd::kTraceSpans: {
+      const std::vector<std::string> tracks =
+          TraceRecorder::Global().TrackNames();
+      std::vector<WireSpan> spans;
+      size_t bytes = 0;
+      int64_t next_from = sp->trace_from_ns;
+      for (const TraceSpan& t : TraceRecorder::Global().Spans()) {
+        if (t.begin_ns < sp->trace_from_ns) continue;
+        if (t.track < 0 || static_cast<size_t>(t.track) >= tracks.size()) {
+          continue;
+        }
+        bytes += 24 + tracks[t.track].size() + t.name.size();
+        if (bytes > kMaxBlob) break;  // The rest come with the next ask.
+        spans.push_back({tracks[t.track], t.name, t.begin_ns, t.end_ns});
+        next_from = t.begin_ns + 1;
+      }
+      sp->trace_from_ns = next_from;
+      auto data = std::make_shared<std::string>(EncodeTraceSpans(spans));
+      Message r;
+      r.kind = static_cast<uint8_t>(ReplyKind::kResult);
+      r.req = m.req;
+      r.value = static_cast<uint64_t>(TraceRecorder::NowNanos());
+      Reply(sp, std::move(r), data->data(), data->size(),
+            [data](absl::Status) {});
+      return absl::OkStatus();
+    }
     case Cmd::kEngineStats: {
       if (m.device >= options_.devices.size()) {
         return absl::NotFoundError(absl::StrCat("no device ", m.device));
@@ -1608,10 +1644,27 @@ absl::Status WorkerServer::Impl::LoadFile(const SessionPtr& sp,
   return absl::OkStatus();
 }
 
+void WorkerServer::Impl::SetTracing(Session& s, bool on) {
+  if (on == s.tracing) return;
+  s.tracing = on;
+  if (on) {
+    s.trace_from_ns = TraceRecorder::NowNanos();
+    // A fresh recording: spans no session asked for go.
+    if (tracing_sessions_++ == 0) {
+      TraceRecorder::Global().Clear();
+      TraceRecorder::Global().SetEnabled(true);
+    }
+  } else if (--tracing_sessions_ == 0) {
+    // Spans stay for a kTraceSpans after the recording.
+    TraceRecorder::Global().SetEnabled(false);
+  }
+}
+
 void WorkerServer::Impl::CloseSession(const SessionPtr& s,
                                       absl::string_view why, bool close_ep) {
   if (s->closed) return;
   s->closed = true;
+  SetTracing(*s, false);
   const absl::Status gone =
       absl::CancelledError(absl::StrCat("session ", s->id, " ended: ", why));
   for (auto& [seq, held] : s->held) Drop(held.in);

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "ferry/backends/backend.h"
 #include "ferry/backends/buffer.h"
@@ -26,6 +27,7 @@
 #include "ferry/models/llama/llama_graph.h"
 #include "ferry/models/llama/llama_model.h"
 #include "ferry/runtime/status_matchers.h"
+#include "ferry/runtime/trace.h"
 #include "ferry/sched/scheduler.h"
 #include "gtest/gtest.h"
 
@@ -199,6 +201,56 @@ TEST_F(RemotePipelineTest, TwoWorkersAsStagesMatchTheLocalRun) {
   const int64_t activation = kConfig.n_embd * kUbatch * 4;
   EXPECT_GE(after[2] - before[2], kMicroBatches * activation)
       << "peer bytes into worker 1";
+}
+
+// With the client's recorder on, the workers record their nodes' spans; the
+// client collects them onto its own tracks and clock, each span once. (The
+// stages' overlap is not asserted: this model's stages take tens of
+// microseconds, near a transfer's latency.)
+TEST_F(RemotePipelineTest, WorkerSpansJoinTheClientsTrace) {
+  std::unique_ptr<Backend> w0 = Remote(0);
+  std::unique_ptr<Backend> w1 = Remote(1);
+  ASSERT_NE(w0, nullptr);
+  ASSERT_NE(w1, nullptr);
+  const int64_t before = TraceRecorder::NowNanos();
+  TraceRecorder::Global().SetEnabled(true);
+  absl::StatusOr<std::vector<std::vector<float>>> run =
+      Prefill({w0.get(), w1.get(), cpu_.get()}, 4);
+  TraceRecorder::Global().SetEnabled(false);
+  const int64_t after = TraceRecorder::NowNanos();
+  FERRY_ASSERT_OK(run.status());
+  TraceRecorder trace;
+  FERRY_ASSERT_OK(w0->device().CollectTrace(trace));
+  FERRY_ASSERT_OK(w1->device().CollectTrace(trace));
+  const std::vector<std::string> tracks = trace.TrackNames();
+  std::vector<std::vector<TraceSpan>> by_worker(2);
+  for (const TraceSpan& span : trace.Spans()) {
+    const std::string& track = tracks[span.track];
+    EXPECT_GE(span.begin_ns, before) << track << " " << span.name;
+    EXPECT_LE(span.end_ns, after) << track << " " << span.name;
+    EXPECT_LE(span.begin_ns, span.end_ns);
+    for (int i = 0; i < 2; ++i) {
+      Backend* b = i == 0 ? w0.get() : w1.get();
+      if (track == absl::StrCat(b->device().name(), "/compute")) {
+        by_worker[i].push_back(span);
+      }
+    }
+  }
+  ASSERT_FALSE(by_worker[0].empty());
+  ASSERT_FALSE(by_worker[1].empty());
+  // Named as the local CPU names them: op, then the output's name (the
+  // graph names each layer's output "blk.N.out").
+  int layer_outputs = 0;
+  for (const TraceSpan& span : by_worker[0]) {
+    layer_outputs += absl::StartsWith(span.name, "add blk.") &&
+                     absl::EndsWith(span.name, ".out");
+  }
+  EXPECT_GT(layer_outputs, 0) << by_worker[0][0].name;
+  // Collected spans do not come again.
+  const size_t collected = trace.Spans().size();
+  FERRY_ASSERT_OK(w0->device().CollectTrace(trace));
+  FERRY_ASSERT_OK(w1->device().CollectTrace(trace));
+  EXPECT_EQ(trace.Spans().size(), collected);
 }
 
 // A weight the worker reads from its own file into its CPU's weights type is
