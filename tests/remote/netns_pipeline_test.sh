@@ -24,15 +24,7 @@ export UCX_TLS=tcp FERRY_WORKER_TOKEN=netns-pipeline-test
 embd=256
 small=(--layers=4 --embd=$embd --heads=4 --kv_heads=2 --ff=384 --vocab=128
        --requests=8 --prompt_tokens=24 --gen_tokens=6 --batch_tokens=8)
-failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
-report() {
-  if grep -q "WARNING: .*Sanitizer" "$1"; then
-    grep -m1 -A60 "WARNING: .*Sanitizer" "$1"
-  else
-    tail -20 "$1"
-  fi
-}
+source "$(dirname "$0")/program_test_lib.sh"
 
 # start_worker N NS ADDRESS
 start_worker() {
@@ -80,27 +72,5 @@ else
   ((w1c < floor)) || fail "w1 sent the client $w1c bytes: activations went through it"
 fi
 
-cat > "$tmp/prompts.jsonl" <<'JSONL'
-{"id": "a", "tokens": [1, 2, 3, 4, 5, 6, 7, 8, 9], "max_new_tokens": 5, "logits_positions": [0, 4, 8]}
-{"id": "b", "tokens": [90, 17], "max_new_tokens": 6, "logits_positions": [1]}
-{"id": "c", "tokens": [3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3], "max_new_tokens": 3, "logits_positions": [12]}
-JSONL
-for name in cpu remote; do
-  backends=cpu
-  [[ $name == remote ]] && backends="$w1,$w2,cpu"
-  on_client timeout 120 "$bin" "${small[@]}" --backends="$backends" \
-    --prompts="$tmp/prompts.jsonl" --dump_logits="$tmp/$name.npy" \
-    >"$tmp/$name.jsonl" 2>"$tmp/$name.err" ||
-    fail "$name prompts: $(report "$tmp/$name.err")"
-done
-python3 "$compare" "$tmp/cpu.jsonl" "$tmp/cpu.npy" "$tmp/remote.jsonl" \
-    "$tmp/remote.npy" 1e-5 3 640 || fail "the run on three hosts differs from the cpu's"
-for i in 1 2; do
-  grep -qiE "sanitizer|error" "$tmp/worker$i.err" &&
-    fail "worker $i: $(cat "$tmp/worker$i.err")"
-done
-if ((failures > 0)); then
-  echo "$failures failure(s)"
-  exit 1
-fi
-echo PASS
+prompts_match_cpu "$w1,$w2,cpu" ip netns exec "$ns_client"
+finish
