@@ -28,7 +28,8 @@ const char* AssignReasonName(AssignReason reason) {
     case AssignReason::kGraphInput:
       return "graph input";
     case AssignReason::kExpandAccel:
-      return "joined a neighbouring accelerator node";
+      return "joined a neighbouring node of a backend before the last (the "
+             "fallback)";
     case AssignReason::kExpandAny:
       return "joined a neighbouring node";
     case AssignReason::kMostInputs:

@@ -57,7 +57,7 @@ enum class AssignReason : uint8_t {
   kWeight,         // Uses a weight that lives on this backend.
   kOffload,        // Weight in host memory; this backend asked for the op.
   kGraphInput,     // Graph inputs go to the CPU.
-  kExpandAccel,    // Joined a neighbouring accelerator node.
+  kExpandAccel,    // Joined a neighbouring node of a non-fallback backend.
   kExpandAny,      // Joined a neighbouring node.
   kMostInputs,     // The backend holding most of its inputs.
   kFirstSupports,  // The first backend that supports the op.
