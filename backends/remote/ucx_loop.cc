@@ -105,6 +105,10 @@ void UcxLoop::Post(absl::AnyInvocable<void() &&> fn) {
 }
 
 void UcxLoop::Shutdown() {
+  // exit() called while this thread runs the loop (its own thread, or one
+  // driving it): UCX is in use below this frame, and the thread cannot wait
+  // for itself. Left as it is.
+  if (InLoop() || thread_.get_id() == std::this_thread::get_id()) return;
   Join();
   std::lock_guard<std::mutex> held(hold_mu_);  // No thread drives it now.
   std::deque<absl::AnyInvocable<void() &&>> dropped;
