@@ -23,10 +23,13 @@
 //                                and drains every pass; 1: passes follow each
 //                                other with only the 4 logits slots bounding
 //                                what is in flight (a server's stream).
+//                                busy_us_per_token: compute time summed
+//                                over the devices (workers report theirs).
 // The transport is UCX_TLS's (tcp, or sm,self,tcp for shared memory):
 //   UCX_TLS=tcp ./bazelw run --config=opt //tests/remote:remote_benchmark
 // tests/remote/netns_benchmark.sh runs it on hosts of its own over shaped
 // links (FERRY_BENCH_WORKERS).
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -41,6 +44,7 @@
 #include "ferry/backends/backend.h"
 #include "ferry/backends/buffer.h"
 #include "ferry/backends/cpu/cpu_backend.h"
+#include "ferry/backends/device.h"
 #include "ferry/backends/remote/remote_device.h"
 #include "ferry/backends/remote/testing/worker_process.h"
 #include "ferry/graph/context.h"
@@ -324,8 +328,29 @@ void BM_Llama8(benchmark::State& state) {
   // starts stand for the last pass's still in flight when it stops (the
   // slots keep that at 4 both times), so the timed work is what is counted.
   pass();
+  // Compute time summed over the devices (workers report theirs), per
+  // token: the same work on every mode, so a mode whose kernels run slower
+  // shows it here whatever the overlap.
+  auto busy_ns = [&] {
+    int64_t total = 0;
+    std::vector<const Device*> seen;
+    for (Backend* b : backends) {
+      if (std::find(seen.begin(), seen.end(), &b->device()) != seen.end()) {
+        continue;
+      }
+      seen.push_back(&b->device());
+      for (const EngineStats& e : b->device().engine_stats()) {
+        total += e.busy_ns;
+      }
+    }
+    return total;
+  };
+  const int64_t busy_before = busy_ns();
   for (auto _ : state) pass();
   FERRY_CHECK((*sched)->Synchronize().ok());
+  state.counters["busy_us_per_token"] =
+      static_cast<double>(busy_ns() - busy_before) / 1e3 /
+      static_cast<double>(state.iterations() * kMicroBatches * kTokens);
   state.SetItemsProcessed(state.iterations() * kMicroBatches * kTokens);
   state.counters["upload_s"] = upload_s;
   state.SetLabel(mode == 0   ? "local cpu, 2 threads"
