@@ -63,7 +63,7 @@ enum class Cmd : uint8_t {
   kRecvFromPeer,   // stream, buffer, offset, size, id: transfer
   kLoadFile,       // stream, buffer, offset, size, text: path, value: file
                    // offset, blob: as kSetTensor
-  kPing,           // req
+  kPing,           // req; the reply's value: the worker's clock (ns)
   kSupportsOp,     // req, device, blob: wire graph of one node (no places)
   kPeerData,       // (peer) value: session, id: transfer, code, text;
                    // payload: the bytes when code is OK
@@ -75,9 +75,9 @@ enum class Cmd : uint8_t {
                    // the device, "name\tbusy_ns\tops\tbytes" (EngineStats)
   kTrace,          // value: 1 to record trace spans of the worker's devices
                    // for this session, 0 to stop
-  kTraceSpans,     // req; the reply's value: the worker's clock (ns) as it
-                   // answers; its data: the spans recorded since the last
-                   // kTraceSpans (EncodeTraceSpans), oldest first
+  kTraceSpans,     // req; the reply's data: the spans recorded since the
+                   // last kTraceSpans (EncodeTraceSpans), oldest first, on
+                   // the worker's clock (kPing gives it)
   kLast = kTraceSpans,
 };
 

@@ -1,6 +1,7 @@
 #include "ferry/backends/remote/remote_device.h"
 
 #include <atomic>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -244,7 +245,7 @@ class RemoteDevice final : public Device {
   std::vector<EngineStats> engine_stats() const override;
   // The worker device's spans (recorded while this process's recorder was
   // on), on its tracks under this device's name, moved to this host's clock
-  // by the offset one round trip measures.
+  // by the offset a few pings measure.
   absl::Status CollectTrace(TraceRecorder& into) override;
   bool SupportsBufferType(const BufferType* type) const override {
     return type == &buffer_type_ ||
@@ -1007,13 +1008,21 @@ std::vector<EngineStats> RemoteDevice::engine_stats() const {
 absl::Status RemoteDevice::CollectTrace(TraceRecorder& into) {
   FERRY_ASSIGN_OR_RETURN(std::shared_ptr<Connection> c, connection());
   c->SyncTracing();
-  const int64_t sent = TraceRecorder::NowNanos();
+  // The worker's clock minus this host's: a ping reads it between sending
+  // and receiving, taken as the middle; the shortest of a few round trips
+  // bounds the error best (half of it; exact on one host).
+  int64_t offset = 0;
+  int64_t best = INT64_MAX;
+  for (int i = 0; i < 5; ++i) {
+    const int64_t sent = TraceRecorder::NowNanos();
+    FERRY_ASSIGN_OR_RETURN(Message pong, c->Call(Command(Cmd::kPing)));
+    const int64_t received = TraceRecorder::NowNanos();
+    if (received - sent < best) {
+      best = received - sent;
+      offset = static_cast<int64_t>(pong.value) - (sent + best / 2);
+    }
+  }
   FERRY_ASSIGN_OR_RETURN(Message reply, c->Call(Command(Cmd::kTraceSpans)));
-  const int64_t received = TraceRecorder::NowNanos();
-  // The worker read its clock between `sent` and `received`: take the
-  // middle (exact on one host, within half the round trip across hosts).
-  const int64_t offset =
-      static_cast<int64_t>(reply.value) - (sent + (received - sent) / 2);
   FERRY_ASSIGN_OR_RETURN(std::vector<remote::WireSpan> spans,
                          remote::DecodeTraceSpans(reply.blob));
   const std::string local_prefix = absl::StrCat(info_.name, "/");

@@ -971,7 +971,8 @@ absl::Status WorkerServer::Impl::Execute(const SessionPtr& sp, Message& m,
     case Cmd::kLoadFile:
       return LoadFile(sp, m);
     case Cmd::kPing:
-      Result(sp, m.req, absl::OkStatus());
+      Result(sp, m.req, absl::OkStatus(),
+             static_cast<uint64_t>(TraceRecorder::NowNanos()));
       return absl::OkStatus();
     case Cmd::kSupportsOp: {
       if (m.device >= options_.devices.size()) {
@@ -1020,7 +1021,6 @@ absl::Status WorkerServer::Impl::Execute(const SessionPtr& sp, Message& m,
       Message r;
       r.kind = static_cast<uint8_t>(ReplyKind::kResult);
       r.req = m.req;
-      r.value = static_cast<uint64_t>(TraceRecorder::NowNanos());
       Reply(sp, std::move(r), data->data(), data->size(),
             [data](absl::Status) {});
       return absl::OkStatus();
