@@ -28,7 +28,7 @@
 
 namespace ferry::remote {
 
-inline constexpr uint32_t kProtocolVersion = 2;
+inline constexpr uint32_t kProtocolVersion = 3;
 
 enum AmId : unsigned { kAmCommand = 1, kAmReply = 2, kAmPeer = 3 };
 
