@@ -351,13 +351,19 @@ struct RunResult {
   int64_t window = 0;
 };
 
+// Each device of the backends once.
+std::vector<Device*> Devices(const Backends& b) {
+  std::vector<Device*> out;
+  for (Backend* backend : b.list) {
+    Device* d = &backend->device();
+    if (std::find(out.begin(), out.end(), d) == out.end()) out.push_back(d);
+  }
+  return out;
+}
+
 std::vector<EngineStats> AllEngineStats(const Backends& b) {
   std::vector<EngineStats> out;
-  std::vector<const Device*> seen;
-  for (Backend* backend : b.list) {
-    const Device* d = &backend->device();
-    if (std::find(seen.begin(), seen.end(), d) != seen.end()) continue;
-    seen.push_back(d);
+  for (const Device* d : Devices(b)) {
     for (EngineStats& s : d->engine_stats()) out.push_back(std::move(s));
   }
   return out;
@@ -838,11 +844,7 @@ absl::Status Run() {
   }
   if (!trace_path.empty() || !timeline_path.empty()) {
     // Spans devices recorded elsewhere (remote workers') join the trace.
-    std::vector<Device*> seen;
-    for (Backend* backend : backends.list) {
-      Device* d = &backend->device();
-      if (std::find(seen.begin(), seen.end(), d) != seen.end()) continue;
-      seen.push_back(d);
+    for (Device* d : Devices(backends)) {
       FERRY_RETURN_IF_ERROR(d->CollectTrace(TraceRecorder::Global()));
     }
   }

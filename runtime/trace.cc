@@ -77,6 +77,12 @@ void TraceRecorder::Record(int track, absl::string_view name, int64_t begin_ns,
                            int64_t end_ns,
                            std::initializer_list<TraceArg> args) {
   if (!enabled()) return;
+  Insert(track, name, begin_ns, end_ns, args);
+}
+
+void TraceRecorder::Insert(int track, absl::string_view name, int64_t begin_ns,
+                           int64_t end_ns,
+                           std::initializer_list<TraceArg> args) {
   TraceSpan span;
   span.track = track;
   span.name = std::string(name);
@@ -87,18 +93,6 @@ void TraceRecorder::Record(int track, absl::string_view name, int64_t begin_ns,
     if (i == span.args.size()) break;
     span.args[i++] = arg;
   }
-  ThreadBuffer& buffer = LocalBuffer();
-  std::lock_guard<std::mutex> lock(buffer.mu);
-  buffer.spans.push_back(std::move(span));
-}
-
-void TraceRecorder::Insert(int track, absl::string_view name, int64_t begin_ns,
-                           int64_t end_ns) {
-  TraceSpan span;
-  span.track = track;
-  span.name = std::string(name);
-  span.begin_ns = begin_ns;
-  span.end_ns = end_ns;
   ThreadBuffer& buffer = LocalBuffer();
   std::lock_guard<std::mutex> lock(buffer.mu);
   buffer.spans.push_back(std::move(span));

@@ -60,7 +60,7 @@ class TraceRecorder {
   // Adds a span recorded elsewhere (another process's, already on this
   // recorder's clock), whether or not recording is on now.
   void Insert(int track, absl::string_view name, int64_t begin_ns,
-              int64_t end_ns);
+              int64_t end_ns, std::initializer_list<TraceArg> args = {});
 
   // Returns every span recorded so far, sorted by begin time.
   std::vector<TraceSpan> Spans() const;

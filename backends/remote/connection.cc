@@ -68,8 +68,12 @@ Connection::~Connection() {
 }
 
 void Connection::SyncTracing() {
+  // Every launch asks: a plain load while nothing changes.
   const bool on = TraceRecorder::Global().enabled();
-  if (worker_tracing_.exchange(on) == on) return;
+  if (worker_tracing_.load(std::memory_order_relaxed) == on ||
+      worker_tracing_.exchange(on) == on) {
+    return;
+  }
   Message m;
   m.kind = static_cast<uint8_t>(Cmd::kTrace);
   m.value = on ? 1 : 0;

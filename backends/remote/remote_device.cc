@@ -247,6 +247,14 @@ class RemoteDevice final : public Device {
   // on), on its tracks under this device's name, moved to this host's clock
   // by the offset a few pings measure.
   absl::Status CollectTrace(TraceRecorder& into) override;
+  // The worker's name for one of this device's engines or trace tracks
+  // ("cpu/compute") under this device's ("remote:H:P/cpu/compute"); nullopt
+  // for another device's.
+  std::optional<std::string> LocalName(absl::string_view worker_name) const {
+    const std::string prefix = absl::StrCat(info_.name, "/");
+    if (!absl::StartsWith(worker_name, prefix)) return std::nullopt;
+    return absl::StrCat(name_, "/", worker_name.substr(prefix.size()));
+  }
   bool SupportsBufferType(const BufferType* type) const override {
     return type == &buffer_type_ ||
            (weights_type_ != nullptr && type == weights_type_.get());
@@ -993,13 +1001,8 @@ std::vector<EngineStats> RemoteDevice::engine_stats() const {
         !absl::SimpleAtoi(f[2], &e.ops) || !absl::SimpleAtoi(f[3], &e.bytes)) {
       return {};
     }
-    // The worker's "cpu/compute" is this device's "remote:H:P/cpu/compute".
-    absl::string_view engine = f[0];
-    const std::string local_prefix = absl::StrCat(info_.name, "/");
-    if (absl::StartsWith(engine, local_prefix)) {
-      engine.remove_prefix(local_prefix.size());
-    }
-    e.name = absl::StrCat(name_, "/", engine);
+    // All of them are this device's (the worker answers for one device).
+    e.name = LocalName(f[0]).value_or(absl::StrCat(name_, "/", f[0]));
     out.push_back(std::move(e));
   }
   return out;
@@ -1025,13 +1028,12 @@ absl::Status RemoteDevice::CollectTrace(TraceRecorder& into) {
   FERRY_ASSIGN_OR_RETURN(Message reply, c->Call(Command(Cmd::kTraceSpans)));
   FERRY_ASSIGN_OR_RETURN(std::vector<remote::WireSpan> spans,
                          remote::DecodeTraceSpans(reply.blob));
-  const std::string local_prefix = absl::StrCat(info_.name, "/");
   for (const remote::WireSpan& s : spans) {
-    // Only this device's engines ("cpu/compute" for the worker's cpu).
-    if (!absl::StartsWith(s.track, local_prefix)) continue;
-    const int track = into.Track(absl::StrCat(
-        name_, "/", absl::string_view(s.track).substr(local_prefix.size())));
-    into.Insert(track, s.name, s.begin_ns - offset, s.end_ns - offset);
+    // The worker's recorder holds all its devices' tracks: this one's only.
+    std::optional<std::string> track = LocalName(s.track);
+    if (!track.has_value()) continue;
+    into.Insert(into.Track(*track), s.name, s.begin_ns - offset,
+                s.end_ns - offset);
   }
   return absl::OkStatus();
 }
