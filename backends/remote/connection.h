@@ -81,7 +81,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   absl::StatusOr<Message> Call(Message m,
                                absl::Duration timeout = absl::Seconds(60));
   // Spins on the connection's loop on the calling thread while `done()` is
-  // false, for up to FERRY_REMOTE_DRIVE_SPIN_US (0 by default: off), so a
+  // false, for up to FERRY_REMOTE_DRIVE_SPIN_US (100 by default; 0: off), so a
   // thread about to wait for a reply receives it itself instead of being
   // woken by the loop's thread. True if done. See UcxLoop::Drive.
   bool Drive(absl::FunctionRef<bool()> done);

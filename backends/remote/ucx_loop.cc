@@ -10,7 +10,6 @@
 #include <exception>
 #include <utility>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
 namespace ferry::remote {
@@ -264,19 +263,7 @@ void UcxLoop::Run() {
   std::unique_lock<std::mutex> held(hold_mu_);
   loop_thread_.store(std::this_thread::get_id());
   using Clock = std::chrono::steady_clock;
-  // Spin this long after the last activity before sleeping on the fd
-  // (FERRY_UCX_SPIN_US). 0 by default: on a host with few cores, spinning
-  // takes a core that compute or the other side needs. On a worker, with
-  // the client driving its own loop (FERRY_REMOTE_DRIVE_SPIN_US), 100 took
-  // a 4 KiB download and its event from 28-33 us to 21-24 us on 2 cores;
-  // beside a client whose loop thread must be woken it made things worse.
-  static const int64_t spin_us = [] {
-    const char* env = std::getenv("FERRY_UCX_SPIN_US");
-    int64_t us = 0;
-    if (env != nullptr && !absl::SimpleAtoi(env, &us)) us = 0;
-    return us;
-  }();
-  const auto kSpin = std::chrono::microseconds(spin_us);
+  const auto kSpin = absl::ToChronoNanoseconds(idle_spin_);
   auto last_activity = Clock::now();
   auto next_tick = Clock::now();
   const auto tick_period = absl::ToChronoNanoseconds(tick_period_);

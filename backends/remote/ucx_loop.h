@@ -118,6 +118,11 @@ class UcxLoop {
   void Defer(absl::AnyInvocable<void() &&> fn);
   // Runs `fn` on the loop about every `period` (set before Run).
   void SetTick(absl::Duration period, absl::AnyInvocable<void()> fn);
+  // How long the loop's thread keeps polling after the last traffic before
+  // it sleeps on the event fd (set before Run; 0 by default). Polling saves
+  // the wake-up of a sleeping thread on the next message (on a VM, tens of
+  // microseconds) at the price of a core while it lasts.
+  void SetIdleSpin(absl::Duration spin) { idle_spin_ = spin; }
 
  private:
   friend class LoopExecutor;
@@ -147,6 +152,7 @@ class UcxLoop {
   std::deque<absl::AnyInvocable<void() &&>> deferred_;  // Loop only.
   absl::AnyInvocable<void()> tick_;
   absl::Duration tick_period_ = absl::Seconds(1);
+  absl::Duration idle_spin_ = absl::ZeroDuration();
   std::atomic<bool> stop_{false};
   // Held by whichever thread runs the loop: the loop's thread except while
   // it sleeps on the event fd, or a caller in RunOrPost/Drive.

@@ -1,12 +1,13 @@
 // ferry_worker: serves this machine's devices to ferry programs elsewhere.
 //
 //   FERRY_WORKER_TOKEN=secret ferry_worker --listen=0.0.0.0:7000
-//       --devices=cpu,sim0 [--weights_dir=/models]
+//       --devices=cpu,sim0 [--weights_dir=/models] [--idle_spin_us=100]
 //
 // Clients name its devices "remote:HOST:7000/cpu" in their device lists.
 // Prints "ferry_worker listening on HOST:PORT" once it accepts connections
 // (with --listen=...:0, the port it got). Stops on SIGINT/SIGTERM.
 #include <csignal>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -15,6 +16,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/time/time.h"
 #include "ferry/backends/linked/linked_devices.h"
 #include "ferry/backends/registry.h"
 #include "ferry/backends/remote/address.h"
@@ -41,6 +43,7 @@ int main(int argc, char** argv) {
   std::string token;
   std::string weights_dir;
   std::string sim_options;
+  std::string idle_spin_us = "100";
   if (const char* env = std::getenv("FERRY_WORKER_TOKEN")) token = env;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
@@ -52,14 +55,17 @@ int main(int argc, char** argv) {
     };
     if (value("listen", &listen) || value("devices", &devices) ||
         value("token", &token) || value("weights_dir", &weights_dir) ||
-        value("sim", &sim_options)) {
+        value("sim", &sim_options) || value("idle_spin_us", &idle_spin_us)) {
       continue;
     }
     if (arg == "--help") {
       std::printf(
           "ferry_worker --listen=HOST:PORT --devices=cpu,sim0 [--token=T | "
           "FERRY_WORKER_TOKEN=T] [--weights_dir=DIR] [--sim=SIMCONFIG]\n"
-          "Backend params (threads=N) come from each client's stream.\n");
+          "  [--idle_spin_us=100]\n"
+          "Backend params (threads=N) come from each client's stream.\n"
+          "--idle_spin_us: how long to poll after traffic before sleeping\n"
+          "(shorter round trips; 0 leaves the core to others at once).\n");
       return 0;
     }
     return Fail(absl::StrCat("unknown argument '", arg, "' (see --help)"));
@@ -70,6 +76,12 @@ int main(int argc, char** argv) {
                 ferry::remote::HostPort{listen.substr(0, listen.size() - 2), 0})
           : ferry::remote::ParseHostPort(listen);
   if (!address.ok()) return Fail(std::string(address.status().message()));
+  int64_t spin_us = 0;
+  if (!absl::SimpleAtoi(idle_spin_us, &spin_us) || spin_us < 0 ||
+      spin_us > 1000000) {
+    return Fail(absl::StrCat("--idle_spin_us wants 0..1000000, not '",
+                             idle_spin_us, "'"));
+  }
   ferry::Registry& registry = ferry::Registry::Global();
   absl::Status status = ferry::RegisterLinkedDevices(registry);
   if (!status.ok()) return Fail(status.ToString());
@@ -83,6 +95,7 @@ int main(int argc, char** argv) {
   options.port = address->port;
   options.token = token;
   options.weights_dir = weights_dir;
+  options.idle_spin = absl::Microseconds(spin_us);
   for (ferry::Backend* backend : list->backends) {
     options.devices.push_back(&backend->device());
   }

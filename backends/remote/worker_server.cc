@@ -326,6 +326,7 @@ absl::Status WorkerServer::Impl::Start() {
       UcxStatus(ucp_listener_query(listener_, &attr), "ucp_listener_query"));
   port_ = SockaddrPort(attr.sockaddr);
   loop_->SetTick(absl::Milliseconds(200), [this] { Tick(); });
+  loop_->SetIdleSpin(options_.idle_spin);
   return absl::OkStatus();
 }
 

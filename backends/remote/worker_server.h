@@ -36,6 +36,10 @@ struct WorkerOptions {
   std::string weights_dir;
   // How long a stream waits for a peer's bytes before failing.
   absl::Duration transfer_timeout = absl::Seconds(60);
+  // How long the loop keeps polling after traffic before it sleeps
+  // (UcxLoop::SetIdleSpin): the next command then needs no wake-up. 100 us
+  // took a 4 KiB round trip from 37-44 us to 20-25 us on 2 cores.
+  absl::Duration idle_spin = absl::Microseconds(100);
 };
 
 // Counters, for tests and benchmarks.
