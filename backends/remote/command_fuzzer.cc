@@ -98,6 +98,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       auto graph = DecodeGraph(in, &ref);
       if (graph.ok()) CheckGraph(**graph);
       (void)DecodeGraph(in, nullptr);
+      // A SupportsOp query: what it places must lie inside as well.
+      auto query = DecodeGraph(in, &ref, /*query=*/true);
+      if (query.ok()) CheckGraph(**query);
       break;
     }
     case 4: {
@@ -118,6 +121,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       auto graph = DecodeGraph(blob, &ref);
       if (blob == *valid && !graph.ok()) std::abort();  // The seed decodes.
       if (graph.ok()) CheckGraph(**graph);
+      auto query = DecodeGraph(blob, &ref, /*query=*/true);
+      if (graph.ok() && !query.ok()) std::abort();  // A query takes as much.
+      if (query.ok()) CheckGraph(**query);
       break;
     }
     case 5: {

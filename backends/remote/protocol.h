@@ -28,7 +28,7 @@
 
 namespace ferry::remote {
 
-inline constexpr uint32_t kProtocolVersion = 3;
+inline constexpr uint32_t kProtocolVersion = 4;
 
 enum AmId : unsigned { kAmCommand = 1, kAmReply = 2, kAmPeer = 3 };
 
@@ -64,7 +64,8 @@ enum class Cmd : uint8_t {
   kLoadFile,       // stream, buffer, offset, size, text: path, value: file
                    // offset, blob: as kSetTensor
   kPing,           // req; the reply's value: the worker's clock (ns)
-  kSupportsOp,     // req, device, blob: wire graph of one node (no places)
+  kSupportsOp,     // req, device, blob: wire graph of one node, placed
+                   // where its tensors are already on the worker
   kPeerData,       // (peer) value: session, id: transfer, code, text;
                    // payload: the bytes when code is OK
   kStats,          // req

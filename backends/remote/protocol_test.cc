@@ -134,10 +134,22 @@ TEST(WireGraphTest, RoundTripsPlacedNodesAndChecksExtents) {
               StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("'")));
   Tensor* null_nodes[] = {nullptr};
   EXPECT_THAT(EncodeNodes(null_nodes, &ref), Not(IsOk()));
-  // A query carries no places, and a placed decode of it is refused.
+  // Without places nothing is placed, and a graph to run refuses it.
   FERRY_ASSERT_OK_AND_ASSIGN(std::string query, EncodeNodes(nodes, nullptr));
   FERRY_EXPECT_OK(DecodeGraph(query, nullptr).status());
   EXPECT_THAT(DecodeGraph(query, &look), Not(IsOk()));
+  // A SupportsOp query places what it can (x and y) and leaves z unplaced;
+  // only a query decode takes that.
+  FERRY_ASSERT_OK_AND_ASSIGN(
+      query,
+      EncodeNodes(nodes, &ref, /*with_names=*/false, WirePlacing::kWhereKnown));
+  FERRY_ASSERT_OK_AND_ASSIGN(graph, DecodeGraph(query, &look, /*query=*/true));
+  ASSERT_EQ(graph->nodes.size(), 2u);
+  EXPECT_EQ(graph->nodes[0]->data, static_cast<char*>(buffer->base()) + 256);
+  EXPECT_EQ(graph->nodes[1]->data, nullptr);
+  EXPECT_EQ(graph->nodes[1]->src[1]->data, buffer->base());  // x, a leaf.
+  EXPECT_THAT(DecodeGraph(query, &look), Not(IsOk()));
+  EXPECT_THAT(DecodeGraph(query, nullptr, /*query=*/true), Not(IsOk()));
 }
 
 TEST(WireGraphTest, ALeafViewCarriesItsSource) {

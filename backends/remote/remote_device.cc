@@ -297,6 +297,10 @@ class RemoteDevice final : public Device {
   }
   const DeviceInfo& info() const { return info_; }
 
+  // Where `t` is on the worker over `connection`: a buffer of this device
+  // made on that connection, or an error saying why not.
+  absl::StatusOr<remote::WirePlace> Locate(const Tensor& t,
+                                           const Connection* connection) const;
   // The id of the graph `blob` on the worker, defined there if new.
   absl::StatusOr<uint64_t> GraphId(const std::shared_ptr<Connection>& c,
                                    std::string blob,
@@ -330,6 +334,9 @@ class RemoteDevice final : public Device {
   uint64_t graph_clock_ ABSL_GUARDED_BY(mu_) = 0;
   mutable std::mutex supports_mu_;
   mutable std::map<std::string, bool> supports_ ABSL_GUARDED_BY(supports_mu_);
+  // The connection whose buffer ids supports_' keys hold.
+  mutable std::weak_ptr<Connection> supports_connection_
+      ABSL_GUARDED_BY(supports_mu_);
   std::mutex sync_mu_;
   std::unique_ptr<Backend> sync_backend_ ABSL_GUARDED_BY(sync_mu_);
   const Connection* sync_connection_ ABSL_GUARDED_BY(sync_mu_) = nullptr;
@@ -520,18 +527,45 @@ absl::StatusOr<std::unique_ptr<Backend>> RemoteDevice::CreateBackend(
   return std::unique_ptr<Backend>(std::move(backend));
 }
 
+absl::StatusOr<remote::WirePlace> RemoteDevice::Locate(
+    const Tensor& t, const Connection* connection) const {
+  auto* buffer = dynamic_cast<RemoteBuffer*>(t.buffer);
+  if (buffer == nullptr || buffer->remote_device() != this) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "in memory of ",
+        t.buffer == nullptr ? "no buffer"
+                            : std::string(t.buffer->type()->name()),
+        ", not of ", name()));
+  }
+  if (buffer->connection().get() != connection) {
+    return absl::UnavailableError("its buffer was on a lost connection");
+  }
+  return remote::WirePlace{buffer->id(), buffer->OffsetOf(t)};
+}
+
 bool RemoteDevice::SupportsOp(const Tensor& node) const {
+  std::shared_ptr<Connection> c = current_connection();
+  // The places of sources already in this worker's memory go along: the
+  // worker's answer can depend on them (a view into the CPU's packed
+  // weights), as a local device's does.
+  auto locate_fn = [&](const Tensor& t) { return Locate(t, c.get()); };
+  remote::WireLocate locate = locate_fn;
   Tensor* const ptr = const_cast<Tensor*>(&node);
   absl::StatusOr<std::string> blob = remote::EncodeNodes(
-      absl::Span<Tensor* const>(&ptr, 1), nullptr, /*with_names=*/false);
+      absl::Span<Tensor* const>(&ptr, 1), &locate, /*with_names=*/false,
+      remote::WirePlacing::kWhereKnown);
   if (!blob.ok()) return false;
-  // Names do not change the answer: cache by everything else.
+  // Names do not change the answer: cache by everything else. Places are
+  // buffer ids of one connection: a new one starts afresh.
   {
     std::lock_guard<std::mutex> lock(supports_mu_);
+    if (supports_connection_.lock() != c) {
+      supports_.clear();
+      supports_connection_ = c;
+    }
     auto it = supports_.find(*blob);
     if (it != supports_.end()) return it->second;
   }
-  std::shared_ptr<Connection> c = current_connection();
   Message m = Command(Cmd::kSupportsOp);
   m.device = index();
   m.blob = *blob;
@@ -539,6 +573,7 @@ bool RemoteDevice::SupportsOp(const Tensor& node) const {
   if (!reply.ok()) return false;
   const bool supported = reply->value == 1;
   std::lock_guard<std::mutex> lock(supports_mu_);
+  if (supports_connection_.lock() != c) return supported;
   if (supports_.size() > 4096) supports_.clear();
   supports_[*std::move(blob)] = supported;
   return supported;
@@ -780,22 +815,13 @@ absl::Status RemoteBackend::EnqueueCopyTensor(Backend& src_backend,
 absl::Status RemoteBackend::EnqueueCompute(NodeSpan nodes) {
   std::vector<uint64_t> buffers;
   auto locate_fn = [&](const Tensor& t) -> absl::StatusOr<remote::WirePlace> {
-    auto* buffer = dynamic_cast<RemoteBuffer*>(t.buffer);
-    if (buffer == nullptr || buffer->remote_device() != &device_) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "in memory of ",
-          t.buffer == nullptr ? "no buffer"
-                              : std::string(t.buffer->type()->name()),
-          ", not of ", device_.name()));
-    }
-    if (buffer->connection() != connection_) {
-      return absl::UnavailableError("its buffer was on a lost connection");
-    }
-    if (std::find(buffers.begin(), buffers.end(), buffer->id()) ==
+    FERRY_ASSIGN_OR_RETURN(remote::WirePlace place,
+                           device_.Locate(t, connection_.get()));
+    if (std::find(buffers.begin(), buffers.end(), place.buffer) ==
         buffers.end()) {
-      buffers.push_back(buffer->id());
+      buffers.push_back(place.buffer);
     }
-    return remote::WirePlace{buffer->id(), buffer->OffsetOf(t)};
+    return place;
   };
   remote::WireLocate locate = locate_fn;
   FERRY_ASSIGN_OR_RETURN(std::string blob, remote::EncodeNodes(nodes, &locate));

@@ -65,7 +65,7 @@ void WriteTensor(Writer& w, const Tensor& t, uint8_t op,
 
 absl::StatusOr<std::string> EncodeNodes(absl::Span<Tensor* const> nodes,
                                         const WireLocate* locate,
-                                        bool with_names) {
+                                        bool with_names, WirePlacing placing) {
   Writer w;
   std::string body;
   absl::flat_hash_map<const Tensor*, int32_t> index;
@@ -105,6 +105,19 @@ absl::StatusOr<std::string> EncodeNodes(absl::Span<Tensor* const> nodes,
     }
     return places;
   };
+  // Null when `t` goes unplaced (a query, and `locate` cannot place it or,
+  // for a view, its source).
+  auto write_places = [&](const Tensor& t, absl::string_view role, bool leaf,
+                          Places* places) -> absl::StatusOr<const Places*> {
+    if (locate == nullptr) return nullptr;
+    absl::StatusOr<Places> found = places_of(t, role, leaf);
+    if (!found.ok()) {
+      if (placing == WirePlacing::kWhereKnown) return nullptr;
+      return found.status();
+    }
+    *places = *found;
+    return places;
+  };
   for (size_t n = 0; n < nodes.size(); ++n) {
     const Tensor* node = nodes[n];
     if (node == nullptr) {
@@ -122,25 +135,23 @@ absl::StatusOr<std::string> EncodeNodes(absl::Span<Tensor* const> nodes,
         continue;
       }
       Places places;
-      if (locate != nullptr) {
-        FERRY_ASSIGN_OR_RETURN(
-            places, places_of(*source,
-                              absl::StrCat("source ", s, " of node '",
-                                           node->name, "',"),
-                              /*leaf=*/true));
-      }
+      FERRY_ASSIGN_OR_RETURN(
+          const Places* placed,
+          write_places(
+              *source,
+              absl::StrCat("source ", s, " of node '", node->name, "',"),
+              /*leaf=*/true, &places));
       WriteTensor(tensors, *source, static_cast<uint8_t>(Op::kNone),
-                  {-1, -1, -1, -1}, locate != nullptr ? &places : nullptr,
-                  with_names);
+                  {-1, -1, -1, -1}, placed, with_names);
       index[source] = count;
       src[s] = count++;
     }
     Places places;
-    if (locate != nullptr) {
-      FERRY_ASSIGN_OR_RETURN(places, places_of(*node, "node", /*leaf=*/false));
-    }
-    WriteTensor(tensors, *node, static_cast<uint8_t>(node->op), src,
-                locate != nullptr ? &places : nullptr, with_names);
+    FERRY_ASSIGN_OR_RETURN(
+        const Places* placed,
+        write_places(*node, "node", /*leaf=*/false, &places));
+    WriteTensor(tensors, *node, static_cast<uint8_t>(node->op), src, placed,
+                with_names);
     index[node] = count;
     computed.push_back(static_cast<uint32_t>(count++));
   }
@@ -263,8 +274,9 @@ absl::StatusOr<std::unique_ptr<WireTensorRef>> DecodeTensorRef(
   return ref;
 }
 
-absl::StatusOr<std::unique_ptr<WireGraph>> DecodeGraph(
-    absl::string_view blob, const WireLookup* lookup) {
+absl::StatusOr<std::unique_ptr<WireGraph>> DecodeGraph(absl::string_view blob,
+                                                       const WireLookup* lookup,
+                                                       bool query) {
   Reader r(blob);
   uint32_t count;
   FERRY_RETURN_IF_ERROR(r.U32(&count));
@@ -324,9 +336,14 @@ absl::StatusOr<std::unique_ptr<WireGraph>> DecodeGraph(
     uint64_t buffer_id = 0, offset = 0, source_offset = 0;
     uint8_t view = 0;
     Tensor source;
-    if (placed > 1 || (placed == 1) != (lookup != nullptr)) {
+    // A query may leave any tensor unplaced; with no lookup, all are.
+    const bool may_place = lookup != nullptr;
+    const bool must_place = may_place && !query;
+    if (placed > 1 || (placed == 1 && !may_place) ||
+        (placed == 0 && must_place)) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "tensor ", i, placed ? ": placed in a query" : ": not placed"));
+          "tensor ", i,
+          placed ? ": placed where nothing can be" : ": not placed"));
     }
     if (placed) {
       FERRY_RETURN_IF_ERROR(r.U64(&buffer_id));

@@ -50,14 +50,23 @@ struct WirePlace {
 using WireLocate =
     absl::FunctionRef<absl::StatusOr<WirePlace>(const Tensor& tensor)>;
 
+// Which tensors EncodeNodes places.
+enum class WirePlacing {
+  // Every tensor, or an error: a graph to run (kDefineGraph).
+  kAll,
+  // Those `locate` finds, the rest unplaced: a SupportsOp query, whose
+  // answer can depend on a source's memory (a view into the CPU's packed
+  // weights is refused where the weight itself is read).
+  kWhereKnown,
+};
+
 // Encodes the compute nodes of `nodes` and what they read. With `locate`
-// null the tensors carry no places (a SupportsOp query). Errors name the
-// node or source (null, unplaced, in memory the worker cannot use).
-// `with_names` false leaves names out (a query whose answer they do not
-// change).
-absl::StatusOr<std::string> EncodeNodes(absl::Span<Tensor* const> nodes,
-                                        const WireLocate* locate,
-                                        bool with_names = true);
+// null the tensors carry no places. Errors name the node or source (null,
+// unplaced, in memory the worker cannot use). `with_names` false leaves
+// names out (a query whose answer they do not change).
+absl::StatusOr<std::string> EncodeNodes(
+    absl::Span<Tensor* const> nodes, const WireLocate* locate,
+    bool with_names = true, WirePlacing placing = WirePlacing::kAll);
 
 // Limits the decoder enforces.
 inline constexpr uint32_t kMaxWireTensors = 1u << 16;
@@ -76,9 +85,11 @@ struct WireGraph {
 using WireLookup = absl::FunctionRef<absl::StatusOr<Buffer*>(uint64_t id)>;
 
 // Decodes and checks `blob`. With `lookup` null the tensors must carry no
-// places and stay unplaced.
-absl::StatusOr<std::unique_ptr<WireGraph>> DecodeGraph(
-    absl::string_view blob, const WireLookup* lookup);
+// places and stay unplaced. A `query` (kSupportsOp) may leave any tensor
+// unplaced; a graph to run may not.
+absl::StatusOr<std::unique_ptr<WireGraph>> DecodeGraph(absl::string_view blob,
+                                                       const WireLookup* lookup,
+                                                       bool query = false);
 
 // The bytes [0, extent) a tensor of this shape and dtype covers from its
 // data, or InvalidArgument when the shape or strides are out of bounds.

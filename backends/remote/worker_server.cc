@@ -236,6 +236,10 @@ class WorkerServer::Impl {
   absl::StatusOr<StreamRec*> FindStream(Session& s, uint64_t id);
   absl::StatusOr<std::shared_ptr<BufferRec>> FindBuffer(Session& s,
                                                         uint64_t id);
+  // Buffer `id` of `s` if `device` can use its memory, kept in `held`.
+  absl::StatusOr<Buffer*> DeviceBuffer(
+      Session& s, const Device& device, uint64_t id,
+      std::vector<std::shared_ptr<BufferRec>>* held);
   absl::StatusOr<std::shared_ptr<BufferRec>> FindRange(Session& s,
                                                        const Message& m);
   // Makes later work on `stream` fail with `status`.
@@ -612,6 +616,18 @@ absl::StatusOr<StreamRec*> WorkerServer::Impl::FindStream(Session& s,
   return it->second.get();
 }
 
+absl::StatusOr<Buffer*> WorkerServer::Impl::DeviceBuffer(
+    Session& s, const Device& device, uint64_t id,
+    std::vector<std::shared_ptr<BufferRec>>* held) {
+  FERRY_ASSIGN_OR_RETURN(std::shared_ptr<BufferRec> b, FindBuffer(s, id));
+  if (!device.SupportsBufferType(b->buffer->type())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "buffer ", id, " is memory ", device.name(), " cannot use"));
+  }
+  held->push_back(b);
+  return b->buffer.get();
+}
+
 absl::StatusOr<std::shared_ptr<BufferRec>> WorkerServer::Impl::FindBuffer(
     Session& s, uint64_t id) {
   auto it = s.buffers.find(id);
@@ -839,14 +855,8 @@ absl::Status WorkerServer::Impl::Execute(const SessionPtr& sp, Message& m,
       Device* d = options_.devices[m.device];
       auto rec = std::make_shared<GraphRec>();
       rec->device = m.device;
-      auto lookup_fn = [&](uint64_t id) -> absl::StatusOr<Buffer*> {
-        FERRY_ASSIGN_OR_RETURN(std::shared_ptr<BufferRec> b, FindBuffer(s, id));
-        if (!d->SupportsBufferType(b->buffer->type())) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              "buffer ", id, " is memory ", d->name(), " cannot use"));
-        }
-        rec->buffers.push_back(b);
-        return b->buffer.get();
+      auto lookup_fn = [&](uint64_t id) {
+        return DeviceBuffer(s, *d, id, &rec->buffers);
       };
       WireLookup lookup = lookup_fn;
       FERRY_ASSIGN_OR_RETURN(rec->graph, DecodeGraph(m.blob, &lookup));
@@ -979,11 +989,19 @@ absl::Status WorkerServer::Impl::Execute(const SessionPtr& sp, Message& m,
       if (m.device >= options_.devices.size()) {
         return absl::NotFoundError(absl::StrCat("no device ", m.device));
       }
+      // Sources the client placed are read where they are: the answer can
+      // depend on their memory (the CPU's packed weights).
+      Device& d = *options_.devices[m.device];
+      std::vector<std::shared_ptr<BufferRec>> held;
+      auto lookup_fn = [&](uint64_t id) {
+        return DeviceBuffer(s, d, id, &held);
+      };
+      WireLookup lookup = lookup_fn;
       FERRY_ASSIGN_OR_RETURN(std::unique_ptr<WireGraph> graph,
-                             DecodeGraph(m.blob, nullptr));
+                             DecodeGraph(m.blob, &lookup, /*query=*/true));
       bool supported = !graph->nodes.empty();
       for (Tensor* node : graph->nodes) {
-        supported = supported && options_.devices[m.device]->SupportsOp(*node);
+        supported = supported && d.SupportsOp(*node);
       }
       Result(sp, m.req, absl::OkStatus(), supported ? 1 : 0);
       return absl::OkStatus();
