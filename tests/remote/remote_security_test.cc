@@ -255,6 +255,28 @@ TEST_F(RemoteSecurityTest, HostileGraphsAreRefusedBeforeTheyRun) {
   EXPECT_THAT(define(900, buffer),
               StatusIs(absl::StatusCode::kOutOfRange, HasSubstr("'x'")));
   EXPECT_THAT(define(0, buffer + 77), StatusIs(absl::StatusCode::kNotFound));
+  // A SupportsOp query's places get the same checks (y left unplaced).
+  auto query = [&](uint64_t offset_x, uint64_t buffer_id) {
+    auto locate = [&](const Tensor& t) -> absl::StatusOr<WirePlace> {
+      if (&t == y) return absl::NotFoundError("not placed yet");
+      return WirePlace{buffer_id, offset_x};
+    };
+    WireLocate ref = locate;
+    absl::StatusOr<std::string> blob =
+        EncodeNodes(nodes, &ref, /*with_names=*/true, WirePlacing::kWhereKnown);
+    EXPECT_TRUE(blob.ok());
+    Message m = Command(Cmd::kSupportsOp);
+    m.device = 0;
+    m.blob = *blob;
+    return c_->Call(std::move(m));
+  };
+  absl::StatusOr<Message> supported = query(0, buffer);
+  FERRY_ASSERT_OK(supported.status());
+  EXPECT_EQ(supported->value, 1u);
+  EXPECT_THAT(query(900, buffer).status(),
+              StatusIs(absl::StatusCode::kOutOfRange, HasSubstr("'x'")));
+  EXPECT_THAT(query(0, buffer + 77).status(),
+              StatusIs(absl::StatusCode::kNotFound));
   // Shapes the op does not allow: the device's own check refuses them.
   y->ne[0] = 128;
   EXPECT_THAT(define(0, buffer), Not(::ferry::testing::IsOk()));
