@@ -1,6 +1,7 @@
 #include "ferry/backends/remote/connection.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <utility>
@@ -8,6 +9,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "ferry/backends/remote/error_mode.h"
 #include "ferry/runtime/status_macros.h"
 #include "ferry/runtime/trace.h"
 
@@ -158,7 +160,8 @@ absl::Status Connection::Connect() {
   params.flags = UCP_EP_PARAMS_FLAGS_CLIENT_SERVER;
   params.sockaddr.addr = reinterpret_cast<const sockaddr*>(&addr);
   params.sockaddr.addrlen = sizeof(addr);
-  params.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+  // A worker on this host: UCX may then use shared memory (error_mode.h).
+  params.err_mode = ErrorHandlingFor(addr);
   params.err_handler.cb = OnEndpointError;
   params.err_handler.arg = this;
   FERRY_RETURN_IF_ERROR(
@@ -233,9 +236,12 @@ void Connection::Tick() {
                      absl::FormatDuration(deadline_))));
     return;
   }
-  if (now - last_heard_ > absl::Milliseconds(500) &&
+  if ((now - last_heard_ > absl::Milliseconds(500) ||
+       now - last_sent_ > absl::Seconds(1)) &&
       said_hello_.load(std::memory_order_acquire)) {
-    // Keep-alive: any reply refreshes last_heard_.
+    // Keep-alive both ways: any reply refreshes last_heard_, and the worker
+    // hears from this client at least every second (a worker drops a
+    // client silent for its client timeout).
     Message m;
     m.kind = static_cast<uint8_t>(Cmd::kPing);
     m.req = 0;
@@ -260,6 +266,7 @@ void Connection::SendOnLoop(Message m, const void* data, size_t size, Done done,
     loop_->SendAm(ep_, kAmCommand, EncodeCommand(part), nullptr, 0);
   }
   m.seq = next_seq_++;
+  last_sent_ = absl::Now();
   bytes_sent.fetch_add(static_cast<int64_t>(size), std::memory_order_relaxed);
   loop_->SendAm(
       ep_, kAmCommand, EncodeCommand(m), data, size,
@@ -278,6 +285,29 @@ void Connection::Send(Message m, const void* data, size_t size, Done done,
              force_rndv]() mutable {
     SendOnLoop(std::move(m), data, size, std::move(done), force_rndv);
   });
+}
+
+std::string Connection::EndpointInfoForTesting() {
+  auto info = std::make_shared<std::string>();
+  auto done = std::make_shared<TimelineSemaphore>(0);
+  loop_->Post([this, info, done] {
+    char* text = nullptr;
+    size_t size = 0;
+    if (FILE* f = open_memstream(&text, &size)) {
+      ucp_ep_print_info(ep_, f);
+      std::fclose(f);
+      info->assign(text, size);
+      std::free(text);
+    }
+    (void)done->Signal(1);
+  });
+  (void)done->WaitBlocking(1, absl::Now() + absl::Seconds(10));
+  return *info;
+}
+
+void Connection::AbandonForTesting() {
+  loop_->Post([this] { Fail(absl::CancelledError("abandoned for a test")); });
+  loop_->Join();
 }
 
 void Connection::SendRawForTesting(std::string header) {

@@ -108,6 +108,12 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void* MapMemory(void* address, size_t size);
   void UnmapMemory(void* handle);
 
+  // UCX's description of the endpoint (ucp_ep_print_info: its lanes and
+  // their transports), for tests that must know what carries the bytes.
+  std::string EndpointInfoForTesting();
+  // Stops this client's loop without closing anything, as if it hung:
+  // no more pings or commands (tests of a worker's client timeout).
+  void AbandonForTesting();
   // Sends `header` as a command as it is (tests of hostile input).
   void SendRawForTesting(std::string header);
 
@@ -166,6 +172,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   absl::flat_hash_map<uint64_t, StreamState> streams_;
   std::shared_ptr<Pending> hello_;
   absl::Time last_heard_;
+  absl::Time last_sent_;
   absl::Duration deadline_;
   bool ping_out_ = false;
 };

@@ -44,6 +44,7 @@ int main(int argc, char** argv) {
   std::string weights_dir;
   std::string sim_options;
   std::string idle_spin_us = "100";
+  std::string client_timeout_ms = "30000";
   if (const char* env = std::getenv("FERRY_WORKER_TOKEN")) token = env;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
@@ -55,17 +56,20 @@ int main(int argc, char** argv) {
     };
     if (value("listen", &listen) || value("devices", &devices) ||
         value("token", &token) || value("weights_dir", &weights_dir) ||
-        value("sim", &sim_options) || value("idle_spin_us", &idle_spin_us)) {
+        value("sim", &sim_options) || value("idle_spin_us", &idle_spin_us) ||
+        value("client_timeout_ms", &client_timeout_ms)) {
       continue;
     }
     if (arg == "--help") {
       std::printf(
           "ferry_worker --listen=HOST:PORT --devices=cpu,sim0 [--token=T | "
           "FERRY_WORKER_TOKEN=T] [--weights_dir=DIR] [--sim=SIMCONFIG]\n"
-          "  [--idle_spin_us=100]\n"
+          "  [--idle_spin_us=100] [--client_timeout_ms=30000]\n"
           "Backend params (threads=N) come from each client's stream.\n"
           "--idle_spin_us: how long to poll after traffic before sleeping\n"
-          "(shorter round trips; 0 leaves the core to others at once).\n");
+          "(shorter round trips; 0 leaves the core to others at once).\n"
+          "--client_timeout_ms: a client silent this long is taken for gone\n"
+          "and its session freed (clients ping every second).\n");
       return 0;
     }
     return Fail(absl::StrCat("unknown argument '", arg, "' (see --help)"));
@@ -82,6 +86,13 @@ int main(int argc, char** argv) {
     return Fail(absl::StrCat("--idle_spin_us wants 0..1000000, not '",
                              idle_spin_us, "'"));
   }
+  int64_t timeout_ms = 0;
+  if (!absl::SimpleAtoi(client_timeout_ms, &timeout_ms) || timeout_ms < 2000) {
+    return Fail(
+        absl::StrCat("--client_timeout_ms wants 2000 or more (clients "
+                     "ping every second), not '",
+                     client_timeout_ms, "'"));
+  }
   ferry::Registry& registry = ferry::Registry::Global();
   absl::Status status = ferry::RegisterLinkedDevices(registry);
   if (!status.ok()) return Fail(status.ToString());
@@ -96,6 +107,7 @@ int main(int argc, char** argv) {
   options.token = token;
   options.weights_dir = weights_dir;
   options.idle_spin = absl::Microseconds(spin_us);
+  options.client_timeout = absl::Milliseconds(timeout_ms);
   for (ferry::Backend* backend : list->backends) {
     options.devices.push_back(&backend->device());
   }

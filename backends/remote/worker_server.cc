@@ -20,6 +20,7 @@
 #include "ferry/backends/buffer.h"
 #include "ferry/backends/host_buffer.h"
 #include "ferry/backends/remote/address.h"
+#include "ferry/backends/remote/error_mode.h"
 #include "ferry/backends/remote/protocol.h"
 #include "ferry/backends/remote/ucx_loop.h"
 #include "ferry/backends/remote/wire_graph.h"
@@ -117,6 +118,7 @@ struct Session {
   Role role = Role::kClient;
   ucp_ep_h ep = nullptr;
   bool closed = false;
+  absl::Time last_heard;  // Any message from its endpoint.
   uint64_t next_seq = 1;
   std::map<uint64_t, Held> held;  // Commands that came early.
   uint64_t next_id = 1;
@@ -341,7 +343,13 @@ void WorkerServer::Impl::OnConnection(ucp_conn_request_h request, void* arg) {
                       UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
                       UCP_EP_PARAM_FIELD_ERR_HANDLER;
   params.conn_request = request;
-  params.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+  // The client applies the same rule to this worker's address (a client on
+  // this host may use shared memory; error_mode.h).
+  ucp_conn_request_attr_t attr = {};
+  attr.field_mask = UCP_CONN_REQUEST_ATTR_FIELD_CLIENT_ADDR;
+  params.err_mode = ucp_conn_request_query(request, &attr) == UCS_OK
+                        ? ErrorHandlingFor(attr.client_address)
+                        : UCP_ERR_HANDLING_MODE_PEER;
   params.err_handler.cb = OnEndpointError;
   params.err_handler.arg = self;
   ucp_ep_h ep;
@@ -412,6 +420,7 @@ ucs_status_t WorkerServer::Impl::Command(ucp_ep_h ep, absl::string_view header,
   }
   SessionPtr s = it->second;
   if (s->closed) return UCS_OK;
+  s->last_heard = absl::Now();
   Incoming in;
   in.length = length;
   ucs_status_t keep = UCS_OK;
@@ -528,6 +537,7 @@ void WorkerServer::Impl::Hello(ucp_ep_h ep, const Message& m) {
   }
   auto s = std::make_shared<Session>();
   s->id = next_session_++;
+  s->last_heard = absl::Now();
   s->role = static_cast<Role>(m.byte);
   s->ep = ep;
   by_ep_[ep] = s;
@@ -1312,7 +1322,7 @@ void WorkerServer::Impl::WithPeer(
     params.flags = UCP_EP_PARAMS_FLAGS_CLIENT_SERVER;
     params.sockaddr.addr = reinterpret_cast<const sockaddr*>(&*addr);
     params.sockaddr.addrlen = sizeof(*addr);
-    params.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+    params.err_mode = ErrorHandlingFor(*addr);
     params.err_handler.cb = OnEndpointError;
     params.err_handler.arg = this;
     ucs_status_t st = ucp_ep_create(loop_->worker(), &params, &peer->ep);
@@ -1718,6 +1728,19 @@ void WorkerServer::Impl::CloseSession(const SessionPtr& s,
 
 void WorkerServer::Impl::Tick() {
   const absl::Time now = absl::Now();
+  // A client pings at least every second; one silent this long is gone
+  // (on shared memory UCX does not report a dead peer).
+  std::vector<SessionPtr> silent;
+  for (auto& [id, s] : by_id_) {
+    if (s->role == Role::kClient && !s->closed &&
+        now - s->last_heard > options_.client_timeout) {
+      silent.push_back(s);
+    }
+  }
+  for (const SessionPtr& s : silent) {
+    CloseSession(s, absl::StrCat("client silent for ",
+                                 absl::FormatDuration(now - s->last_heard)));
+  }
   for (auto& [id, s] : by_id_) {
     std::vector<uint64_t> expired;
     for (auto& [tid, t] : s->transfers) {

@@ -40,6 +40,10 @@ struct WorkerOptions {
   // (UcxLoop::SetIdleSpin): the next command then needs no wake-up. 100 us
   // took a 4 KiB round trip from 37-44 us to 20-25 us on 2 cores.
   absl::Duration idle_spin = absl::Microseconds(100);
+  // A client silent this long is taken for gone and its session freed
+  // (clients ping every second; UCX reports no dead peer over shared
+  // memory, error_mode.h).
+  absl::Duration client_timeout = absl::Seconds(30);
 };
 
 // Counters, for tests and benchmarks.

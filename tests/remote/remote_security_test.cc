@@ -3,15 +3,19 @@
 // client that goes away. Each gets an error (a reply, or its stream fails)
 // and the worker keeps serving; nothing it held for a gone client stays.
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "ferry/backends/remote/address.h"
 #include "ferry/backends/remote/connection.h"
+#include "ferry/backends/remote/error_mode.h"
 #include "ferry/backends/remote/protocol.h"
 #include "ferry/backends/remote/testing/worker_process.h"
 #include "ferry/backends/remote/wire_graph.h"
@@ -383,18 +387,22 @@ TEST_F(RemoteSecurityTest, AConnectionClosedForExitRefusesWork) {
   FERRY_EXPECT_OK(Ping());
 }
 
+// The worker's counters (WorkerStats, in order) as `c` gets them.
+std::vector<int64_t> WorkerCounters(Connection& c) {
+  absl::StatusOr<Message> r = c.Call(Command(Cmd::kStats));
+  EXPECT_TRUE(r.ok()) << r.status();
+  std::vector<int64_t> out;
+  if (!r.ok()) return out;
+  for (absl::string_view p : absl::StrSplit(r->text, ',')) {
+    int64_t v = 0;
+    EXPECT_TRUE(absl::SimpleAtoi(p, &v));
+    out.push_back(v);
+  }
+  return out;
+}
+
 TEST_F(RemoteSecurityTest, AClientThatGoesAwayLeavesNothingBehind) {
-  auto stats = [&]() -> std::vector<int64_t> {
-    absl::StatusOr<Message> r = c_->Call(Command(Cmd::kStats));
-    EXPECT_TRUE(r.ok());
-    std::vector<int64_t> out;
-    for (absl::string_view p : absl::StrSplit(r->text, ',')) {
-      int64_t v = 0;
-      EXPECT_TRUE(absl::SimpleAtoi(p, &v));
-      out.push_back(v);
-    }
-    return out;
-  };
+  auto stats = [&] { return WorkerCounters(*c_); };
   const std::vector<int64_t> before = stats();
   {
     FERRY_ASSERT_OK_AND_ASSIGN(auto gone, Connect());
@@ -419,6 +427,47 @@ TEST_F(RemoteSecurityTest, AClientThatGoesAwayLeavesNothingBehind) {
   }
   EXPECT_EQ(after[5], before[5]);
   EXPECT_EQ(after[4], before[4]);
+}
+
+TEST_F(RemoteSecurityTest, AClientThatFallsSilentIsDroppedAfterItsTimeout) {
+  FERRY_ASSERT_OK_AND_ASSIGN(
+      auto worker,
+      WorkerProcess::Start({"--devices=cpu", "--client_timeout_ms=2000"}));
+  FERRY_ASSERT_OK_AND_ASSIGN(HostPort hp, ParseHostPort(worker->address()));
+  FERRY_ASSERT_OK_AND_ASSIGN(auto watcher, Connection::Open(hp, kTestToken));
+  constexpr size_t kSessions = 4;
+  const int64_t before = WorkerCounters(*watcher).at(kSessions);
+  FERRY_ASSERT_OK_AND_ASSIGN(auto silent, Connection::Open(hp, kTestToken));
+  Message alloc = Command(Cmd::kAllocBuffer);
+  alloc.size = 1 << 20;
+  FERRY_ASSERT_OK(silent->Call(std::move(alloc)).status());
+  EXPECT_EQ(WorkerCounters(*watcher).at(kSessions), before + 1);
+  // Its process hangs: no goodbye, no pings, the endpoint left open.
+  const absl::Time hung = absl::Now();
+  silent->AbandonForTesting();
+  int64_t sessions = before + 1;
+  while (sessions != before && absl::Now() < hung + absl::Seconds(10)) {
+    absl::SleepFor(absl::Milliseconds(50));
+    sessions = WorkerCounters(*watcher).at(kSessions);
+  }
+  EXPECT_EQ(sessions, before);
+  EXPECT_GE(absl::Now() - hung, absl::Milliseconds(1500));  // Not at once.
+  // An idle client pings: three seconds of quiet do not cost its session.
+  absl::SleepFor(absl::Seconds(3));
+  FERRY_EXPECT_OK(watcher->Call(Command(Cmd::kPing)).status());
+  EXPECT_EQ(WorkerCounters(*watcher).at(kSessions), before);
+}
+
+TEST_F(RemoteSecurityTest,
+       OnOneHostBytesMoveOverSharedMemoryWhereUcxTlsAllows) {
+  const std::string info = c_->EndpointInfoForTesting();
+  const char* tls = std::getenv("UCX_TLS");
+  const bool shared = absl::StrContains(info, "cma/") ||
+                      absl::StrContains(info, "posix/") ||
+                      absl::StrContains(info, "sysv/");
+  EXPECT_EQ(shared, TlsAllowsSharedMemory(tls == nullptr ? "" : tls))
+      << "UCX_TLS=" << (tls == nullptr ? "(unset)" : tls) << "\n"
+      << info;
 }
 
 }  // namespace
