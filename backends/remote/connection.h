@@ -108,9 +108,6 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void* MapMemory(void* address, size_t size);
   void UnmapMemory(void* handle);
 
-  // UCX's description of the endpoint (ucp_ep_print_info: its lanes and
-  // their transports), for tests that must know what carries the bytes.
-  std::string EndpointInfoForTesting();
   // Stops this client's loop without closing anything, as if it hung:
   // no more pings or commands (tests of a worker's client timeout).
   void AbandonForTesting();

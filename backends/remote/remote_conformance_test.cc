@@ -1,7 +1,7 @@
 // The remote backend runs the backend conformance suite against a
-// ferry_worker process on this machine, over whatever UCX_TLS the test
-// target sets (loopback TCP, shared memory), on its CPU and on a
-// simulated device.
+// ferry_worker process on this machine over loopback TCP (with the
+// client's loop driven by its waiting threads or not, as the target sets),
+// on its CPU and on a simulated device.
 #include <map>
 #include <memory>
 #include <string>

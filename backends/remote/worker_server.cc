@@ -20,7 +20,6 @@
 #include "ferry/backends/buffer.h"
 #include "ferry/backends/host_buffer.h"
 #include "ferry/backends/remote/address.h"
-#include "ferry/backends/remote/error_mode.h"
 #include "ferry/backends/remote/protocol.h"
 #include "ferry/backends/remote/ucx_loop.h"
 #include "ferry/backends/remote/wire_graph.h"
@@ -343,13 +342,7 @@ void WorkerServer::Impl::OnConnection(ucp_conn_request_h request, void* arg) {
                       UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
                       UCP_EP_PARAM_FIELD_ERR_HANDLER;
   params.conn_request = request;
-  // The client applies the same rule to this worker's address (a client on
-  // this host may use shared memory; error_mode.h).
-  ucp_conn_request_attr_t attr = {};
-  attr.field_mask = UCP_CONN_REQUEST_ATTR_FIELD_CLIENT_ADDR;
-  params.err_mode = ucp_conn_request_query(request, &attr) == UCS_OK
-                        ? ErrorHandlingFor(attr.client_address)
-                        : UCP_ERR_HANDLING_MODE_PEER;
+  params.err_mode = UCP_ERR_HANDLING_MODE_PEER;
   params.err_handler.cb = OnEndpointError;
   params.err_handler.arg = self;
   ucp_ep_h ep;
@@ -1322,7 +1315,7 @@ void WorkerServer::Impl::WithPeer(
     params.flags = UCP_EP_PARAMS_FLAGS_CLIENT_SERVER;
     params.sockaddr.addr = reinterpret_cast<const sockaddr*>(&*addr);
     params.sockaddr.addrlen = sizeof(*addr);
-    params.err_mode = ErrorHandlingFor(*addr);
+    params.err_mode = UCP_ERR_HANDLING_MODE_PEER;
     params.err_handler.cb = OnEndpointError;
     params.err_handler.arg = this;
     ucs_status_t st = ucp_ep_create(loop_->worker(), &params, &peer->ep);
@@ -1729,7 +1722,7 @@ void WorkerServer::Impl::CloseSession(const SessionPtr& s,
 void WorkerServer::Impl::Tick() {
   const absl::Time now = absl::Now();
   // A client pings at least every second; one silent this long is gone
-  // (on shared memory UCX does not report a dead peer).
+  // even if its connection stays open (a hung process).
   std::vector<SessionPtr> silent;
   for (auto& [id, s] : by_id_) {
     if (s->role == Role::kClient && !s->closed &&

@@ -41,8 +41,7 @@ struct WorkerOptions {
   // took a 4 KiB round trip from 37-44 us to 20-25 us on 2 cores.
   absl::Duration idle_spin = absl::Microseconds(100);
   // A client silent this long is taken for gone and its session freed
-  // (clients ping every second; UCX reports no dead peer over shared
-  // memory, error_mode.h).
+  // (clients ping every second; a hung client keeps its connection open).
   absl::Duration client_timeout = absl::Seconds(30);
 };
 

@@ -25,7 +25,8 @@
 //                                what is in flight (a server's stream).
 //                                busy_us_per_token: compute time summed
 //                                over the devices (workers report theirs).
-// The transport is UCX_TLS's (tcp, or sm,self,tcp for shared memory):
+// The transport is UCX_TLS's; on one host UCX 1.13 gives ferry's endpoints
+// (which ask for peer-failure reports) TCP loopback whatever it says:
 //   UCX_TLS=tcp ./bazelw run --config=opt //tests/remote:remote_benchmark
 // tests/remote/netns_benchmark.sh runs it on hosts of its own over shaped
 // links (FERRY_BENCH_WORKERS).

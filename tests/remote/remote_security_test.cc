@@ -9,13 +9,11 @@
 #include <string>
 #include <vector>
 
-#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "ferry/backends/remote/address.h"
 #include "ferry/backends/remote/connection.h"
-#include "ferry/backends/remote/error_mode.h"
 #include "ferry/backends/remote/protocol.h"
 #include "ferry/backends/remote/testing/worker_process.h"
 #include "ferry/backends/remote/wire_graph.h"
@@ -456,18 +454,6 @@ TEST_F(RemoteSecurityTest, AClientThatFallsSilentIsDroppedAfterItsTimeout) {
   absl::SleepFor(absl::Seconds(3));
   FERRY_EXPECT_OK(watcher->Call(Command(Cmd::kPing)).status());
   EXPECT_EQ(WorkerCounters(*watcher).at(kSessions), before);
-}
-
-TEST_F(RemoteSecurityTest,
-       OnOneHostBytesMoveOverSharedMemoryWhereUcxTlsAllows) {
-  const std::string info = c_->EndpointInfoForTesting();
-  const char* tls = std::getenv("UCX_TLS");
-  const bool shared = absl::StrContains(info, "cma/") ||
-                      absl::StrContains(info, "posix/") ||
-                      absl::StrContains(info, "sysv/");
-  EXPECT_EQ(shared, TlsAllowsSharedMemory(tls == nullptr ? "" : tls))
-      << "UCX_TLS=" << (tls == nullptr ? "(unset)" : tls) << "\n"
-      << info;
 }
 
 }  // namespace

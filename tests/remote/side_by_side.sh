@@ -9,7 +9,8 @@
 #
 #   tests/remote/side_by_side.sh ROUNDS OUTDIR TLS [HARNESS RPC_SERVER]
 #   e.g. tests/remote/side_by_side.sh 3 /tmp/rb tcp /path/harness /path/rpc_server
-# TLS: tcp or sm (shared memory: sm,self,tcp).
+# TLS: tcp or sm (sm,self,tcp: ggml-rpc ignores it, and ferry's endpoints get
+# TCP loopback from UCX 1.13 either way).
 set -u
 R=${1:-3}
 OUT=${2:-/tmp/remote_side_by_side}
