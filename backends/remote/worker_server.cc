@@ -290,6 +290,7 @@ class WorkerServer::Impl {
   std::map<std::string, std::shared_ptr<Peer>> peers_;
   absl::flat_hash_map<ucp_ep_h, std::shared_ptr<Peer>> peer_by_ep_;
   WorkerStats stats_;
+  absl::Time last_tick_ = absl::InfinitePast();
   // Sessions recording trace spans: the process's recorder is on while
   // any is.
   int tracing_sessions_ = 0;
@@ -1722,9 +1723,13 @@ void WorkerServer::Impl::CloseSession(const SessionPtr& s,
 void WorkerServer::Impl::Tick() {
   const absl::Time now = absl::Now();
   // A client pings at least every second; one silent this long is gone
-  // even if its connection stays open (a hung process).
+  // even if its connection stays open (a hung process). Not while this
+  // loop itself was held up: what clients sent may still be queued.
+  const bool loop_was_stalled = now - last_tick_ > absl::Seconds(1);
+  last_tick_ = now;
   std::vector<SessionPtr> silent;
   for (auto& [id, s] : by_id_) {
+    if (loop_was_stalled) s->last_heard = now;
     if (s->role == Role::kClient && !s->closed &&
         now - s->last_heard > options_.client_timeout) {
       silent.push_back(s);
