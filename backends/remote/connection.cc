@@ -1,7 +1,6 @@
 #include "ferry/backends/remote/connection.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <utility>
