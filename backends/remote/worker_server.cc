@@ -309,6 +309,17 @@ absl::Status WorkerServer::Impl::Start() {
     return absl::InvalidArgumentError(
         "a worker needs a token (--token or FERRY_WORKER_TOKEN)");
   }
+  if (options_.idle_spin < absl::ZeroDuration() ||
+      options_.idle_spin > absl::Seconds(1)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("idle spin ", absl::FormatDuration(options_.idle_spin),
+                     " is outside [0, 1s]"));
+  }
+  if (options_.client_timeout < absl::Seconds(2)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "client timeout ", absl::FormatDuration(options_.client_timeout),
+        " is under 2s (clients ping every second)"));
+  }
   FERRY_ASSIGN_OR_RETURN(loop_, UcxLoop::Create());
   for (unsigned id : {kAmCommand, kAmPeer}) {
     FERRY_RETURN_IF_ERROR(loop_->SetAmHandler(id, OnCommand, this));

@@ -37,11 +37,13 @@ struct WorkerOptions {
   // How long a stream waits for a peer's bytes before failing.
   absl::Duration transfer_timeout = absl::Seconds(60);
   // How long the loop keeps polling after traffic before it sleeps
-  // (UcxLoop::SetIdleSpin): the next command then needs no wake-up. 100 us
-  // took a 4 KiB round trip from 37-44 us to 20-25 us on 2 cores.
+  // (UcxLoop::SetIdleSpin; 0 to 1 s): the next command then needs no
+  // wake-up. 100 us took a 4 KiB round trip from 37-44 us to 20-25 us on 2
+  // cores.
   absl::Duration idle_spin = absl::Microseconds(100);
-  // A client silent this long is taken for gone and its session freed
-  // (clients ping every second; a hung client keeps its connection open).
+  // A client silent this long (2 s at least) is taken for gone and its
+  // session freed (clients ping every second; a hung client keeps its
+  // connection open).
   absl::Duration client_timeout = absl::Seconds(30);
 };
 

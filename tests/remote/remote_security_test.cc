@@ -413,18 +413,33 @@ TEST_F(RemoteSecurityTest, AClientThatGoesAwayLeavesNothingBehind) {
     Message m = Command(Cmd::kCreateStream);
     m.device = 1;
     FERRY_ASSERT_OK(gone->Call(std::move(m)).status());
-    EXPECT_EQ(stats()[5], before[5] + 3);  // Buffers.
-    EXPECT_EQ(stats()[4], before[4] + 1);  // Sessions.
+    EXPECT_EQ(stats().at(5), before.at(5) + 3);  // Buffers.
+    EXPECT_EQ(stats().at(4), before.at(4) + 1);  // Sessions.
   }  // The connection drops without freeing anything.
   const absl::Time deadline = absl::Now() + absl::Seconds(10);
   std::vector<int64_t> after = stats();
-  while ((after[5] != before[5] || after[4] != before[4]) &&
+  while ((after.at(5) != before.at(5) || after.at(4) != before.at(4)) &&
          absl::Now() < deadline) {
     absl::SleepFor(absl::Milliseconds(20));
     after = stats();
   }
-  EXPECT_EQ(after[5], before[5]);
-  EXPECT_EQ(after[4], before[4]);
+  EXPECT_EQ(after.at(5), before.at(5));
+  EXPECT_EQ(after.at(4), before.at(4));
+}
+
+TEST_F(RemoteSecurityTest, AWorkerRefusesTimingsOutOfRange) {
+  // A timeout under the clients' ping period would drop live clients.
+  for (std::vector<std::string> args :
+       {std::vector<std::string>{"--client_timeout_ms=500"},
+        {"--idle_spin_us=-1"},
+        {"--idle_spin_us=2000000"},
+        {"--client_timeout_ms=soon"}}) {
+    args.push_back("--devices=cpu");
+    EXPECT_THAT(
+        WorkerProcess::Start(args),
+        StatusIs(absl::StatusCode::kUnavailable, HasSubstr("did not start")))
+        << args[0];
+  }
 }
 
 TEST_F(RemoteSecurityTest, AClientThatFallsSilentIsDroppedAfterItsTimeout) {
