@@ -2,6 +2,9 @@
 
 #include <cstdint>
 #include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
 #include <vector>
 
 #include "ferry/backends/host_buffer.h"
@@ -112,6 +115,43 @@ TEST(HostBufferTest, WrapHostMemoryDoesNotOwn) {
   buffer.reset();  // Must not free `storage`.
   EXPECT_THAT(WrapHostMemory(&type, storage + 1, 8),
               StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
+// The kernel's flags for the mapping holding `address` (smaps' VmFlags), or
+// empty if none is found.
+std::string MappingFlags(const void* address) {
+  const auto at = reinterpret_cast<uintptr_t>(address);
+  std::ifstream smaps("/proc/self/smaps");
+  std::string line;
+  bool inside = false;
+  while (std::getline(smaps, line)) {
+    uintptr_t begin = 0, end = 0;
+    char dash = 0;
+    std::istringstream range(line);
+    if (range >> std::hex >> begin >> dash >> end && dash == '-' &&
+        line.find(':') > line.find(' ')) {
+      inside = begin <= at && at < end;
+    } else if (inside && line.rfind("VmFlags:", 0) == 0) {
+      return line;
+    }
+  }
+  return "";
+}
+
+TEST(HostBufferTest, BuffersOfAHugePageOrMoreStartOnOneAndAskForHugePages) {
+  HostBufferType type("host", 64, nullptr);
+  constexpr size_t kHugePage = size_t{2} << 20;
+  FERRY_ASSERT_OK_AND_ASSIGN(auto large, type.Allocate(3 * kHugePage + 100));
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(large->base()) % kHugePage, 0u);
+  FERRY_ASSERT_OK_AND_ASSIGN(auto small, type.Allocate(kHugePage - 64));
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(small->base()) % 64, 0u);
+  if (!std::ifstream("/sys/kernel/mm/transparent_hugepage/enabled")) {
+    GTEST_SKIP() << "this kernel has no transparent huge pages";
+  }
+  // "hg": the range is advised for huge pages (MADV_HUGEPAGE).
+  const std::string flags = MappingFlags(large->base());
+  ASSERT_FALSE(flags.empty()) << "no mapping found in /proc/self/smaps";
+  EXPECT_NE(flags.find(" hg"), std::string::npos) << flags;
 }
 
 }  // namespace
