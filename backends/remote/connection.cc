@@ -159,10 +159,11 @@ absl::Status Connection::Connect() {
   params.sockaddr.addr = reinterpret_cast<const sockaddr*>(&addr);
   params.sockaddr.addrlen = sizeof(addr);
   // Peer-failure reports: a dead worker fails this connection at once. In
-  // UCX 1.13 it also means TCP even to a worker on this host (its shared
-  // memory transports cannot report a dead peer). Without them UCX used
-  // shared memory at twice the bandwidth, but a client that went away
-  // abruptly reset other clients' connections to the same worker.
+  // UCX 1.13 it also means that UCX's shared-memory queues, which cannot
+  // report a dead peer, are not used: commands go over TCP even on one
+  // host, and bulk bytes by cross-memory attach there (UcxLoop::Create).
+  // Without the reports a client that went away abruptly reset other
+  // clients' connections to the same worker.
   params.err_mode = UCP_ERR_HANDLING_MODE_PEER;
   params.err_handler.cb = OnEndpointError;
   params.err_handler.arg = this;
@@ -475,6 +476,7 @@ ucs_status_t Connection::Reply(absl::string_view header, void* data,
     case ReplyKind::kHello: {
       std::shared_ptr<Pending> hello = hello_;
       if (hello == nullptr) break;
+      transports_ = UcxLoop::EndpointTransports(ep_);
       std::lock_guard<std::mutex> lock(hello->mu);
       hello->result = *std::move(m);
       hello->done = true;

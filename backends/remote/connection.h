@@ -68,6 +68,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   const HostPort& worker() const { return worker_; }
   uint64_t session() const { return session_; }
   const std::vector<DeviceInfo>& devices() const { return devices_; }
+  // The UCX transports the endpoint uses ("cma,tcp": cross-memory attach
+  // for bulk bytes on one host, TCP for the rest), as of the hello.
+  const std::string& transports() const { return transports_; }
   // OK, or why the connection is gone.
   absl::Status status() const;
   bool alive() const { return status().ok(); }
@@ -159,6 +162,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   uint64_t session_ = 0;
   std::atomic<bool> said_hello_{false};  // The loop pings only after.
   std::vector<DeviceInfo> devices_;
+  std::string transports_;  // Set on the loop before the hello completes.
   std::atomic<uint64_t> next_id_{1};
   mutable std::mutex mu_;
   absl::Status status_ ABSL_GUARDED_BY(mu_);

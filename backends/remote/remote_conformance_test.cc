@@ -1,7 +1,14 @@
 // The remote backend runs the backend conformance suite against a
-// ferry_worker process on this machine over loopback TCP (with the
-// client's loop driven by its waiting threads or not, as the target sets),
-// on its CPU and on a simulated device.
+// ferry_worker process on this machine, over the UCX transports the target
+// names (loopback TCP, or TCP with cross-memory attach for bulk bytes) and
+// with the client's loop driven by its waiting threads or not, on the
+// worker's CPU and on a simulated device.
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <string>
@@ -51,6 +58,38 @@ absl::StatusOr<Device*> RemoteDevice(const std::string& device) {
 absl::StatusOr<std::unique_ptr<Backend>> Create(const std::string& device) {
   FERRY_ASSIGN_OR_RETURN(Device * d, RemoteDevice(device));
   return d->CreateBackend(device == "cpu" ? "threads=1" : "");
+}
+
+// True if this process may read its own memory by cross-memory attach
+// (seccomp and ptrace policies can forbid it; UCX then leaves cma out).
+bool CrossMemoryAttachAllowed() {
+  char from[8] = "ferry";
+  char to[8] = {};
+  iovec local = {to, sizeof(to)};
+  iovec remote = {from, sizeof(from)};
+  return process_vm_readv(getpid(), &local, 1, &remote, 1, 0) ==
+             static_cast<ssize_t>(sizeof(to)) &&
+         std::strcmp(to, "ferry") == 0;
+}
+
+// The connection runs on the transports the target asks for, not TCP
+// whatever UCX_TLS says (as UCX 1.13 did for ferry's endpoints on one host
+// until cross-memory attach was enabled for them).
+TEST(RemoteTransportsTest, TheConnectionUsesTheTransportsTheTargetNames) {
+  const char* expected = std::getenv("FERRY_EXPECT_TRANSPORTS");
+  ASSERT_NE(expected, nullptr) << "the target sets FERRY_EXPECT_TRANSPORTS";
+  auto device = RemoteDevice("cpu");
+  ASSERT_TRUE(device.ok()) << device.status();
+  auto transports = GetRemoteTransports(**device);
+  ASSERT_TRUE(transports.ok()) << transports.status();
+  if (*transports != expected &&
+      std::string(expected).find("cma") != std::string::npos &&
+      !CrossMemoryAttachAllowed()) {
+    GTEST_SKIP() << "cross-memory attach is not permitted on this host ("
+                 << std::strerror(errno) << "): the connection runs on "
+                 << *transports;
+  }
+  EXPECT_EQ(*transports, expected);
 }
 
 std::map<std::string, std::string> RemoteExpectedFailures() {

@@ -1083,6 +1083,16 @@ absl::StatusOr<std::vector<int64_t>> GetWorkerStats(Device& device) {
   return out;
 }
 
+absl::StatusOr<std::string> GetRemoteTransports(Device& device) {
+  auto* remote = dynamic_cast<RemoteDevice*>(&device);
+  if (remote == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(device.name(), " is not a remote device"));
+  }
+  FERRY_ASSIGN_OR_RETURN(std::shared_ptr<Connection> c, remote->connection());
+  return c->transports();
+}
+
 absl::Status EnqueueLoadFromWorkerFile(Backend& backend, Tensor& tensor,
                                        size_t offset, size_t size,
                                        absl::string_view path,

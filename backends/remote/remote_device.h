@@ -65,6 +65,11 @@ RemoteTraffic GetRemoteTraffic();
 // graphs_defined.
 absl::StatusOr<std::vector<int64_t>> GetWorkerStats(Device& device);
 
+// The UCX transports of `device`'s connection, e.g. "cma,tcp" (bulk bytes
+// by cross-memory attach to a worker on this host, the rest over TCP) or
+// "tcp"; empty if UCX names none.
+absl::StatusOr<std::string> GetRemoteTransports(Device& device);
+
 // Queues on `backend` (a remote backend) a read of bytes
 // [file_offset, file_offset + size) of `path`, a file under the worker's
 // --weights_dir, into `tensor` from byte `offset`: weights load on the

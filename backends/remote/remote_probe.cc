@@ -72,8 +72,12 @@ int Run(const std::string& name, int64_t mib, int iters) {
       rtt.push_back(absl::ToDoubleMicroseconds(absl::Now() - start));
     }
   }
-  std::printf("PROBE %s upload MB/s=%.1f download MB/s=%.1f rtt4k_us=%.1f\n",
-              name.c_str(), Median(up), Median(down), Median(rtt));
+  auto transports = ferry::GetRemoteTransports(device);
+  std::printf(
+      "PROBE %s upload MB/s=%.1f download MB/s=%.1f rtt4k_us=%.1f "
+      "transports=%s\n",
+      name.c_str(), Median(up), Median(down), Median(rtt),
+      transports.ok() ? transports->c_str() : "?");
   return 0;
 }
 

@@ -5,12 +5,17 @@
 
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <set>
 #include <utility>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 
 namespace ferry::remote {
 
@@ -46,6 +51,25 @@ absl::StatusOr<std::unique_ptr<UcxLoop>> UcxLoop::Create() {
   ucp_config_t* config = nullptr;
   ucs_status_t status = ucp_config_read(nullptr, nullptr, &config);
   if (status != UCS_OK) return UcxStatus(status, "ucp_config_read");
+  // Endpoints that report a failed peer may only move rendezvous data over
+  // transports whose memory domain can invalidate registrations (so that
+  // a peer declared failed cannot still touch a request's memory). Cross
+  // memory attach, UCX's zero-copy path between processes on one host,
+  // registers nothing and does not claim it unless told to; so between a
+  // client and a worker on one host all bytes went over TCP at half the
+  // bandwidth. Claiming it is safe here: the rendezvous reads the
+  // sender's memory (UCX's get scheme, never a write into a buffer), and
+  // a process that may cross-memory-attach to another may ptrace it. The
+  // environment's UCX_CMA_MEMORY_INVALIDATE, if set, still decides. (UCX
+  // hands the key to each memory domain's table without its prefix; in
+  // 1.13 only cma's has it.)
+  if (std::getenv("UCX_CMA_MEMORY_INVALIDATE") == nullptr) {
+    status = ucp_config_modify(config, "MEMORY_INVALIDATE", "y");
+    if (status != UCS_OK) {
+      ucp_config_release(config);
+      return UcxStatus(status, "ucp_config_modify");
+    }
+  }
   ucp_params_t params = {};
   params.field_mask = UCP_PARAM_FIELD_FEATURES;
   params.features = UCP_FEATURE_AM | UCP_FEATURE_WAKEUP;
@@ -384,6 +408,37 @@ void UcxLoop::SendAm(ucp_ep_h ep, unsigned id, std::string header,
     return;
   }
   ++pending_requests_;  // SendCallback ends it.
+}
+
+std::string UcxLoop::EndpointTransports(ucp_ep_h ep) {
+  // UCX 1.13 has no query for an endpoint's transports, only a printout:
+  // a line per lane, "lane[0]:  1:tcp/lo.0 md[1] -> ...".
+  char* text = nullptr;
+  size_t length = 0;
+  FILE* stream = open_memstream(&text, &length);
+  if (stream == nullptr) return "";
+  ucp_ep_print_info(ep, stream);
+  std::fclose(stream);
+  std::set<std::string> names;
+  for (absl::string_view line :
+       absl::StrSplit(absl::string_view(text, length), '\n')) {
+    const size_t lane = line.find("lane[");
+    if (lane == absl::string_view::npos) continue;
+    const size_t colon = line.find("]:", lane);
+    if (colon == absl::string_view::npos) continue;
+    absl::string_view rest =
+        absl::StripLeadingAsciiWhitespace(line.substr(colon + 2));
+    const size_t index_end = rest.find(':');
+    const size_t device = rest.find('/');
+    if (index_end == absl::string_view::npos ||
+        device == absl::string_view::npos || device <= index_end + 1) {
+      continue;
+    }
+    names.insert(
+        std::string(rest.substr(index_end + 1, device - index_end - 1)));
+  }
+  std::free(text);
+  return absl::StrJoin(names, ",");
 }
 
 void UcxLoop::RecvAmData(void* desc, void* dst, size_t size, Done done) {

@@ -107,6 +107,10 @@ class UcxLoop {
   // bytes when it asks for them, not now.
   void SendAm(ucp_ep_h ep, unsigned id, std::string header, const void* data,
               size_t size, Done done = nullptr, bool force_rndv = false);
+  // Loop thread only. The UCX transports `ep`'s lanes use, sorted and
+  // comma-separated ("cma,tcp"), as UCX describes them; empty if it names
+  // none.
+  static std::string EndpointTransports(ucp_ep_h ep);
   // Receives a rendezvous AM's bytes into `dst`; `done` runs on the loop.
   void RecvAmData(void* desc, void* dst, size_t size, Done done);
   // Calls `fn` on the loop once `event` completes, with its status.

@@ -25,8 +25,9 @@
 //                                what is in flight (a server's stream).
 //                                busy_us_per_token: compute time summed
 //                                over the devices (workers report theirs).
-// The transport is UCX_TLS's; on one host UCX 1.13 gives ferry's endpoints
-// (which ask for peer-failure reports) TCP loopback whatever it says:
+// The transport is UCX_TLS's. On one host UCX 1.13 gives ferry's endpoints
+// (which ask for peer-failure reports) TCP for messages, and cross-memory
+// attach for bulk bytes unless UCX_TLS leaves cma out:
 //   UCX_TLS=tcp ./bazelw run --config=opt //tests/remote:remote_benchmark
 // tests/remote/netns_benchmark.sh runs it on hosts of its own over shaped
 // links (FERRY_BENCH_WORKERS).

@@ -9,8 +9,8 @@
 #
 #   tests/remote/side_by_side.sh ROUNDS OUTDIR TLS [HARNESS RPC_SERVER]
 #   e.g. tests/remote/side_by_side.sh 3 /tmp/rb tcp /path/harness /path/rpc_server
-# TLS: tcp or sm (sm,self,tcp: ggml-rpc ignores it, and ferry's endpoints get
-# TCP loopback from UCX 1.13 either way).
+# TLS: tcp, or cma (cma,tcp: bulk bytes by cross-memory attach, as UCX picks
+# by default between processes on one host; ggml-rpc ignores it).
 set -u
 R=${1:-3}
 OUT=${2:-/tmp/remote_side_by_side}
@@ -20,7 +20,7 @@ RPC=${5:-}
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 bench="${FERRY_BENCH:-$root/bazel-bin/tests/remote/remote_benchmark}"
 mkdir -p "$OUT"
-[[ "$TLS" == sm ]] && export UCX_TLS=sm,self,tcp || export UCX_TLS=tcp
+[[ "$TLS" == cma ]] && export UCX_TLS=cma,tcp || export UCX_TLS=tcp
 log() { echo "$(date +%T) round $1 load $(cut -d' ' -f1-3 /proc/loadavg) $2" | tee -a "$OUT/log.txt"; }
 perftest() {  # test size iters
   local port=$((20000 + RANDOM % 10000))
@@ -35,8 +35,12 @@ for r in $(seq 1 "$R"); do
   echo "round $r tag_bw_64MiB $(perftest tag_bw 67108864 20)" | tee -a "$OUT/perftest.txt"
   echo "round $r tag_lat_4KiB $(perftest tag_lat 4096 10000)" | tee -a "$OUT/perftest.txt"
   log "$r" "ferry"
-  "$bench" --benchmark_min_time=1 --benchmark_filter="${FERRY_FILTER:-.}" \
-      --benchmark_format=csv 2>/dev/null | grep '^"BM_' | sed "s/^/round $r,/" | tee -a "$OUT/ferry.csv"
+  # One run per benchmark: the CSV reporter wants the same counters in
+  # every row of a run.
+  for name in $("$bench" --benchmark_list_tests --benchmark_filter="${FERRY_FILTER:-.}" 2>/dev/null); do
+    "$bench" --benchmark_min_time=1 --benchmark_filter="^${name}\$" \
+        --benchmark_format=csv 2>/dev/null | grep '^"BM_' | sed "s/^/round $r,/" | tee -a "$OUT/ferry.csv"
+  done
   if [[ -n "$HARNESS" && -n "$RPC" ]]; then
     log "$r" "ggml-rpc"
     p1=$((30000 + RANDOM % 10000)); p2=$((p1 + 1))
