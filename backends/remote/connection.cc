@@ -1,5 +1,7 @@
 #include "ferry/backends/remote/connection.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -131,8 +133,15 @@ absl::StatusOr<std::shared_ptr<Connection>> Connection::Get(
 
 absl::StatusOr<std::shared_ptr<Connection>> Connection::Open(
     const HostPort& worker, std::string token) {
-  std::shared_ptr<Connection> c(new Connection(worker, std::move(token)));
-  absl::Status status = c->Connect();
+  std::shared_ptr<Connection> c(new Connection(worker, token));
+  absl::Status status = c->Connect(/*cross_memory_attach=*/true);
+  if (status.ok() && c->worker_user_ != geteuid() &&
+      UcxLoop::UsesCrossMemoryAttach(c->transports_)) {
+    // A worker on this host running as another user: cross-memory attach
+    // would fail every copy, so connect again without it.
+    c.reset(new Connection(worker, std::move(token)));
+    status = c->Connect(/*cross_memory_attach=*/false);
+  }
   if (!status.ok()) {
     return absl::UnavailableError(absl::StrCat(
         "remote worker ", worker.ToString(), ": ", status.message()));
@@ -145,8 +154,8 @@ absl::Status Connection::status() const {
   return status_;
 }
 
-absl::Status Connection::Connect() {
-  FERRY_ASSIGN_OR_RETURN(loop_, UcxLoop::Create());
+absl::Status Connection::Connect(bool cross_memory_attach) {
+  FERRY_ASSIGN_OR_RETURN(loop_, UcxLoop::Create(cross_memory_attach));
   deadline_ = DeadlineFromEnv();
   FERRY_RETURN_IF_ERROR(loop_->SetAmHandler(kAmReply, OnReply, this));
   FERRY_ASSIGN_OR_RETURN(sockaddr_storage addr,
@@ -191,6 +200,7 @@ absl::Status Connection::Connect() {
   FERRY_ASSIGN_OR_RETURN(Message reply, hello->result);
   FERRY_RETURN_IF_ERROR(reply.status());
   session_ = reply.value;
+  worker_user_ = static_cast<uid_t>(reply.id);
   FERRY_ASSIGN_OR_RETURN(devices_, DecodeDeviceInfos(reply.blob));
   said_hello_.store(true, std::memory_order_release);
   return absl::OkStatus();

@@ -12,6 +12,8 @@
 #ifndef FERRY_BACKENDS_REMOTE_CONNECTION_H_
 #define FERRY_BACKENDS_REMOTE_CONNECTION_H_
 
+#include <sys/types.h>
+
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -122,7 +124,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
  private:
   Connection(HostPort worker, std::string token);
-  absl::Status Connect();
+  absl::Status Connect(bool cross_memory_attach);
   static ucs_status_t OnReply(void* arg, const void* header,
                               size_t header_length, void* data, size_t length,
                               const ucp_am_recv_param_t* param);
@@ -163,6 +165,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::atomic<bool> said_hello_{false};  // The loop pings only after.
   std::vector<DeviceInfo> devices_;
   std::string transports_;  // Set on the loop before the hello completes.
+  uid_t worker_user_ = 0;   // The worker's effective user id (hello).
   std::atomic<uint64_t> next_id_{1};
   mutable std::mutex mu_;
   absl::Status status_ ABSL_GUARDED_BY(mu_);

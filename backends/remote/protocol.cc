@@ -87,7 +87,7 @@ uint32_t CommandFields(Cmd cmd) {
 uint32_t ReplyFields(ReplyKind kind) {
   switch (kind) {
     case ReplyKind::kHello:
-      return kFCode | kFText | kFValue | kFBlob;
+      return kFCode | kFText | kFValue | kFBlob | kFId;
     case ReplyKind::kResult:
       return kFReq | kFCode | kFText | kFValue;
     case ReplyKind::kSignaled:

@@ -28,7 +28,7 @@
 
 namespace ferry::remote {
 
-inline constexpr uint32_t kProtocolVersion = 4;
+inline constexpr uint32_t kProtocolVersion = 5;
 
 enum AmId : unsigned { kAmCommand = 1, kAmReply = 2, kAmPeer = 3 };
 
@@ -92,7 +92,8 @@ enum class Cmd : uint8_t {
 enum class Role : uint8_t { kClient = 1, kPeer = 2 };
 
 enum class ReplyKind : uint8_t {
-  kHello = 1,     // code, text, value: session, blob: device infos
+  kHello = 1,     // code, text, value: session, blob: device infos,
+                  // id: the worker's effective user id
   kResult,        // req, code, text, value
   kSignaled,      // stream, value
   kStreamFailed,  // stream, value, code, text

@@ -46,7 +46,8 @@ void LoopExecutor::Post(std::coroutine_handle<> handle) {
   // leaked rather than run against freed state).
 }
 
-absl::StatusOr<std::unique_ptr<UcxLoop>> UcxLoop::Create() {
+absl::StatusOr<std::unique_ptr<UcxLoop>> UcxLoop::Create(
+    bool cross_memory_attach) {
   std::unique_ptr<UcxLoop> loop(new UcxLoop());
   ucp_config_t* config = nullptr;
   ucs_status_t status = ucp_config_read(nullptr, nullptr, &config);
@@ -62,9 +63,12 @@ absl::StatusOr<std::unique_ptr<UcxLoop>> UcxLoop::Create() {
   // a process that may cross-memory-attach to another may ptrace it. The
   // environment's UCX_CMA_MEMORY_INVALIDATE, if set, still decides. (UCX
   // hands the key to each memory domain's table without its prefix; in
-  // 1.13 only cma's has it.)
-  if (std::getenv("UCX_CMA_MEMORY_INVALIDATE") == nullptr) {
-    status = ucp_config_modify(config, "MEMORY_INVALIDATE", "y");
+  // 1.13 only cma's has it.) Not claiming it keeps cma off these
+  // endpoints.
+  if (!cross_memory_attach ||
+      std::getenv("UCX_CMA_MEMORY_INVALIDATE") == nullptr) {
+    status = ucp_config_modify(config, "MEMORY_INVALIDATE",
+                               cross_memory_attach ? "y" : "n");
     if (status != UCS_OK) {
       ucp_config_release(config);
       return UcxStatus(status, "ucp_config_modify");
@@ -439,6 +443,13 @@ std::string UcxLoop::EndpointTransports(ucp_ep_h ep) {
   }
   std::free(text);
   return absl::StrJoin(names, ",");
+}
+
+bool UcxLoop::UsesCrossMemoryAttach(absl::string_view transports) {
+  for (absl::string_view name : absl::StrSplit(transports, ',')) {
+    if (name == "cma") return true;
+  }
+  return false;
 }
 
 void UcxLoop::RecvAmData(void* desc, void* dst, size_t size, Done done) {

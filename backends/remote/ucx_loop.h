@@ -61,7 +61,10 @@ class UcxLoop {
  public:
   using Done = absl::AnyInvocable<void(absl::Status) &&>;
 
-  static absl::StatusOr<std::unique_ptr<UcxLoop>> Create();
+  // With `cross_memory_attach` false, bulk bytes never go by cross-memory
+  // attach (which needs both processes to run as one user).
+  static absl::StatusOr<std::unique_ptr<UcxLoop>> Create(
+      bool cross_memory_attach = true);
   // Stops and joins the thread of Start(), then closes UCX.
   ~UcxLoop();
   // Joins the loop's thread (after what was posted runs), waits for a
@@ -111,6 +114,10 @@ class UcxLoop {
   // comma-separated ("cma,tcp"), as UCX describes them; empty if it names
   // none.
   static std::string EndpointTransports(ucp_ep_h ep);
+  // True if `transports` (as EndpointTransports gives them) has cma. Cross
+  // memory attach needs the two processes to run as one user (the rights
+  // to ptrace each other): else every copy on it fails.
+  static bool UsesCrossMemoryAttach(absl::string_view transports);
   // Receives a rendezvous AM's bytes into `dst`; `done` runs on the loop.
   void RecvAmData(void* desc, void* dst, size_t size, Done done);
   // Calls `fn` on the loop once `event` completes, with its status.

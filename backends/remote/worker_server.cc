@@ -540,6 +540,7 @@ void WorkerServer::Impl::Hello(ucp_ep_h ep, const Message& m) {
         [ep](absl::Status) { ucp_ep_close_nb(ep, UCP_EP_CLOSE_MODE_FLUSH); });
     return;
   }
+  reply.id = geteuid();
   auto s = std::make_shared<Session>();
   s->id = next_session_++;
   s->last_heard = absl::Now();
@@ -1372,6 +1373,18 @@ void WorkerServer::Impl::PeerReply(ucp_ep_h ep, const Message& m) {
   std::shared_ptr<Peer> peer = it->second;
   if (m.reply() != ReplyKind::kHello) return;  // Peers get no other replies.
   absl::Status st = m.status();
+  const bool users_differ_on_cma =
+      st.ok() && m.id != geteuid() &&
+      UcxLoop::UsesCrossMemoryAttach(UcxLoop::EndpointTransports(ep));
+  if (users_differ_on_cma) {
+    // Unlike a client, a worker cannot connect again without cma: its one
+    // UCX context serves every client and peer.
+    st = absl::FailedPreconditionError(absl::StrCat(
+        "it runs as user ", m.id, " and this worker as user ", geteuid(),
+        " on one host, where UCX moves bytes by cross-memory attach, which "
+        "needs one user: run the workers as one user, or all with "
+        "UCX_CMA_MEMORY_INVALIDATE=n"));
+  }
   if (st.ok()) {
     peer->ready = true;
   } else {
@@ -1380,6 +1393,10 @@ void WorkerServer::Impl::PeerReply(ucp_ep_h ep, const Message& m) {
         absl::StrCat("peer worker ", peer->address, ": ", st.message()));
     peers_.erase(peer->address);
     peer_by_ep_.erase(ep);
+    // The peer accepted the hello: this side hangs up.
+    if (users_differ_on_cma) {
+      loop_->Defer([ep] { ucp_ep_close_nb(ep, UCP_EP_CLOSE_MODE_FORCE); });
+    }
   }
   while (!peer->waiting.empty()) {
     auto fn = std::move(peer->waiting.front());
