@@ -2,6 +2,7 @@
 
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
@@ -9,6 +10,28 @@
 #include "ferry/runtime/status_macros.h"
 
 namespace ferry {
+
+void* AllocateHostMemory(size_t size, size_t alignment) {
+  // Allocations of a huge page or more start on one and ask for huge
+  // pages: a copy to or from another process (UCX's cross-memory attach,
+  // between a client and a worker on one host) walks a page table entry per
+  // page, and runs at nearly twice the speed over huge pages.
+  constexpr size_t kHugePage = size_t{2} << 20;
+  const size_t start =
+      size >= kHugePage ? std::max(alignment, kHugePage) : alignment;
+  // A zero size still gets a valid, unique pointer.
+  const size_t rounded =
+      std::max(alignment, (size + alignment - 1) / alignment * alignment);
+  void* base = nullptr;
+  if (posix_memalign(&base, start, rounded) != 0) return nullptr;
+  if (start == kHugePage) {
+    // Advice only: where huge pages are off it fails and nothing changes.
+    // The kernel backs the whole huge pages in the range; the tail past
+    // the last one stays in small pages.
+    madvise(base, rounded / kHugePage * kHugePage, MADV_HUGEPAGE);
+  }
+  return base;
+}
 
 HostBufferType::HostBufferType(std::string name, size_t alignment,
                                Device* device, size_t max_size)
@@ -25,26 +48,10 @@ absl::StatusOr<std::unique_ptr<Buffer>> HostBufferType::Allocate(size_t size) {
         absl::StrCat(name_, ": allocation of ", size,
                      " bytes exceeds the maximum of ", max_size_));
   }
-  // Buffers of a huge page or more start on one and ask for huge pages:
-  // a copy to or from another process (UCX's cross-memory attach, between
-  // a client and a worker on one host) walks a page table entry per page,
-  // and runs at nearly twice the speed over huge pages.
-  constexpr size_t kHugePage = size_t{2} << 20;
-  const size_t alignment =
-      size >= kHugePage ? std::max(alignment_, kHugePage) : alignment_;
-  // A zero-size buffer still gets a valid, unique base.
-  const size_t rounded =
-      std::max(alignment_, (size + alignment_ - 1) / alignment_ * alignment_);
-  void* base = nullptr;
-  if (posix_memalign(&base, alignment, rounded) != 0) {
+  void* base = AllocateHostMemory(size, alignment_);
+  if (base == nullptr) {
     return absl::ResourceExhaustedError(
         absl::StrCat(name_, ": cannot allocate ", size, " bytes"));
-  }
-  if (alignment == kHugePage) {
-    // Advice only: where huge pages are off it fails and nothing changes.
-    // The kernel backs the whole huge pages in the range; the tail past
-    // the last one stays in small pages.
-    madvise(base, rounded / kHugePage * kHugePage, MADV_HUGEPAGE);
   }
   return std::unique_ptr<Buffer>(new HostBuffer(this, base, size, true));
 }

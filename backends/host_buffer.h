@@ -17,6 +17,12 @@
 
 namespace ferry {
 
+// Allocates `size` bytes of host memory aligned to `alignment` (a power of
+// two; a zero size still gets a unique pointer), to be freed with
+// std::free; null if out of memory. Allocations of 2 MiB or more start on
+// a huge page and are advised for transparent huge pages.
+void* AllocateHostMemory(size_t size, size_t alignment);
+
 // Thread-safe.
 class HostBufferType : public BufferType {
  public:

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "ferry/backends/cpu/internal/packed_layout.h"
+#include "ferry/backends/host_buffer.h"
 
 namespace ferry {
 namespace {
@@ -50,11 +51,7 @@ size_t CpuPackedBufferType::AllocSize(const Tensor& tensor) const {
 
 absl::StatusOr<std::unique_ptr<Buffer>> CpuPackedBufferType::Allocate(
     size_t size) {
-  // aligned_alloc needs a multiple of the alignment, and a zero-size buffer
-  // still gets a valid, unique base.
-  const size_t align = alignment();
-  const size_t rounded = std::max(align, (size + align - 1) / align * align);
-  void* base = std::aligned_alloc(align, rounded);
+  void* base = AllocateHostMemory(size, alignment());
   if (base == nullptr) {
     return absl::ResourceExhaustedError(
         absl::StrCat(name(), ": cannot allocate ", size, " bytes"));

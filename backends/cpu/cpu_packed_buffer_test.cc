@@ -173,5 +173,15 @@ TEST(CpuPackedBufferTest, CopyTensorGoesThroughTheLogicalLayout) {
   EXPECT_EQ(std::memcmp(dst->data, values.data(), values.size() * 4), 0);
 }
 
+// Packed weights come from the same host memory as every host buffer: a
+// large buffer starts on a huge page (AllocateHostMemory).
+TEST(CpuPackedBufferTest, LargeBuffersStartOnAHugePage) {
+  CpuPackedBufferType type(nullptr);
+  constexpr size_t kHugePage = size_t{2} << 20;
+  auto buffer = type.Allocate(3 * kHugePage + 100);
+  ASSERT_TRUE(buffer.ok()) << buffer.status();
+  EXPECT_EQ(reinterpret_cast<uintptr_t>((*buffer)->base()) % kHugePage, 0u);
+}
+
 }  // namespace
 }  // namespace ferry
