@@ -221,7 +221,10 @@ void Connection::Fail(absl::Status status) {
     if (!status_.ok()) return;
     status_ = status;
   }
-  for (auto& [id, stream] : streams_) stream.timeline->Fail(status);
+  for (auto& [id, stream] : streams_) {
+    stream.timeline->Fail(status);
+    CancelPeerSends(stream, status);
+  }
   for (auto& [req, call] : calls_) {
     std::lock_guard<std::mutex> lock(call->mu);
     call->result = status;
@@ -402,10 +405,52 @@ void Connection::Advance(uint64_t id) {
   if (it == streams_.end()) return;
   StreamState& s = it->second;
   uint64_t target = s.worker_done;
+  while (!s.peer_sends.empty() && s.peer_sends.front().value <= target) {
+    s.peer_sends.pop_front();
+  }
   if (!s.pending_gets.empty()) {
     target = std::min(target, s.pending_gets.begin()->first - 1);
   }
   if (target > s.timeline->Value()) (void)s.timeline->Signal(target);
+}
+
+void Connection::WatchPeerSend(uint64_t stream, uint64_t value,
+                               uint64_t transfer,
+                               std::weak_ptr<Connection> receiver) {
+  RunInLoop([this, stream, value, transfer,
+             receiver = std::move(receiver)]() mutable {
+    auto it = streams_.find(stream);
+    if (it == streams_.end()) return;
+    StreamState& s = it->second;
+    s.peer_sends.push_back(PeerSend{value, transfer, std::move(receiver)});
+    // Failed already: the failure's report came before this.
+    absl::Status failed = s.timeline->status();
+    if (!failed.ok()) {
+      CancelPeerSends(s, failed);
+      return;
+    }
+    // A stream whose values never advance would keep them all: the
+    // oldest are the likeliest done.
+    constexpr size_t kMaxPeerSends = 4096;
+    if (s.peer_sends.size() > kMaxPeerSends) s.peer_sends.pop_front();
+  });
+}
+
+void Connection::CancelPeerSends(StreamState& s, const absl::Status& status) {
+  for (PeerSend& send : s.peer_sends) {
+    if (auto receiver = send.receiver.lock()) {
+      receiver->CancelTransfer(send.transfer, status);
+    }
+  }
+  s.peer_sends.clear();
+}
+
+void Connection::CancelTransfer(uint64_t transfer, absl::Status status) {
+  Message m;
+  m.kind = static_cast<uint8_t>(Cmd::kCancelTransfer);
+  m.id = transfer;
+  m.set_status(status);
+  Send(std::move(m));
 }
 
 void Connection::AddStream(uint64_t id,
@@ -546,11 +591,27 @@ ucs_status_t Connection::Reply(absl::string_view header, void* data,
       Advance(m->stream);
       break;
     }
+    case ReplyKind::kTransferFailed: {
+      // The sending worker could not send: tell the receiving one.
+      auto it = streams_.find(m->stream);
+      if (it == streams_.end()) break;
+      auto& sends = it->second.peer_sends;
+      for (auto send = sends.begin(); send != sends.end(); ++send) {
+        if (send->transfer != m->id) continue;
+        if (auto receiver = send->receiver.lock()) {
+          receiver->CancelTransfer(send->transfer, m->status());
+        }
+        sends.erase(send);
+        break;
+      }
+      break;
+    }
     case ReplyKind::kStreamFailed: {
       auto it = streams_.find(m->stream);
       if (it == streams_.end()) break;
       if (m->value <= it->second.ignore_failures_upto) break;
       it->second.timeline->Fail(m->status());
+      CancelPeerSends(it->second, m->status());
       break;
     }
     case ReplyKind::kGetData: {

@@ -17,6 +17,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -38,6 +39,17 @@
 
 namespace ferry::remote {
 
+class Connection;
+
+// A copy a stream sends straight to another worker: if the stream fails
+// before passing `value`, the bytes will not come, and the receiver is told
+// (Connection::CancelTransfer) instead of waiting out its timeout.
+struct PeerSend {
+  uint64_t value = 0;
+  uint64_t transfer = 0;
+  std::weak_ptr<Connection> receiver;
+};
+
 // Client-side state of one worker stream; its fields are the loop's.
 struct StreamState {
   std::shared_ptr<TimelineSemaphore> timeline;
@@ -45,6 +57,7 @@ struct StreamState {
   // Downloads not yet landed, by the value that must wait for them.
   std::map<uint64_t, int> pending_gets;
   uint64_t ignore_failures_upto = 0;  // Reports from before a reset.
+  std::deque<PeerSend> peer_sends;    // Oldest first.
 };
 
 // Thread-safe.
@@ -99,6 +112,14 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // arrival signals it (no kRecord, no kSignaled: one message each way).
   void Get(Message m, void* dst, uint64_t tag);
 
+  // Stream `stream` sends transfer `transfer` to `receiver`'s worker
+  // before it passes `value`: should it fail first, `receiver` is told
+  // (CancelTransfer) with the failure.
+  void WatchPeerSend(uint64_t stream, uint64_t value, uint64_t transfer,
+                     std::weak_ptr<Connection> receiver);
+  // Tells the worker that transfer `transfer` (a kRecvFromPeer) will not
+  // come, failing its stream with `status`.
+  void CancelTransfer(uint64_t transfer, absl::Status status);
   // Streams: timelines the replies drive.
   void AddStream(uint64_t id, std::shared_ptr<TimelineSemaphore> timeline);
   void RemoveStream(uint64_t id);
@@ -139,6 +160,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // Loop only.
   void Fail(absl::Status status);
   void Advance(uint64_t stream);
+  // Cancels `s`'s peer sends at their receivers with `status`.
+  static void CancelPeerSends(StreamState& s, const absl::Status& status);
   void FinishGet(uint64_t req, absl::Status status);
   void Tick();
 

@@ -78,6 +78,8 @@ uint32_t CommandFields(Cmd cmd) {
       return kS | kFReq | kFDevice;
     case Cmd::kTrace:
       return kS | kFValue;
+    case Cmd::kCancelTransfer:
+      return kS | kFId | kFCode | kFText;
     case Cmd::kTraceSpans:
       return kS | kFReq;
   }
@@ -96,20 +98,22 @@ uint32_t ReplyFields(ReplyKind kind) {
       return kFStream | kFValue | kFCode | kFText;
     case ReplyKind::kGetData:
       return kFReq | kFCode | kFText;
+    case ReplyKind::kTransferFailed:
+      return kFStream | kFId | kFCode | kFText;
   }
   return 0;
 }
 
 absl::string_view CmdName(Cmd cmd) {
   static constexpr absl::string_view kNames[] = {
-      "invalid",       "hello",          "alloc_buffer", "free_buffer",
-      "create_stream", "destroy_stream", "set_tensor",   "get_tensor",
-      "memset",        "copy_local",     "define_graph", "drop_graph",
-      "launch",        "record",         "wait_stream",  "wait_gate",
-      "signal_gate",   "reset_stream",   "send_to_peer", "recv_from_peer",
-      "load_file",     "ping",           "supports_op",  "peer_data",
-      "stats",         "blob_part",      "alloc_size",   "engine_stats",
-      "trace",         "trace_spans"};
+      "invalid",       "hello",          "alloc_buffer",   "free_buffer",
+      "create_stream", "destroy_stream", "set_tensor",     "get_tensor",
+      "memset",        "copy_local",     "define_graph",   "drop_graph",
+      "launch",        "record",         "wait_stream",    "wait_gate",
+      "signal_gate",   "reset_stream",   "send_to_peer",   "recv_from_peer",
+      "load_file",     "ping",           "supports_op",    "peer_data",
+      "stats",         "blob_part",      "alloc_size",     "engine_stats",
+      "trace",         "trace_spans",    "cancel_transfer"};
   const size_t i = static_cast<size_t>(cmd);
   return i < sizeof(kNames) / sizeof(kNames[0]) ? kNames[i] : "invalid";
 }

@@ -35,51 +35,54 @@ enum AmId : unsigned { kAmCommand = 1, kAmReply = 2, kAmPeer = 3 };
 // Commands. Those with a `req` get a kResult reply; stream work is ordered
 // by `seq` and answered only through kRecord's kSignaled / kStreamFailed.
 enum class Cmd : uint8_t {
-  kHello = 1,      // text: token, value: version, byte: role (Role)
-  kAllocBuffer,    // req, device, size, byte: 1 for the device's weights
-                   // type (DeviceInfo::weights_type), else its default
-  kFreeBuffer,     // buffer
-  kCreateStream,   // req, device, text: backend params
-  kDestroyStream,  // stream
-  kSetTensor,      // stream, buffer, offset, size, byte: 1 to read the
-                   // bytes in stream order (rendezvous), blob: a tensor ref
-                   // or empty (below); payload: the bytes
-  kGetTensor,      // req, stream, buffer, offset, size, blob: as kSetTensor,
-                   // value: 0, or a value to record right after the get
-                   // (as kRecord; its kGetData reply stands for kSignaled)
-  kMemset,         // req, buffer, offset, size, byte, blob: as kSetTensor
-  kCopyLocal,      // stream, src_stream, src_buffer, src_offset, buffer,
-                   // offset, size
-  kDefineGraph,    // req, device, blob: wire graph
-  kDropGraph,      // id: graph
-  kLaunch,         // stream, id: graph
-  kRecord,         // stream, value
-  kWaitStream,     // stream, src_stream, value
-  kWaitGate,       // stream, id: gate
-  kSignalGate,     // id: gate, code, text: message
-  kResetStream,    // req, stream
-  kSendToPeer,     // stream, buffer, offset, size, text: peer address,
-                   // value: peer session, id: transfer
-  kRecvFromPeer,   // stream, buffer, offset, size, id: transfer
-  kLoadFile,       // stream, buffer, offset, size, text: path, value: file
-                   // offset, blob: as kSetTensor
-  kPing,           // req; the reply's value: the worker's clock (ns)
-  kSupportsOp,     // req, device, blob: wire graph of one node, placed
-                   // where its tensors are already on the worker
-  kPeerData,       // (peer) value: session, id: transfer, code, text;
-                   // payload: the bytes when code is OK
-  kStats,          // req
-  kBlobPart,       // blob: leading bytes of the next command's blob
-  kAllocSize,      // req, device, blob: a tensor ref (unplaced); the reply's
-                   // value is the bytes the weights type gives it
-  kEngineStats,    // req, device; the reply's text: one line per engine of
-                   // the device, "name\tbusy_ns\tops\tbytes" (EngineStats)
-  kTrace,          // value: 1 to record trace spans of the worker's devices
-                   // for this session, 0 to stop
-  kTraceSpans,     // req; the reply's data: the spans recorded since the
-                   // last kTraceSpans (EncodeTraceSpans), oldest first, on
-                   // the worker's clock (kPing gives it)
-  kLast = kTraceSpans,
+  kHello = 1,       // text: token, value: version, byte: role (Role)
+  kAllocBuffer,     // req, device, size, byte: 1 for the device's weights
+                    // type (DeviceInfo::weights_type), else its default
+  kFreeBuffer,      // buffer
+  kCreateStream,    // req, device, text: backend params
+  kDestroyStream,   // stream
+  kSetTensor,       // stream, buffer, offset, size, byte: 1 to read the
+                    // bytes in stream order (rendezvous), blob: a tensor ref
+                    // or empty (below); payload: the bytes
+  kGetTensor,       // req, stream, buffer, offset, size, blob: as kSetTensor,
+                    // value: 0, or a value to record right after the get
+                    // (as kRecord; its kGetData reply stands for kSignaled)
+  kMemset,          // req, buffer, offset, size, byte, blob: as kSetTensor
+  kCopyLocal,       // stream, src_stream, src_buffer, src_offset, buffer,
+                    // offset, size
+  kDefineGraph,     // req, device, blob: wire graph
+  kDropGraph,       // id: graph
+  kLaunch,          // stream, id: graph
+  kRecord,          // stream, value
+  kWaitStream,      // stream, src_stream, value
+  kWaitGate,        // stream, id: gate
+  kSignalGate,      // id: gate, code, text: message
+  kResetStream,     // req, stream
+  kSendToPeer,      // stream, buffer, offset, size, text: peer address,
+                    // value: peer session, id: transfer
+  kRecvFromPeer,    // stream, buffer, offset, size, id: transfer
+  kLoadFile,        // stream, buffer, offset, size, text: path, value: file
+                    // offset, blob: as kSetTensor
+  kPing,            // req; the reply's value: the worker's clock (ns)
+  kSupportsOp,      // req, device, blob: wire graph of one node, placed
+                    // where its tensors are already on the worker
+  kPeerData,        // (peer) value: session, id: transfer, code, text;
+                    // payload: the bytes when code is OK
+  kStats,           // req
+  kBlobPart,        // blob: leading bytes of the next command's blob
+  kAllocSize,       // req, device, blob: a tensor ref (unplaced); the reply's
+                    // value is the bytes the weights type gives it
+  kEngineStats,     // req, device; the reply's text: one line per engine of
+                    // the device, "name\tbusy_ns\tops\tbytes" (EngineStats)
+  kTrace,           // value: 1 to record trace spans of the worker's devices
+                    // for this session, 0 to stop
+  kTraceSpans,      // req; the reply's data: the spans recorded since the
+                    // last kTraceSpans (EncodeTraceSpans), oldest first, on
+                    // the worker's clock (kPing gives it)
+  kCancelTransfer,  // id: transfer, code (not OK), text: the bytes of this
+                    // kRecvFromPeer will not come (the sending worker
+                    // failed or cannot reach this one); its stream fails
+  kLast = kCancelTransfer,
 };
 
 // Byte ranges of kSetTensor, kGetTensor, kMemset and kLoadFile are buffer
@@ -92,13 +95,15 @@ enum class Cmd : uint8_t {
 enum class Role : uint8_t { kClient = 1, kPeer = 2 };
 
 enum class ReplyKind : uint8_t {
-  kHello = 1,     // code, text, value: session, blob: device infos,
-                  // id: the worker's effective user id
-  kResult,        // req, code, text, value
-  kSignaled,      // stream, value
-  kStreamFailed,  // stream, value, code, text
-  kGetData,       // req, code, text; payload: the bytes when OK
-  kLast = kGetData,
+  kHello = 1,       // code, text, value: session, blob: device infos,
+                    // id: the worker's effective user id
+  kResult,          // req, code, text, value
+  kSignaled,        // stream, value
+  kStreamFailed,    // stream, value, code, text
+  kGetData,         // req, code, text; payload: the bytes when OK
+  kTransferFailed,  // stream, id: transfer, code, text: a kSendToPeer of
+                    // the stream could not send its bytes to the peer
+  kLast = kTransferFailed,
 };
 
 // Field bits of the mask, in encoding order.

@@ -808,6 +808,12 @@ absl::Status RemoteBackend::EnqueueCopyTensor(Backend& src_backend,
   send.value = connection_->session();
   send.id = transfer;
   src_remote->connection_->Send(std::move(send));
+  // Should the sending stream fail before it sends (its worker died, or
+  // cannot reach this one), this worker is told at once rather than
+  // waiting out its transfer timeout. Its next recorded value covers the
+  // send.
+  src_remote->connection_->WatchPeerSend(
+      src_remote->stream_, src_remote->last_value_ + 1, transfer, connection_);
   src_remote->Enqueued();
   return absl::OkStatus();
 }

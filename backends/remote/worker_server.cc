@@ -270,6 +270,11 @@ class WorkerServer::Impl {
   absl::Status CopyLocal(Session& s, const Message& m);
   absl::Status SendToPeer(const SessionPtr& s, const Message& m);
   absl::Status RecvFromPeer(const SessionPtr& s, const Message& m);
+  // The bytes (or failure) of transfer `transfer` of session `s` arrived:
+  // from the peer (kPeerData), or a failure from the client
+  // (kCancelTransfer) when the peer cannot send.
+  void TransferArrived(Session& s, uint64_t transfer, absl::Status status,
+                       Incoming& in);
   void PeerData(const SessionPtr& from, const Message& m, Incoming& in);
   void TryCompleteTransfer(uint64_t session, uint64_t transfer);
   absl::Status LoadFile(const SessionPtr& s, const Message& m);
@@ -995,6 +1000,15 @@ absl::Status WorkerServer::Impl::Execute(const SessionPtr& sp, Message& m,
       return SendToPeer(sp, m);
     case Cmd::kRecvFromPeer:
       return RecvFromPeer(sp, m);
+    case Cmd::kCancelTransfer: {
+      absl::Status status = m.status();
+      if (status.ok()) {
+        return absl::InvalidArgumentError("cancel_transfer with an OK status");
+      }
+      Incoming none;
+      TransferArrived(*sp, m.id, std::move(status), none);
+      return absl::OkStatus();
+    }
     case Cmd::kLoadFile:
       return LoadFile(sp, m);
     case Cmd::kPing:
@@ -1437,10 +1451,27 @@ absl::Status WorkerServer::Impl::SendToPeer(const SessionPtr& sp,
   header.id = m.id;
   std::string address = m.text;
   const uint64_t size = m.size;
+  std::weak_ptr<Session> weak = sp;
+  const uint64_t stream_id = m.stream, transfer = m.id;
   AfterAll(std::move(produced), [this, address, header, src, size, staging,
-                                 gate, b](absl::Status st) mutable {
-    auto finish = [gate, staging, b](absl::Status st) mutable {
+                                 gate, b, weak, stream_id,
+                                 transfer](absl::Status st) mutable {
+    auto finish = [this, gate, staging, b, weak, stream_id,
+                   transfer](absl::Status st) mutable {
       staging.reset();
+      if (!st.ok()) {
+        // The bytes will not reach the peer: the client tells the
+        // receiver, whose stream would otherwise wait out its timeout.
+        SessionPtr s = weak.lock();
+        if (s != nullptr && !s->closed) {
+          Message r;
+          r.kind = static_cast<uint8_t>(ReplyKind::kTransferFailed);
+          r.stream = stream_id;
+          r.id = transfer;
+          r.set_status(st);
+          Reply(s, std::move(r));
+        }
+      }
       if (gate == nullptr) return;
       if (st.ok()) {
         (void)gate->Signal(1);
@@ -1539,17 +1570,21 @@ void WorkerServer::Impl::PeerData(const SessionPtr& from, const Message& m,
     Drop(in);
     return;  // The session ended: nothing waits for these bytes.
   }
-  Session& s = *it->second;
   absl::Status status = m.status();
   if (status.ok()) stats_.peer_bytes_in += in.length;
-  auto t = s.transfers.find(m.id);
+  TransferArrived(*it->second, m.id, std::move(status), in);
+}
+
+void WorkerServer::Impl::TransferArrived(Session& s, uint64_t transfer,
+                                         absl::Status status, Incoming& in) {
+  auto t = s.transfers.find(transfer);
   if (t == s.transfers.end()) {
     if (s.early_peer_data.size() >= kMaxEarlyPeerData ||
-        s.early_peer_data.count(m.id) > 0) {
+        s.early_peer_data.count(transfer) > 0) {
       Drop(in);
       return;
     }
-    s.early_peer_data[m.id] = EarlyPeerData{status, std::move(in)};
+    s.early_peer_data[transfer] = EarlyPeerData{status, std::move(in)};
     in = Incoming();
     return;
   }
@@ -1561,7 +1596,7 @@ void WorkerServer::Impl::PeerData(const SessionPtr& from, const Message& m,
   t->second->peer_status = status;
   t->second->data = std::move(in);
   in = Incoming();
-  TryCompleteTransfer(s.id, m.id);
+  TryCompleteTransfer(s.id, transfer);
 }
 
 void WorkerServer::Impl::TryCompleteTransfer(uint64_t session,

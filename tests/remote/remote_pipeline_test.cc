@@ -13,6 +13,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "ferry/backends/backend.h"
 #include "ferry/backends/buffer.h"
 #include "ferry/backends/cpu/cpu_backend.h"
@@ -27,6 +28,7 @@
 #include "ferry/models/llama/llama_graph.h"
 #include "ferry/models/llama/llama_model.h"
 #include "ferry/runtime/status_matchers.h"
+#include "ferry/runtime/timeline_semaphore.h"
 #include "ferry/runtime/trace.h"
 #include "ferry/sched/scheduler.h"
 #include "gtest/gtest.h"
@@ -374,6 +376,43 @@ TEST_F(RemotePipelineTest, WorkerToWorkerCopyBypassesTheClient) {
   std::vector<float> got(n);
   FERRY_ASSERT_OK(GetTensorData(*dst, got.data()));
   EXPECT_EQ(got, values);
+}
+
+// A copy whose sending worker dies before it sends: the client tells the
+// receiving worker, whose stream fails at once instead of waiting out its
+// 60 s transfer timeout.
+TEST_F(RemotePipelineTest, AReceiverIsToldAtOnceWhenItsSenderDies) {
+  std::unique_ptr<Backend> w0 = Remote(0);
+  std::unique_ptr<Backend> w1 = Remote(1);
+  ASSERT_NE(w0, nullptr);
+  ASSERT_NE(w1, nullptr);
+  constexpr int64_t n = 1024;
+  Context ctx;
+  std::vector<std::unique_ptr<Buffer>> buffers;
+  auto place = [&](Backend& b, const char* name) -> Tensor* {
+    auto t = ctx.NewTensor(DType::kF32, {n}, name);
+    EXPECT_TRUE(t.ok());
+    auto buffer = b.default_buffer_type()->Allocate((*t)->NumBytes());
+    EXPECT_TRUE(buffer.ok()) << buffer.status();
+    EXPECT_TRUE(PlaceTensor(**buffer, **t, 0).ok());
+    buffers.push_back(std::move(*buffer));
+    return *t;
+  };
+  Tensor* src = place(*w0, "src");
+  Tensor* dst = place(*w1, "dst");
+  // The sender's stream waits for this before it sends; it never comes.
+  auto never = std::make_shared<TimelineSemaphore>(0);
+  FERRY_ASSERT_OK(w0->EnqueueWait(Event(never, 1)));
+  FERRY_ASSERT_OK(w1->EnqueueCopyTensor(*w0, *src, *dst));
+  absl::SleepFor(absl::Milliseconds(200));  // The commands reach them.
+  const std::string victim = workers_[0]->address();
+  workers_[0]->Kill();
+  const absl::Time start = absl::Now();
+  EXPECT_THAT(
+      w1->Synchronize(),
+      testing::StatusIs(absl::StatusCode::kUnavailable, HasSubstr(victim)));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(10));
+  (void)never->Signal(1);
 }
 
 TEST_F(RemotePipelineTest, AKilledWorkerFailsTheRunWithUnavailable) {

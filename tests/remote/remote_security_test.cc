@@ -298,6 +298,56 @@ TEST_F(RemoteSecurityTest, HostileGraphsAreRefusedBeforeTheyRun) {
   FERRY_EXPECT_OK(Ping());
 }
 
+// kCancelTransfer only fails a receive of the client's own session, with a
+// failure; floods of them are bounded and the worker lives.
+TEST_F(RemoteSecurityTest, CancelledTransfersFailOnlyTheirReceive) {
+  {
+    // An OK status is refused (a refused command ends that connection).
+    FERRY_ASSERT_OK_AND_ASSIGN(std::shared_ptr<Connection> other, Connect());
+    Message ok = Command(Cmd::kCancelTransfer);
+    ok.id = 77;
+    other->Send(ok);
+    EXPECT_THAT(other->Call(Command(Cmd::kPing)).status(),
+                StatusIs(absl::StatusCode::kInternal,
+                         HasSubstr("cancel_transfer with an OK status")));
+  }
+  Message cancel = Command(Cmd::kCancelTransfer);
+  cancel.id = 5;
+  cancel.set_status(absl::AbortedError("the sender is gone"));
+  c_->Send(std::move(cancel));
+  // Past the bound on cancels that come before their receive.
+  for (uint64_t id = 1000; id < 11000; ++id) {
+    Message flood = Command(Cmd::kCancelTransfer);
+    flood.id = id;
+    flood.set_status(absl::InternalError("flood"));
+    c_->Send(std::move(flood));
+  }
+  FERRY_EXPECT_OK(Ping());
+  FERRY_ASSERT_OK_AND_ASSIGN(uint64_t buffer, Alloc(256));
+  Stream s = NewStream();
+  Message recv = Command(Cmd::kRecvFromPeer);
+  recv.stream = s.id;
+  recv.buffer = buffer;
+  recv.size = 256;
+  recv.id = 5;
+  c_->Send(std::move(recv));
+  EXPECT_THAT(Finish(s), StatusIs(absl::StatusCode::kAborted,
+                                  HasSubstr("the sender is gone")));
+  // A transfer that was not cancelled still waits for its bytes.
+  Stream t = NewStream();
+  recv.stream = t.id;
+  recv.id = 6;
+  c_->Send(std::move(recv));
+  Message record = Command(Cmd::kRecord);
+  record.stream = t.id;
+  record.value = ++t.value;
+  c_->Send(std::move(record));
+  EXPECT_THAT(
+      t.timeline->WaitBlocking(t.value, absl::Now() + absl::Milliseconds(300)),
+      StatusIs(absl::StatusCode::kDeadlineExceeded));
+  FERRY_EXPECT_OK(Ping());
+}
+
 TEST_F(RemoteSecurityTest, MalformedHeadersGetAnErrorAndTheWorkerLives) {
   // Random bytes, a truncated header, a wrong field mask: the worker
   // answers with an error (the client reports it) and keeps serving others.
