@@ -142,9 +142,23 @@ class RemotePipelineTest : public ::testing::Test {
     return result;
   }
 
+  // A tensor of `n` f32 in a buffer of its own on `b`'s device.
+  Tensor* Place(Backend& b, Context& ctx, int64_t n, const char* name) {
+    auto t = ctx.NewTensor(DType::kF32, {n}, name);
+    EXPECT_TRUE(t.ok()) << t.status();
+    if (!t.ok()) return nullptr;
+    auto buffer = b.default_buffer_type()->Allocate((*t)->NumBytes());
+    EXPECT_TRUE(buffer.ok()) << buffer.status();
+    if (!buffer.ok()) return nullptr;
+    EXPECT_TRUE(PlaceTensor(**buffer, **t, 0).ok());
+    buffers_.push_back(std::move(*buffer));
+    return *t;
+  }
+
   std::vector<std::unique_ptr<WorkerProcess>> workers_;
   std::vector<std::unique_ptr<Device>> devices_;
   std::unique_ptr<Backend> cpu_;
+  std::vector<std::unique_ptr<Buffer>> buffers_;  // Freed before devices_.
 };
 
 TEST_F(RemotePipelineTest, TwoWorkersAsStagesMatchTheLocalRun) {
@@ -343,18 +357,9 @@ TEST_F(RemotePipelineTest, WorkerToWorkerCopyBypassesTheClient) {
   ASSERT_NE(w1, nullptr);
   constexpr int64_t n = 1 << 18;  // 1 MiB of f32.
   Context ctx;
-  std::vector<std::unique_ptr<Buffer>> buffers;
-  auto place = [&](Backend& b, const char* name) -> Tensor* {
-    auto t = ctx.NewTensor(DType::kF32, {n}, name);
-    EXPECT_TRUE(t.ok());
-    auto buffer = b.default_buffer_type()->Allocate((*t)->NumBytes());
-    EXPECT_TRUE(buffer.ok()) << buffer.status();
-    EXPECT_TRUE(PlaceTensor(**buffer, **t, 0).ok());
-    buffers.push_back(std::move(*buffer));
-    return *t;
-  };
-  Tensor* src = place(*w0, "src");
-  Tensor* dst = place(*w1, "dst");
+  Tensor* src = Place(*w0, ctx, n, "src");
+  Tensor* dst = Place(*w1, ctx, n, "dst");
+  ASSERT_TRUE(src != nullptr && dst != nullptr);
   std::vector<float> values(n);
   for (int64_t i = 0; i < n; ++i)
     values[i] = static_cast<float>(i % 977) - 3.5f;
@@ -388,18 +393,9 @@ TEST_F(RemotePipelineTest, AReceiverIsToldAtOnceWhenItsSenderDies) {
   ASSERT_NE(w1, nullptr);
   constexpr int64_t n = 1024;
   Context ctx;
-  std::vector<std::unique_ptr<Buffer>> buffers;
-  auto place = [&](Backend& b, const char* name) -> Tensor* {
-    auto t = ctx.NewTensor(DType::kF32, {n}, name);
-    EXPECT_TRUE(t.ok());
-    auto buffer = b.default_buffer_type()->Allocate((*t)->NumBytes());
-    EXPECT_TRUE(buffer.ok()) << buffer.status();
-    EXPECT_TRUE(PlaceTensor(**buffer, **t, 0).ok());
-    buffers.push_back(std::move(*buffer));
-    return *t;
-  };
-  Tensor* src = place(*w0, "src");
-  Tensor* dst = place(*w1, "dst");
+  Tensor* src = Place(*w0, ctx, n, "src");
+  Tensor* dst = Place(*w1, ctx, n, "dst");
+  ASSERT_TRUE(src != nullptr && dst != nullptr);
   // The sender's stream waits for this before it sends; it never comes.
   auto never = std::make_shared<TimelineSemaphore>(0);
   FERRY_ASSERT_OK(w0->EnqueueWait(Event(never, 1)));
