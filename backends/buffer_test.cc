@@ -145,6 +145,10 @@ TEST(HostBufferTest, BuffersOfAHugePageOrMoreStartOnOneAndAskForHugePages) {
   EXPECT_EQ(reinterpret_cast<uintptr_t>(large->base()) % kHugePage, 0u);
   FERRY_ASSERT_OK_AND_ASSIGN(auto small, type.Allocate(kHugePage - 64));
   EXPECT_EQ(reinterpret_cast<uintptr_t>(small->base()) % 64, 0u);
+  // Alignments below the pointer size (which posix_memalign refuses).
+  HostBufferType narrow("narrow", 2, nullptr);
+  FERRY_ASSERT_OK_AND_ASSIGN(auto odd, narrow.Allocate(3));
+  EXPECT_NE(odd->base(), nullptr);
   if (!std::ifstream("/sys/kernel/mm/transparent_hugepage/enabled")) {
     GTEST_SKIP() << "this kernel has no transparent huge pages";
   }

@@ -17,14 +17,15 @@ void* AllocateHostMemory(size_t size, size_t alignment) {
   // between a client and a worker on one host) walks a page table entry per
   // page, and runs at nearly twice the speed over huge pages.
   constexpr size_t kHugePage = size_t{2} << 20;
-  const size_t start =
-      size >= kHugePage ? std::max(alignment, kHugePage) : alignment;
+  // posix_memalign takes multiples of the pointer size only.
+  const size_t start = std::max(
+      {alignment, sizeof(void*), size >= kHugePage ? kHugePage : size_t{0}});
   // A zero size still gets a valid, unique pointer.
   const size_t rounded =
       std::max(alignment, (size + alignment - 1) / alignment * alignment);
   void* base = nullptr;
   if (posix_memalign(&base, start, rounded) != 0) return nullptr;
-  if (start == kHugePage) {
+  if (size >= kHugePage) {
     // Advice only: where huge pages are off it fails and nothing changes.
     // The kernel backs the whole huge pages in the range; the tail past
     // the last one stays in small pages.
