@@ -15,7 +15,8 @@ void* AllocateHostMemory(size_t size, size_t alignment) {
   // Allocations of a huge page or more start on one and ask for huge
   // pages: a copy to or from another process (UCX's cross-memory attach,
   // between a client and a worker on one host) walks a page table entry per
-  // page, and runs at nearly twice the speed over huge pages.
+  // page, and runs at nearly twice the speed over huge pages; the CPU's
+  // GEMMs streaming packed weights ran ~10% faster.
   constexpr size_t kHugePage = size_t{2} << 20;
   // posix_memalign takes multiples of the pointer size only.
   const size_t start = std::max(
