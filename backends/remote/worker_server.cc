@@ -271,8 +271,8 @@ class WorkerServer::Impl {
   absl::Status SendToPeer(const SessionPtr& s, const Message& m);
   absl::Status RecvFromPeer(const SessionPtr& s, const Message& m);
   // The bytes (or failure) of transfer `transfer` of session `s` arrived:
-  // from the peer (kPeerData), or a failure from the client
-  // (kCancelTransfer) when the peer cannot send.
+  // from the peer (kPeerData, possibly before its kRecvFromPeer), or a
+  // failure from the client (kCancelTransfer) when the peer cannot send.
   void TransferArrived(Session& s, uint64_t transfer, absl::Status status,
                        Incoming& in);
   void PeerData(const SessionPtr& from, const Message& m, Incoming& in);
@@ -1005,6 +1005,10 @@ absl::Status WorkerServer::Impl::Execute(const SessionPtr& sp, Message& m,
       if (status.ok()) {
         return absl::InvalidArgumentError("cancel_transfer with an OK status");
       }
+      // The receive came first (the client sends both on this session, in
+      // order): a transfer not found is done or was refused, and there is
+      // nothing to fail.
+      if (sp->transfers.count(m.id) == 0) return absl::OkStatus();
       Incoming none;
       TransferArrived(*sp, m.id, std::move(status), none);
       return absl::OkStatus();

@@ -298,8 +298,9 @@ TEST_F(RemoteSecurityTest, HostileGraphsAreRefusedBeforeTheyRun) {
   FERRY_EXPECT_OK(Ping());
 }
 
-// kCancelTransfer only fails a receive of the client's own session, with a
-// failure; floods of them are bounded and the worker lives.
+// kCancelTransfer only fails a pending receive of the client's own
+// session, with a failure; cancels of transfers it does not have are
+// ignored (nothing is kept for them), and the worker lives.
 TEST_F(RemoteSecurityTest, CancelledTransfersFailOnlyTheirReceive) {
   {
     // An OK status is refused (a refused command ends that connection).
@@ -311,11 +312,27 @@ TEST_F(RemoteSecurityTest, CancelledTransfersFailOnlyTheirReceive) {
                 StatusIs(absl::StatusCode::kInternal,
                          HasSubstr("cancel_transfer with an OK status")));
   }
-  Message cancel = Command(Cmd::kCancelTransfer);
-  cancel.id = 5;
-  cancel.set_status(absl::AbortedError("the sender is gone"));
-  c_->Send(std::move(cancel));
-  // Past the bound on cancels that come before their receive.
+  FERRY_EXPECT_OK(Ping());
+  FERRY_ASSERT_OK_AND_ASSIGN(uint64_t buffer, Alloc(256));
+  Message recv = Command(Cmd::kRecvFromPeer);
+  recv.buffer = buffer;
+  recv.size = 256;
+  // A cancel for a transfer whose receive has not come is dropped.
+  Message early = Command(Cmd::kCancelTransfer);
+  early.id = 4;
+  early.set_status(absl::AbortedError("too early"));
+  c_->Send(std::move(early));
+  Stream e = NewStream();
+  recv.stream = e.id;
+  recv.id = 4;
+  c_->Send(recv);
+  Message record = Command(Cmd::kRecord);
+  record.stream = e.id;
+  record.value = ++e.value;
+  c_->Send(record);
+  EXPECT_THAT(
+      e.timeline->WaitBlocking(e.value, absl::Now() + absl::Milliseconds(300)),
+      StatusIs(absl::StatusCode::kDeadlineExceeded));
   for (uint64_t id = 1000; id < 11000; ++id) {
     Message flood = Command(Cmd::kCancelTransfer);
     flood.id = id;
@@ -323,25 +340,25 @@ TEST_F(RemoteSecurityTest, CancelledTransfersFailOnlyTheirReceive) {
     c_->Send(std::move(flood));
   }
   FERRY_EXPECT_OK(Ping());
-  FERRY_ASSERT_OK_AND_ASSIGN(uint64_t buffer, Alloc(256));
+  // A pending receive fails with the cancel's status.
   Stream s = NewStream();
-  Message recv = Command(Cmd::kRecvFromPeer);
   recv.stream = s.id;
-  recv.buffer = buffer;
-  recv.size = 256;
   recv.id = 5;
-  c_->Send(std::move(recv));
+  c_->Send(recv);
+  Message cancel = Command(Cmd::kCancelTransfer);
+  cancel.id = 5;
+  cancel.set_status(absl::AbortedError("the sender is gone"));
+  c_->Send(std::move(cancel));
   EXPECT_THAT(Finish(s), StatusIs(absl::StatusCode::kAborted,
                                   HasSubstr("the sender is gone")));
-  // A transfer that was not cancelled still waits for its bytes.
+  // Another pending receive still waits for its bytes.
   Stream t = NewStream();
   recv.stream = t.id;
   recv.id = 6;
-  c_->Send(std::move(recv));
-  Message record = Command(Cmd::kRecord);
+  c_->Send(recv);
   record.stream = t.id;
   record.value = ++t.value;
-  c_->Send(std::move(record));
+  c_->Send(record);
   EXPECT_THAT(
       t.timeline->WaitBlocking(t.value, absl::Now() + absl::Milliseconds(300)),
       StatusIs(absl::StatusCode::kDeadlineExceeded));
