@@ -75,6 +75,11 @@ ABSL_FLAG(std::string, sim, "flops=10G,bw=20GB/s,h2d=2GB/s,d2h=2GB/s,d2d=4GB/s",
 ABSL_FLAG(std::string, split, "",
           "Proportions of layers per backend, e.g. 1,1,0 (default: equal "
           "over the accelerators).");
+ABSL_FLAG(std::string, split_by, "layers",
+          "What --split's proportions count: layers (whole layers per "
+          "backend, as llama.cpp) or weights (weight bytes, a cut may fall "
+          "inside a layer: stages balance when the layers do not divide "
+          "evenly).");
 ABSL_FLAG(int, cpu_threads, 0, "CPU backend threads (0: all cores).");
 ABSL_FLAG(int, layers, 8, "Transformer layers (random weights).");
 ABSL_FLAG(int64_t, embd, 256, "Embedding size.");
@@ -593,6 +598,12 @@ absl::Status Run() {
   llama::LlamaModelOptions model_options;
   FERRY_ASSIGN_OR_RETURN(model_options.split,
                          ParseSplit(absl::GetFlag(FLAGS_split)));
+  if (const std::string by = absl::GetFlag(FLAGS_split_by); by == "weights") {
+    model_options.split_unit = llama::SplitUnit::kWeightBytes;
+  } else if (by != "layers") {
+    return Invalid("split_by",
+                   absl::StrCat("'", by, "' is neither layers nor weights"));
+  }
   FERRY_ASSIGN_OR_RETURN(Backends backends, MakeBackends());
   const bool tracing = !trace_path.empty() || !timeline_path.empty();
   std::unique_ptr<llama::LlamaModel> model;

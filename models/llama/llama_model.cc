@@ -8,6 +8,7 @@
 #include "absl/memory/memory.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "ferry/alloc/weights.h"
 #include "ferry/graph/ops.h"
 #include "ferry/runtime/status_macros.h"
@@ -96,17 +97,31 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Create(
   for (int b = 0; b < nb; ++b) {
     model->weight_ctx_.push_back(std::make_unique<Context>());
   }
-  // Layer il goes to the first backend whose cumulative share passes it,
-  // unless the caller chose each layer's backend.
-  std::vector<int> layer_backend(static_cast<size_t>(config.n_layer));
+  // Each piece of each layer gets a backend: the caller's per layer, or the
+  // first backend whose cumulative share passes it (counting layers, or
+  // parameters up to the piece's middle).
+  std::vector<LayerPlacement> placement(static_cast<size_t>(config.n_layer));
+  int weighted_output = -1;
   if (!options.layer_backends.empty()) {
+    if (options.split_unit != SplitUnit::kLayers) {
+      return absl::InvalidArgumentError(
+          "llama: layer backends place whole layers; they cannot be "
+          "combined with a split by weight bytes");
+    }
     if (static_cast<int>(options.layer_backends.size()) != config.n_layer) {
       return absl::InvalidArgumentError(
           absl::StrCat("llama: ", options.layer_backends.size(),
                        " layer backends for ", config.n_layer, " layers"));
     }
-    layer_backend = options.layer_backends;
-  } else {
+    for (int il = 0; il < config.n_layer; ++il) {
+      const int b = options.layer_backends[il];
+      if (b < 0 || b >= nb) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "llama: layer backend ", b, " is not in [0, ", nb, ")"));
+      }
+      placement[il].fill(b);
+    }
+  } else if (options.split_unit == SplitUnit::kLayers) {
     std::vector<int> end_layer(nb);
     double cum = 0;
     for (int b = 0; b < nb; ++b) {
@@ -118,19 +133,52 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Create(
     int b = 0;
     for (int il = 0; il < config.n_layer; ++il) {
       while (il >= end_layer[b]) ++b;
-      layer_backend[il] = b;
+      placement[il].fill(b);
     }
-  }
-  for (int b : layer_backend) {
-    if (b < 0 || b >= nb) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("llama: layer backend ", b, " is not in [0, ", nb, ")"));
+  } else {
+    const double e = static_cast<double>(config.n_embd);
+    const double kv = static_cast<double>(config.kv_dim());
+    const double ff = static_cast<double>(config.n_ff);
+    const std::array<double, kLayerPieces> piece = {
+        e + e * e + 2 * e * kv,  // attn_norm, attn_q, attn_k, attn_v
+        e * e,                   // attn_output
+        e + e * ff,              // ffn_norm, ffn_gate
+        e * ff,                  // ffn_up
+        ff * e};                 // ffn_down
+    // The output norm and matrix count where the split places them.
+    const double output_piece =
+        options.output_backend >= 0
+            ? 0
+            : e + (config.tie_embeddings
+                       ? 0
+                       : e * static_cast<double>(config.n_vocab));
+    const double params =
+        config.n_layer * std::accumulate(piece.begin(), piece.end(), 0.0) +
+        output_piece;
+    std::vector<double> share_end(nb);
+    double cum = 0;
+    for (int b = 0; b < nb; ++b) {
+      cum += split[b];
+      share_end[b] = cum / total * params;
     }
+    double at = 0;
+    int b = 0;
+    const auto place = [&](double size) {
+      const double middle = at + size / 2;
+      while (b + 1 < nb && middle >= share_end[b]) ++b;
+      at += size;
+      return b;
+    };
+    for (int il = 0; il < config.n_layer; ++il) {
+      for (int p = 0; p < kLayerPieces; ++p) placement[il][p] = place(piece[p]);
+    }
+    if (options.output_backend < 0) weighted_output = place(output_piece);
   }
   const int embedding =
       options.embedding_backend < 0 ? nb - 1 : options.embedding_backend;
-  const int output = options.output_backend < 0 ? layer_backend.back()
-                                                : options.output_backend;
+  const int output = options.output_backend >= 0 ? options.output_backend
+                     : weighted_output >= 0      ? weighted_output
+                                                 : placement.back().back();
   if (embedding >= nb || output >= nb) {
     return absl::InvalidArgumentError(
         absl::StrCat("llama: embedding/output backend outside [0, ", nb, ")"));
@@ -139,7 +187,7 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Create(
   model->output_backend_ = output;
 
   FERRY_RETURN_IF_ERROR(
-      model->MakeTensors(layer_backend, embedding, output, options));
+      model->MakeTensors(placement, embedding, output, options));
   // One weights buffer per backend that has any.
   const int cpu = nb - 1;
   model->weight_bytes_.assign(nb, 0);
@@ -173,7 +221,9 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::CreateUnplaced(
   model->weight_ctx_.push_back(std::make_unique<Context>());
   model->weight_bytes_.assign(1, 0);
   FERRY_RETURN_IF_ERROR(model->MakeTensors(
-      std::vector<int>(static_cast<size_t>(config.n_layer), 0), 0, 0));
+      std::vector<LayerPlacement>(static_cast<size_t>(config.n_layer),
+                                  LayerPlacement{}),
+      0, 0));
   return model;
 }
 
@@ -190,40 +240,44 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::CreateInBufferType(
   return model;
 }
 
-absl::Status LlamaModel::MakeTensors(const std::vector<int>& layer_backend,
-                                     int embedding, int output,
-                                     const LlamaModelOptions& options) {
+absl::Status LlamaModel::MakeTensors(
+    const std::vector<LayerPlacement>& layer_placement, int embedding,
+    int output, const LlamaModelOptions& options) {
   const LlamaConfig& config = config_;
   const int64_t e = config.n_embd;
   const int64_t kv = config.kv_dim();
   // Weight `name` of shape `shape` in backend b's context, in the dtype the
   // options choose for that backend's device.
-  const auto new_weight = [&](int b, std::vector<int64_t> shape,
-                              const std::string& name) {
+  const auto new_weight =
+      [&](int b, std::vector<int64_t> shape,
+          const std::string& name) -> absl::StatusOr<Tensor*> {
     const DType dtype = options.weight_dtype && !backends_.empty()
                             ? options.weight_dtype(name, backends_[b]->device())
                             : DType::kF32;
-    return NewWeight(*weight_ctx_[b], std::move(shape), name, dtype);
+    FERRY_ASSIGN_OR_RETURN(
+        Tensor * t, NewWeight(*weight_ctx_[b], std::move(shape), name, dtype));
+    weight_backends_.emplace_back(t, b);
+    return t;
   };
   FERRY_ASSIGN_OR_RETURN(
       tok_embd_, new_weight(embedding, {e, config.n_vocab}, "tok_embd"));
   for (int il = 0; il < config.n_layer; ++il) {
-    const int b = layer_backend[il];
+    const LayerPlacement& b = layer_placement[il];
     const std::string p = absl::StrCat("blk.", il, ".");
     LlamaLayer l;
-    l.backend = b;
-    FERRY_ASSIGN_OR_RETURN(l.attn_norm, new_weight(b, {e}, p + "attn_norm"));
-    FERRY_ASSIGN_OR_RETURN(l.wq, new_weight(b, {e, e}, p + "attn_q"));
-    FERRY_ASSIGN_OR_RETURN(l.wk, new_weight(b, {e, kv}, p + "attn_k"));
-    FERRY_ASSIGN_OR_RETURN(l.wv, new_weight(b, {e, kv}, p + "attn_v"));
-    FERRY_ASSIGN_OR_RETURN(l.wo, new_weight(b, {e, e}, p + "attn_output"));
-    FERRY_ASSIGN_OR_RETURN(l.ffn_norm, new_weight(b, {e}, p + "ffn_norm"));
+    l.backend = b[0];
+    FERRY_ASSIGN_OR_RETURN(l.attn_norm, new_weight(b[0], {e}, p + "attn_norm"));
+    FERRY_ASSIGN_OR_RETURN(l.wq, new_weight(b[0], {e, e}, p + "attn_q"));
+    FERRY_ASSIGN_OR_RETURN(l.wk, new_weight(b[0], {e, kv}, p + "attn_k"));
+    FERRY_ASSIGN_OR_RETURN(l.wv, new_weight(b[0], {e, kv}, p + "attn_v"));
+    FERRY_ASSIGN_OR_RETURN(l.wo, new_weight(b[1], {e, e}, p + "attn_output"));
+    FERRY_ASSIGN_OR_RETURN(l.ffn_norm, new_weight(b[2], {e}, p + "ffn_norm"));
     FERRY_ASSIGN_OR_RETURN(l.w_gate,
-                           new_weight(b, {e, config.n_ff}, p + "ffn_gate"));
+                           new_weight(b[2], {e, config.n_ff}, p + "ffn_gate"));
     FERRY_ASSIGN_OR_RETURN(l.w_up,
-                           new_weight(b, {e, config.n_ff}, p + "ffn_up"));
+                           new_weight(b[3], {e, config.n_ff}, p + "ffn_up"));
     FERRY_ASSIGN_OR_RETURN(l.w_down,
-                           new_weight(b, {config.n_ff, e}, p + "ffn_down"));
+                           new_weight(b[4], {config.n_ff, e}, p + "ffn_down"));
     layers_.push_back(l);
   }
   FERRY_ASSIGN_OR_RETURN(output_norm_, new_weight(output, {e}, "output_norm"));
@@ -248,18 +302,8 @@ std::vector<Tensor*> LlamaModel::Weights() const {
 }
 
 std::vector<std::pair<Tensor*, int>> LlamaModel::WeightBackends() const {
-  std::vector<std::pair<Tensor*, int>> out;
-  if (backends_.empty()) return out;
-  out.emplace_back(tok_embd_, embedding_backend_);
-  for (const LlamaLayer& l : layers_) {
-    for (Tensor* w : {l.attn_norm, l.wq, l.wk, l.wv, l.wo, l.ffn_norm, l.w_gate,
-                      l.w_up, l.w_down}) {
-      out.emplace_back(w, l.backend);
-    }
-  }
-  out.emplace_back(output_norm_, output_backend_);
-  if (output_ != tok_embd_) out.emplace_back(output_, output_backend_);
-  return out;
+  if (backends_.empty()) return {};
+  return weight_backends_;
 }
 
 Tensor* LlamaModel::FindWeight(absl::string_view name) const {
@@ -272,10 +316,37 @@ Tensor* LlamaModel::FindWeight(absl::string_view name) const {
 std::string LlamaModel::DescribePlacement() const {
   std::string out;
   const int nb = static_cast<int>(backends_.size());
+  const auto backend_of = [&](const Tensor* w) {
+    for (const auto& [t, b] : weight_backends_) {
+      if (t == w) return b;
+    }
+    return -1;
+  };
+  // The matrices of layer il on backend b, where the layer is split.
+  const auto part_on = [&](int il, int b) {
+    const LlamaLayer& l = layers_[il];
+    std::vector<std::string> names;
+    bool whole = true;
+    for (const Tensor* w :
+         {l.wq, l.wk, l.wv, l.wo, l.w_gate, l.w_up, l.w_down}) {
+      if (backend_of(w) == b) {
+        names.push_back(w->name);
+      } else {
+        whole = false;
+      }
+    }
+    return whole ? std::string() : absl::StrJoin(names, ", ");
+  };
   for (int b = 0; b < nb; ++b) {
     int first = -1, last = -1;
     for (int il = 0; il < config_.n_layer; ++il) {
-      if (layers_[il].backend != b) continue;
+      const LlamaLayer& l = layers_[il];
+      bool here = false;
+      for (const Tensor* w :
+           {l.attn_norm, l.wo, l.ffn_norm, l.w_up, l.w_down}) {
+        here = here || backend_of(w) == b;
+      }
+      if (!here) continue;
       if (first < 0) first = il;
       last = il;
     }
@@ -284,6 +355,11 @@ std::string LlamaModel::DescribePlacement() const {
       absl::StrAppend(&out, "no layers");
     } else {
       absl::StrAppend(&out, "layers ", first, "-", last);
+      for (int il : {first, last}) {
+        const std::string part = part_on(il, b);
+        if (!part.empty()) absl::StrAppend(&out, " (of ", il, ": ", part, ")");
+        if (first == last) break;
+      }
     }
     if (b == embedding_backend_) absl::StrAppend(&out, " + token embedding");
     if (b == output_backend_) absl::StrAppend(&out, " + output");

@@ -3,7 +3,8 @@
 //
 // LlamaModel::Create makes the weights of a LlamaConfig and places them:
 // layer il goes to a backend chosen by the split proportions (contiguous
-// runs of layers, as llama.cpp's --tensor-split does with layers), and each
+// runs of layers, as llama.cpp's --tensor-split does with layers; or runs of
+// weight bytes, cut inside a layer where a share ends: SplitUnit), and each
 // backend gets one weights buffer (BufferUsage::kWeights) holding the
 // weights of its layers; the token embedding lives on the CPU (the last
 // backend), the output norm and output matrix with the last layer.
@@ -18,6 +19,7 @@
 #ifndef FERRY_MODELS_LLAMA_LLAMA_MODEL_H_
 #define FERRY_MODELS_LLAMA_LLAMA_MODEL_H_
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -47,7 +49,26 @@ struct LlamaLayer {
   Tensor* w_gate = nullptr;     // [n_embd, n_ff]
   Tensor* w_up = nullptr;       // [n_embd, n_ff]
   Tensor* w_down = nullptr;     // [n_ff, n_embd]
-  int backend = 0;  // Index into LlamaModel::backends() (0 when unplaced).
+  // Index into LlamaModel::backends() (0 when unplaced) of the layer's
+  // attention: its norm and Q/K/V projections, so its K and V cache too.
+  // Under SplitUnit::kWeightBytes the rest of the layer may be on the next
+  // backends (LlamaModel::WeightBackends says where each weight is).
+  int backend = 0;
+};
+
+// What a split's proportions count.
+enum class SplitUnit {
+  // Whole layers, as llama.cpp's --tensor-split; the output matrix goes
+  // with the last layer, uncounted.
+  kLayers,
+  // Parameters: the layers' weights and then the output norm and matrix,
+  // in the order the forward pass reads them, cut where each backend's
+  // share ends. A cut may fall inside a layer: after its Q/K/V
+  // projections, after attn_output, or between its feed-forward matrices.
+  // Pipeline stages then balance even where the layers do not divide
+  // evenly or the output matrix weighs as much as a layer; what crosses a
+  // cut inside a layer is a few activations per token.
+  kWeightBytes,
 };
 
 struct LlamaModelOptions {
@@ -55,11 +76,13 @@ struct LlamaModelOptions {
   // empty: equal shares for every backend but the CPU, or everything on the
   // CPU when it is the only one.
   std::vector<double> split;
+  SplitUnit split_unit = SplitUnit::kLayers;
   // The backend of each layer (indices into the backend list), in place of
   // `split` (e.g. {0, 0, 2, 1, 1}: a layer on the CPU between two devices).
   std::vector<int> layer_backends;
   // Where the token embedding and the output norm and matrix live; -1: the
-  // CPU and the last layer's backend.
+  // CPU and the last layer's backend (under kWeightBytes: where the split's
+  // share of the output matrix falls, the last backend with a share).
   int embedding_backend = -1;
   int output_backend = -1;
   // Memory of the weights the CPU holds; nullptr: the CPU's
@@ -128,9 +151,15 @@ class LlamaModel {
 
  private:
   LlamaModel() = default;
-  // Makes the tensors, layer il's in weight_ctx_[layer_backend[il]].
-  absl::Status MakeTensors(const std::vector<int>& layer_backend, int embedding,
-                           int output, const LlamaModelOptions& options = {});
+  // A layer's weights in the order the forward pass reads them, in the
+  // pieces a split keeps together (kLayerPieces of them).
+  static constexpr int kLayerPieces = 5;
+  using LayerPlacement = std::array<int, kLayerPieces>;
+  // Makes the tensors, piece p of layer il in
+  // weight_ctx_[layer_placement[il][p]].
+  absl::Status MakeTensors(const std::vector<LayerPlacement>& layer_placement,
+                           int embedding, int output,
+                           const LlamaModelOptions& options = {});
 
   LlamaConfig config_;
   std::vector<Backend*> backends_;
@@ -140,6 +169,8 @@ class LlamaModel {
   Tensor* output_ = nullptr;
   int embedding_backend_ = 0;
   int output_backend_ = 0;
+  // Every weight once, in file order, with the index of its backend.
+  std::vector<std::pair<Tensor*, int>> weight_backends_;
   // Per backend: the weights' metadata and their buffers.
   std::vector<std::unique_ptr<Context>> weight_ctx_;
   std::vector<std::unique_ptr<Buffer>> buffers_;

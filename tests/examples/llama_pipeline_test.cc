@@ -1,7 +1,10 @@
 // The example llama gives the CPU's logits when its layers are split over
 // two simulated devices and the CPU with micro-batches pipelined, and its KV
 // cache gives what recomputing the whole context gives.
+#include <algorithm>
+#include <cmath>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "ferry/backends/backend.h"
@@ -54,9 +57,10 @@ class LlamaPipelineTest : public ::testing::Test {
   }
 
   // Logits of every micro-batch, n_copies batches in flight.
-  std::vector<std::vector<float>> Prefill(std::vector<Backend*> backends,
-                                          int n_copies) {
-    auto model = LlamaModel::Create(kConfig, backends);
+  std::vector<std::vector<float>> Prefill(
+      std::vector<Backend*> backends, int n_copies,
+      const LlamaModelOptions& options = {}) {
+    auto model = LlamaModel::Create(kConfig, backends, options);
     EXPECT_TRUE(model.ok()) << model.status();
     EXPECT_TRUE((*model)->FillRandom(9).ok());
     auto g = BuildLlamaGraph(**model, {.n_tokens = kUbatch});
@@ -121,6 +125,107 @@ TEST_F(LlamaPipelineTest, PipelinedAcrossSimsMatchesCpuAlone) {
   EXPECT_GT(testing::Nmse(expected[0], expected[1]), 1e-3);
 }
 
+// A split by weight bytes of 2:1 cuts inside layer 2 (after its ffn_up) and
+// still gives the CPU's logits: the activations crossing the cut go along.
+TEST_F(LlamaPipelineTest, SplitInsideALayerMatchesCpuAlone) {
+  const auto expected = Prefill({cpu_.get()}, 1);
+  const LlamaModelOptions by_bytes = {.split = {2, 1, 0},
+                                      .split_unit = SplitUnit::kWeightBytes};
+  const auto actual =
+      Prefill({sims_[0].get(), sims_[1].get(), cpu_.get()}, 4, by_bytes);
+  ASSERT_EQ(expected.size(), actual.size());
+  for (int k = 0; k < kMicroBatches; ++k) {
+    EXPECT_LE(testing::Nmse(expected[k], actual[k]), 1e-6) << "batch " << k;
+  }
+}
+
+// Parameters of `model`'s weights on each backend, the embedding left out.
+std::vector<double> ParamsPerBackend(const LlamaModel& model) {
+  std::vector<double> out(model.backends().size(), 0);
+  for (const auto& [w, b] : model.WeightBackends()) {
+    if (w != model.tok_embd()) out[b] += static_cast<double>(w->NumElements());
+  }
+  return out;
+}
+
+TEST_F(LlamaPipelineTest, SplitByWeightBytesBalancesTheStages) {
+  const std::vector<Backend*> backends = {sims_[0].get(), sims_[1].get(),
+                                          cpu_.get()};
+  const std::vector<double> split = {2, 1, 0};
+  FERRY_ASSERT_OK_AND_ASSIGN(
+      auto by_layers, LlamaModel::Create(kConfig, backends, {.split = split}));
+  FERRY_ASSERT_OK_AND_ASSIGN(
+      auto by_bytes,
+      LlamaModel::Create(
+          kConfig, backends,
+          {.split = split, .split_unit = SplitUnit::kWeightBytes}));
+  // A cut keeps pieces whole; the largest is attn_norm with Q, K and V.
+  const double e = kConfig.n_embd, kv = kConfig.kv_dim();
+  const double half_piece = (e + e * e + 2 * e * kv) / 2;
+  const std::vector<double> layers = ParamsPerBackend(*by_layers);
+  const std::vector<double> bytes = ParamsPerBackend(*by_bytes);
+  const double target = (bytes[0] + bytes[1]) * 2 / 3;
+  EXPECT_EQ(bytes[0] + bytes[1], layers[0] + layers[1]);
+  EXPECT_EQ(bytes[2], 0);
+  EXPECT_GT(std::abs(layers[0] - target), half_piece) << "a case too easy";
+  EXPECT_LE(std::abs(bytes[0] - target), half_piece);
+
+  // Each weight in its backend's memory; in the forward pass's order the
+  // backends never go back; exactly one layer is cut.
+  int previous = 0;
+  for (const auto& [w, b] : by_bytes->WeightBackends()) {
+    EXPECT_EQ(w->buffer->type(),
+              b == 2 ? cpu_->device().weights_buffer_type()
+                     : backends[b]->device().default_buffer_type())
+        << w->name;
+    if (w == by_bytes->tok_embd()) continue;
+    EXPECT_GE(b, previous) << w->name;
+    previous = b;
+  }
+  int cut_layers = 0;
+  for (const LlamaLayer& l : by_bytes->layers()) {
+    bool cut = false;
+    for (Tensor* w : {l.attn_norm, l.wq, l.wk, l.wv, l.wo, l.ffn_norm, l.w_gate,
+                      l.w_up, l.w_down}) {
+      cut = cut || w->buffer->type() != l.wq->buffer->type();
+    }
+    cut_layers += cut ? 1 : 0;
+  }
+  EXPECT_EQ(cut_layers, 1);
+  EXPECT_EQ(by_bytes->layers()[2].w_up->buffer->type(),
+            sims_[0]->device().default_buffer_type());
+  EXPECT_EQ(by_bytes->layers()[2].w_down->buffer->type(),
+            sims_[1]->device().default_buffer_type());
+  // A layer's backend is its attention's, where its K and V cache go.
+  FERRY_ASSERT_OK_AND_ASSIGN(auto cache, LlamaKvCache::Create(*by_bytes, 8));
+  for (int il = 0; il < kConfig.n_layer; ++il) {
+    const LlamaLayer& l = by_bytes->layers()[il];
+    EXPECT_EQ(cache->k(il)->buffer->type(), l.wk->buffer->type());
+    EXPECT_EQ(backends[l.backend]->device().default_buffer_type(),
+              l.wv->buffer->type());
+  }
+  EXPECT_NE(by_bytes->DescribePlacement().find("(of 2: blk.2.ffn_down)"),
+            std::string::npos)
+      << by_bytes->DescribePlacement();
+
+  // Whole layers by hand and a cut by bytes do not mix.
+  EXPECT_EQ(LlamaModel::Create(kConfig, backends,
+                               {.split_unit = SplitUnit::kWeightBytes,
+                                .layer_backends = {0, 0, 1, 1}})
+                .status()
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+  // An output placed by hand stays there, out of the count.
+  FERRY_ASSERT_OK_AND_ASSIGN(
+      auto head_on_cpu,
+      LlamaModel::Create(kConfig, backends,
+                         {.split = split,
+                          .split_unit = SplitUnit::kWeightBytes,
+                          .output_backend = 2}));
+  EXPECT_EQ(head_on_cpu->output_backend(), 2);
+  EXPECT_EQ(ParamsPerBackend(*head_on_cpu)[2], e + e * kConfig.n_vocab);
+}
+
 TEST_F(LlamaPipelineTest, SplitPlacesLayersOnEachBackend) {
   FERRY_ASSERT_OK_AND_ASSIGN(
       auto model,
@@ -156,10 +261,16 @@ TEST_F(LlamaPipelineTest, SplitPlacesLayersOnEachBackend) {
 // Prompt then token-by-token generation through the engine's micro-batch
 // graph, with the KV cache split over the sims (set_rows and get_rows run
 // where each layer's cache lives), gives the logits of a cache-free pass
-// over the whole context.
-TEST_F(LlamaPipelineTest, KvCacheMatchesFullRecompute) {
+// over the whole context; with whole layers per sim and with a layer cut.
+class LlamaKvCacheTest : public LlamaPipelineTest,
+                         public ::testing::WithParamInterface<SplitUnit> {};
+
+TEST_P(LlamaKvCacheTest, KvCacheMatchesFullRecompute) {
   std::vector<Backend*> backends = {sims_[0].get(), sims_[1].get(), cpu_.get()};
-  FERRY_ASSERT_OK_AND_ASSIGN(auto model, LlamaModel::Create(kConfig, backends));
+  FERRY_ASSERT_OK_AND_ASSIGN(
+      auto model,
+      LlamaModel::Create(kConfig, backends,
+                         {.split = {2, 1, 0}, .split_unit = GetParam()}));
   FERRY_ASSERT_OK(model->FillRandom(3));
   FERRY_ASSERT_OK_AND_ASSIGN(auto cache,
                              LlamaKvCache::Create(*model, kConfig.n_ctx + 1));
@@ -216,6 +327,15 @@ TEST_F(LlamaPipelineTest, KvCacheMatchesFullRecompute) {
   // The first scheduler planned the batch graph once.
   EXPECT_EQ(sched->stats().graphs_planned, 1);
 }
+
+INSTANTIATE_TEST_SUITE_P(SplitUnits, LlamaKvCacheTest,
+                         ::testing::Values(SplitUnit::kLayers,
+                                           SplitUnit::kWeightBytes),
+                         [](const auto& info) {
+                           return info.param == SplitUnit::kLayers
+                                      ? "WholeLayers"
+                                      : "ByWeightBytes";
+                         });
 
 }  // namespace
 }  // namespace ferry::llama

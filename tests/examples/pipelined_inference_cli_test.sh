@@ -29,6 +29,8 @@ expect_error threads-negative "--cpu_threads: -4 must be >= 0" --cpu_threads=-4
 expect_error stray-argument "unexpected argument 'extra'" "${small[@]}" extra
 expect_error huge-split "overflow" "${small[@]}" --split=1e308,1e308,0
 expect_error nan-split "--split: 'nan'" "${small[@]}" --split=nan,1,0
+expect_error split-by-unknown "--split_by: 'bytes' is neither" "${small[@]}" \
+  --split_by=bytes
 expect_error spaced-backends "item ' cpu' is not a device name" \
   "${small[@]}" "--backends=sim0, cpu"
 start=$(date +%s)
@@ -57,6 +59,15 @@ out=$("$bin" "${small[@]}" 2>"$tmp/err"); rc=$?
   fail "report lacks the speedup: $out"
 [[ "$out" == *"0 of 4 requests' tokens differ"* ]] ||
   fail "pipelined and one-in-flight runs disagree: $out"
+
+# A split by weight bytes that cuts layer 1 after its attention: the
+# placement says so, and the tokens are the one-in-flight run's.
+out=$("$bin" "${small[@]}" --split=3,2,0 --split_by=weights 2>"$tmp/err"); rc=$?
+[[ $rc -eq 0 ]] || fail "split by weights: exit $rc: $(cat "$tmp/err")"
+[[ "$out" == *"layers 0-1 (of 1: blk.1.attn_q, blk.1.attn_k, blk.1.attn_v, blk.1.attn_output)"* ]] ||
+  fail "split by weights: placement not cut in layer 1: $out"
+[[ "$out" == *"0 of 4 requests' tokens differ"* ]] ||
+  fail "split by weights: runs disagree: $out"
 
 # Requests from a file: results as JSON lines on stdout, logits as .npy.
 cat > "$tmp/prompts.jsonl" <<'JSONL'

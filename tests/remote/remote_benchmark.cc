@@ -14,8 +14,10 @@
 //                                (1 thread each), 3 as 0 with row-major
 //                                weights (not packed into panels); `split`
 //                                layers on the first stage (4: halves, as
-//                                ggml's harness; 5: balanced by weights, the
-//                                output matrix being on the second); logits
+//                                ggml's harness; 5: closest to balanced in
+//                                whole layers, the output matrix being on
+//                                the second; 0: half the weight bytes each,
+//                                cut inside layer 4); logits
 //                                read after every micro-batch (async,
 //                                pinned), n_copies 4. steady 0: each pass of
 //                                4 micro-batches ends with a synchronize (as
@@ -275,8 +277,13 @@ void BM_Llama8(benchmark::State& state) {
       add(GetWorkers().devices[1]->CreateBackend("threads=1"));
     }
     add(GetCpuDevice().CreateBackend("threads=1"));  // The embedding.
-    for (int layer = 0; layer < kLlama.n_layer; ++layer) {
-      options.layer_backends.push_back(layer < split ? 0 : 1);
+    if (split == 0) {
+      options.split = {1, 1, 0};
+      options.split_unit = llama::SplitUnit::kWeightBytes;
+    } else {
+      for (int layer = 0; layer < kLlama.n_layer; ++layer) {
+        options.layer_backends.push_back(layer < split ? 0 : 1);
+      }
     }
   }
   std::vector<Backend*> backends;
@@ -370,6 +377,8 @@ BENCHMARK(BM_Llama8)
     ->Args({2, 5, 0})
     ->Args({1, 5, 1})
     ->Args({2, 5, 1})
+    ->Args({1, 0, 1})
+    ->Args({2, 0, 1})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime()
     ->MinTime(3);
