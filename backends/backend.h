@@ -60,6 +60,9 @@ class Backend {
   bool SupportsOp(const Tensor& node) const {
     return device().SupportsOp(node);
   }
+  absl::Status CheckOp(const Tensor& node) const {
+    return device().CheckOp(node);
+  }
 
   // Queues an upload of host bytes into `tensor` (in a buffer this backend
   // can use). See rule 2 above for `data`'s lifetime.
@@ -81,7 +84,7 @@ class Backend {
 
   // Queues `nodes`, computed in order (see rule 1 above). Every tensor they
   // read or write must be placed in memory this backend can use, and every
-  // node must satisfy SupportsOp; otherwise a status says which, and
+  // node must pass CheckOp; otherwise a status says which and why, and
   // nothing is queued.
   virtual absl::Status EnqueueCompute(NodeSpan nodes) = 0;
 

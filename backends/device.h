@@ -96,8 +96,12 @@ class Device {
   virtual absl::StatusOr<std::unique_ptr<Buffer>> BufferFromHostPointer(
       void* data, size_t size);
 
-  // True if a backend of this device computes `node` correctly.
-  virtual bool SupportsOp(const Tensor& node) const = 0;
+  // OK if a backend of this device computes `node` correctly; otherwise
+  // why not (Unimplemented or InvalidArgument naming the op, dtype or
+  // layout at fault), which errors about the node pass on to the user.
+  virtual absl::Status CheckOp(const Tensor& node) const = 0;
+  // CheckOp(node).ok(): for callers that only choose where a node runs.
+  bool SupportsOp(const Tensor& node) const { return CheckOp(node).ok(); }
   // True if ops on this device can use tensors in `type` directly.
   virtual bool SupportsBufferType(const BufferType* type) const = 0;
   // True if this device wants to run `node` even though its weight lives in

@@ -146,10 +146,10 @@ absl::StatusOr<GraphComparison> CompareGraphBackends(const Graph& graph,
     if (node_a->op == Op::kNone || IsViewOp(node_a->op)) continue;
     for (auto [backend, node] :
          {std::pair{&a, node_a}, std::pair{&b, node_b}}) {
-      if (!backend->SupportsOp(*node)) {
-        return absl::UnimplementedError(
-            absl::StrCat(backend->name(), " does not support node ", i, " '",
-                         graph.node(i)->name, "' (", OpName(node->op), ")"));
+      if (absl::Status op = backend->CheckOp(*node); !op.ok()) {
+        return absl::UnimplementedError(absl::StrCat(
+            backend->name(), " does not support node ", i, " '",
+            graph.node(i)->name, "' (", OpName(node->op), "): ", op.message()));
       }
       FERRY_RETURN_IF_ERROR(backend->Compute(NodeSpan(&node, 1)));
     }

@@ -19,10 +19,12 @@ absl::Status Scheduler::SetTensorBackend(const Tensor& node, Backend& backend) {
         "backend '", backend.name(), "' is not one of the scheduler's"));
   }
   const int index = static_cast<int>(it - backends_.begin());
-  if (IsComputeOp(node.op) && !backend.SupportsOp(node)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("cannot pin '", node.name, "' (", OpName(node.op),
-                     ") to '", backend.name(), "', which does not support it"));
+  if (IsComputeOp(node.op)) {
+    if (absl::Status op = backend.CheckOp(node); !op.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "cannot pin '", node.name, "' (", OpName(node.op), ") to '",
+          backend.name(), "', which does not support it: ", op.message()));
+    }
   }
   if (HasPresetMemory(node) && node.buffer != nullptr &&
       !backend.device().SupportsBufferType(node.buffer->type())) {

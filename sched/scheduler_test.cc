@@ -315,5 +315,23 @@ TEST_F(SchedulerFakeTest, CopyBuffersThatDoNotFitNameWhatWasAsked) {
                              HasSubstr("4 slots"), HasSubstr("bytes"))));
 }
 
+TEST_F(SchedulerFakeTest, PinningANodeTheDeviceRefusesSaysWhy) {
+  auto picky = FakeDevice::Create("picky", {.supports_op = [](const Tensor& n) {
+                                    return n.op != Op::kRelu;
+                                  }});
+  FERRY_ASSERT_OK_AND_ASSIGN(auto backend, picky->CreateBackend());
+  Context ctx;
+  Tensor* x = *ctx.NewTensor(DType::kF32, {16, 8}, "x");
+  SetInput(*x);
+  Tensor* y = *Relu(ctx, x);
+  y->name = "y";
+  FERRY_ASSERT_OK_AND_ASSIGN(auto sched,
+                             Scheduler::Create({backend.get(), cpu_.get()}));
+  EXPECT_THAT(sched->SetTensorBackend(*y, *backend),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("cannot pin 'y' (relu) to 'picky"),
+                             HasSubstr("the test's supports_op refuses"))));
+}
+
 }  // namespace
 }  // namespace ferry

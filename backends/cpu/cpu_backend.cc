@@ -128,8 +128,8 @@ absl::StatusOr<std::unique_ptr<Buffer>> CpuDevice::BufferFromHostPointer(
   return WrapHostMemory(&buffer_type_, data, size);
 }
 
-bool CpuDevice::SupportsOp(const Tensor& node) const {
-  return cpu_kernels::CheckSupported(node).ok();
+absl::Status CpuDevice::CheckOp(const Tensor& node) const {
+  return cpu_kernels::CheckSupported(node);
 }
 
 std::vector<EngineStats> CpuDevice::engine_stats() const {

@@ -49,7 +49,7 @@ class CpuDevice final : public Device {
   BufferType* weights_buffer_type() override { return &packed_buffer_type_; }
   absl::StatusOr<std::unique_ptr<Buffer>> BufferFromHostPointer(
       void* data, size_t size) override;
-  bool SupportsOp(const Tensor& node) const override;
+  absl::Status CheckOp(const Tensor& node) const override;
   bool SupportsBufferType(const BufferType* type) const override;
   // Its stream worker holds later work: device-side for every event.
   EventWaitMode WaitMode(const Event&) const override {

@@ -408,10 +408,11 @@ absl::Status CudaBackend::EnqueueCompute(NodeSpan nodes) {
   work_since_record_ = true;
   for (const Tensor* node : nodes) {
     if (node->op == Op::kNone || IsViewOp(node->op)) continue;
-    if (!device_.SupportsOp(*node)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(name(), " cannot compute node '", node->name, "' (",
-                       OpName(node->op), " ", node->ShapeString(), ")"));
+    if (absl::Status op = device_.CheckOp(*node); !op.ok()) {
+      return absl::Status(
+          op.code(), absl::StrCat(name(), " cannot compute node '", node->name,
+                                  "' (", OpName(node->op), " ",
+                                  node->ShapeString(), "): ", op.message()));
     }
     if (!InDeviceMemory(*node, device_)) {
       return absl::InvalidArgumentError(absl::StrCat(

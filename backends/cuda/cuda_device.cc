@@ -426,13 +426,23 @@ absl::StatusOr<std::unique_ptr<Buffer>> CudaDevice::BufferFromHostPointer(
       &pinned_type_, *this, *std::move(host), kind, read_only));
 }
 
-bool CudaDevice::SupportsOp(const Tensor& node) const {
+absl::Status CudaDevice::CheckOp(const Tensor& node) const {
   // The CUDA kernels have no block-quantized paths: such nodes go to the
   // CPU, and loaders keep f32 copies of the weights placed here.
   for (const Tensor* t : node.src) {
-    if (t != nullptr && IsQuantized(t->dtype)) return false;
+    if (t != nullptr && IsQuantized(t->dtype)) {
+      return absl::UnimplementedError(
+          absl::StrCat(name_, ": no CUDA kernel reads block dtype ",
+                       DTypeName(t->dtype), " ('", t->name, "', a source of ",
+                       OpName(node.op), " '", node.name, "')"));
+    }
   }
-  return !IsQuantized(node.dtype) && cpu_kernels::CheckSupported(node).ok();
+  if (IsQuantized(node.dtype)) {
+    return absl::UnimplementedError(
+        absl::StrCat(name_, ": no CUDA kernel writes block dtype ",
+                     DTypeName(node.dtype), " ('", node.name, "')"));
+  }
+  return cpu_kernels::CheckSupported(node);
 }
 
 bool CudaDevice::SupportsBufferType(const BufferType* type) const {

@@ -162,7 +162,7 @@ class CudaDevice final : public Device {
 
   // Exactly the ops the CUDA kernels implement (the same contract as the
   // CPU kernels' CheckSupported).
-  bool SupportsOp(const Tensor& node) const override;
+  absl::Status CheckOp(const Tensor& node) const override;
   // Kernels read and write this device's memory only.
   bool SupportsBufferType(const BufferType* type) const override;
   // Worth moving a host-resident weight here for batches of 32 or more.

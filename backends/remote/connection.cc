@@ -405,32 +405,27 @@ void Connection::Advance(uint64_t id) {
   if (it == streams_.end()) return;
   StreamState& s = it->second;
   uint64_t target = s.worker_done;
-  while (!s.peer_sends.empty() && s.peer_sends.front().value <= target) {
-    s.peer_sends.pop_front();
-  }
   if (!s.pending_gets.empty()) {
     target = std::min(target, s.pending_gets.begin()->first - 1);
   }
   if (target > s.timeline->Value()) (void)s.timeline->Signal(target);
 }
 
-void Connection::WatchPeerSend(uint64_t stream, uint64_t value,
-                               uint64_t transfer,
+void Connection::WatchPeerSend(uint64_t stream, uint64_t transfer,
                                std::weak_ptr<Connection> receiver) {
-  RunInLoop([this, stream, value, transfer,
-             receiver = std::move(receiver)]() mutable {
+  RunInLoop([this, stream, transfer, receiver = std::move(receiver)]() mutable {
     auto it = streams_.find(stream);
     if (it == streams_.end()) return;
     StreamState& s = it->second;
-    s.peer_sends.push_back(PeerSend{value, transfer, std::move(receiver)});
+    s.peer_sends.push_back(PeerSend{transfer, std::move(receiver)});
     // Failed already: the failure's report came before this.
     absl::Status failed = s.timeline->status();
     if (!failed.ok()) {
       CancelPeerSends(s, failed);
       return;
     }
-    // A stream whose values never advance would keep them all: the
-    // oldest are the likeliest done.
+    // Bounded should ends go missing (each send has one): the oldest are
+    // the likeliest done.
     constexpr size_t kMaxPeerSends = 4096;
     if (s.peer_sends.size() > kMaxPeerSends) s.peer_sends.pop_front();
   });
@@ -591,14 +586,15 @@ ucs_status_t Connection::Reply(absl::string_view header, void* data,
       Advance(m->stream);
       break;
     }
-    case ReplyKind::kTransferFailed: {
-      // The sending worker could not send: tell the receiving one.
+    case ReplyKind::kTransferEnded: {
+      // Sent: forget it. Not sent: tell the receiving worker.
       auto it = streams_.find(m->stream);
       if (it == streams_.end()) break;
       auto& sends = it->second.peer_sends;
       for (auto send = sends.begin(); send != sends.end(); ++send) {
         if (send->transfer != m->id) continue;
-        if (auto receiver = send->receiver.lock()) {
+        if (auto receiver = send->receiver.lock();
+            receiver != nullptr && m->code != 0) {
           receiver->CancelTransfer(send->transfer, m->status());
         }
         sends.erase(send);

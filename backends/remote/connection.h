@@ -41,11 +41,11 @@ namespace ferry::remote {
 
 class Connection;
 
-// A copy a stream sends straight to another worker: if the stream fails
-// before passing `value`, the bytes will not come, and the receiver is told
-// (Connection::CancelTransfer) instead of waiting out its timeout.
+// A copy a stream sends straight to another worker, until the worker says
+// it ended (kTransferEnded): if it could not send, or the stream or the
+// connection fails first, the bytes will not come, and the receiver is
+// told (Connection::CancelTransfer) instead of waiting out its timeout.
 struct PeerSend {
-  uint64_t value = 0;
   uint64_t transfer = 0;
   std::weak_ptr<Connection> receiver;
 };
@@ -112,10 +112,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // arrival signals it (no kRecord, no kSignaled: one message each way).
   void Get(Message m, void* dst, uint64_t tag);
 
-  // Stream `stream` sends transfer `transfer` to `receiver`'s worker
-  // before it passes `value`: should it fail first, `receiver` is told
-  // (CancelTransfer) with the failure.
-  void WatchPeerSend(uint64_t stream, uint64_t value, uint64_t transfer,
+  // Stream `stream` sends transfer `transfer` to `receiver`'s worker:
+  // should the send fail, or the stream or this connection fail before
+  // the worker says it ended, `receiver` is told (CancelTransfer).
+  void WatchPeerSend(uint64_t stream, uint64_t transfer,
                      std::weak_ptr<Connection> receiver);
   // Tells the worker that transfer `transfer` (a kRecvFromPeer) will not
   // come, failing its stream with `status`.

@@ -98,7 +98,7 @@ uint32_t ReplyFields(ReplyKind kind) {
       return kFStream | kFValue | kFCode | kFText;
     case ReplyKind::kGetData:
       return kFReq | kFCode | kFText;
-    case ReplyKind::kTransferFailed:
+    case ReplyKind::kTransferEnded:
       return kFStream | kFId | kFCode | kFText;
   }
   return 0;

@@ -28,7 +28,7 @@
 
 namespace ferry::remote {
 
-inline constexpr uint32_t kProtocolVersion = 5;
+inline constexpr uint32_t kProtocolVersion = 6;
 
 enum AmId : unsigned { kAmCommand = 1, kAmReply = 2, kAmPeer = 3 };
 
@@ -65,7 +65,8 @@ enum class Cmd : uint8_t {
                     // offset, blob: as kSetTensor
   kPing,            // req; the reply's value: the worker's clock (ns)
   kSupportsOp,      // req, device, blob: wire graph of one node, placed
-                    // where its tensors are already on the worker
+                    // where its tensors are already on the worker; the
+                    // reply's value is 1, or its code and text say why not
   kPeerData,        // (peer) value: session, id: transfer, code, text;
                     // payload: the bytes when code is OK
   kStats,           // req
@@ -95,15 +96,16 @@ enum class Cmd : uint8_t {
 enum class Role : uint8_t { kClient = 1, kPeer = 2 };
 
 enum class ReplyKind : uint8_t {
-  kHello = 1,       // code, text, value: session, blob: device infos,
-                    // id: the worker's effective user id
-  kResult,          // req, code, text, value
-  kSignaled,        // stream, value
-  kStreamFailed,    // stream, value, code, text
-  kGetData,         // req, code, text; payload: the bytes when OK
-  kTransferFailed,  // stream, id: transfer, code, text: a kSendToPeer of
-                    // the stream could not send its bytes to the peer
-  kLast = kTransferFailed,
+  kHello = 1,      // code, text, value: session, blob: device infos,
+                   // id: the worker's effective user id
+  kResult,         // req, code, text, value
+  kSignaled,       // stream, value
+  kStreamFailed,   // stream, value, code, text
+  kGetData,        // req, code, text; payload: the bytes when OK
+  kTransferEnded,  // stream, id: transfer, code, text: a kSendToPeer of
+                   // the stream sent its bytes to the peer, or (code not
+                   // OK) could not
+  kLast = kTransferEnded,
 };
 
 // Field bits of the mask, in encoding order.

@@ -239,7 +239,7 @@ class RemoteDevice final : public Device {
     return weights_type_ != nullptr ? weights_type_.get() : &buffer_type_;
   }
   BufferType* host_buffer_type() override { return &pinned_type_; }
-  bool SupportsOp(const Tensor& node) const override;
+  absl::Status CheckOp(const Tensor& node) const override;
   // The worker device's engines, named under this device (a round trip;
   // empty while the worker cannot answer).
   std::vector<EngineStats> engine_stats() const override;
@@ -543,7 +543,7 @@ absl::StatusOr<remote::WirePlace> RemoteDevice::Locate(
   return remote::WirePlace{buffer->id(), buffer->OffsetOf(t)};
 }
 
-bool RemoteDevice::SupportsOp(const Tensor& node) const {
+absl::Status RemoteDevice::CheckOp(const Tensor& node) const {
   std::shared_ptr<Connection> c = current_connection();
   // The places of sources already in this worker's memory go along: the
   // worker's answer can depend on them (a view into the CPU's packed
@@ -551,32 +551,55 @@ bool RemoteDevice::SupportsOp(const Tensor& node) const {
   auto locate_fn = [&](const Tensor& t) { return Locate(t, c.get()); };
   remote::WireLocate locate = locate_fn;
   Tensor* const ptr = const_cast<Tensor*>(&node);
-  absl::StatusOr<std::string> blob = remote::EncodeNodes(
-      absl::Span<Tensor* const>(&ptr, 1), &locate, /*with_names=*/false,
-      remote::WirePlacing::kWhereKnown);
-  if (!blob.ok()) return false;
-  // Names do not change the answer: cache by everything else. Places are
-  // buffer ids of one connection: a new one starts afresh.
+  auto encode = [&](bool with_names) {
+    return remote::EncodeNodes(absl::Span<Tensor* const>(&ptr, 1), &locate,
+                               with_names, remote::WirePlacing::kWhereKnown);
+  };
+  absl::StatusOr<std::string> key = encode(/*with_names=*/false);
+  if (!key.ok()) {
+    return absl::Status(key.status().code(),
+                        absl::StrCat(name_, ": ", key.status().message()));
+  }
+  // Names do not change the answer: yes and no are kept by everything
+  // else. A no is asked again with the names, for a reason that names
+  // this node's tensors. Places are buffer ids of one connection: a new
+  // one starts afresh.
   {
     std::lock_guard<std::mutex> lock(supports_mu_);
     if (supports_connection_.lock() != c) {
       supports_.clear();
       supports_connection_ = c;
     }
-    auto it = supports_.find(*blob);
-    if (it != supports_.end()) return it->second;
+    auto it = supports_.find(*key);
+    if (it != supports_.end() && it->second) return absl::OkStatus();
   }
+  FERRY_ASSIGN_OR_RETURN(std::string named, encode(/*with_names=*/true));
   Message m = Command(Cmd::kSupportsOp);
   m.device = index();
-  m.blob = *blob;
+  m.blob = std::move(named);
   absl::StatusOr<Message> reply = c->Call(std::move(m));
-  if (!reply.ok()) return false;
-  const bool supported = reply->value == 1;
+  // A lost connection or a late reply is no answer (not kept: a new one
+  // may say yes).
+  if (!c->alive()) {
+    return absl::UnavailableError(
+        absl::StrCat(name_, ": no answer: ", c->status().message()));
+  }
+  if (reply.status().code() == absl::StatusCode::kDeadlineExceeded) {
+    return absl::Status(reply.status().code(),
+                        absl::StrCat(name_, ": ", reply.status().message()));
+  }
+  absl::Status answer =
+      !reply.ok()
+          ? absl::Status(reply.status().code(),
+                         absl::StrCat(name_, ": ", reply.status().message()))
+      : reply->value == 1
+          ? absl::OkStatus()
+          : absl::UnimplementedError(absl::StrCat(name_, ": refused"));
   std::lock_guard<std::mutex> lock(supports_mu_);
-  if (supports_connection_.lock() != c) return supported;
+  if (supports_connection_.lock() != c) return answer;
   if (supports_.size() > 4096) supports_.clear();
-  supports_[*std::move(blob)] = supported;
-  return supported;
+  supports_[*std::move(key)] = answer.ok();
+  return answer;
 }
 
 absl::StatusOr<uint64_t> RemoteDevice::GraphId(
@@ -807,13 +830,13 @@ absl::Status RemoteBackend::EnqueueCopyTensor(Backend& src_backend,
   send.text = connection_->worker().ToString();
   send.value = connection_->session();
   send.id = transfer;
-  src_remote->connection_->Send(std::move(send));
-  // Should the sending stream fail before it sends (its worker died, or
+  // Should the sending stream fail before it has sent (its worker died, or
   // cannot reach this one), this worker is told at once rather than
-  // waiting out its transfer timeout. Its next recorded value covers the
-  // send.
-  src_remote->connection_->WatchPeerSend(
-      src_remote->stream_, src_remote->last_value_ + 1, transfer, connection_);
+  // waiting out its transfer timeout. Watched first: the send's end may
+  // come back at once.
+  src_remote->connection_->WatchPeerSend(src_remote->stream_, transfer,
+                                         connection_);
+  src_remote->connection_->Send(std::move(send));
   src_remote->Enqueued();
   return absl::OkStatus();
 }

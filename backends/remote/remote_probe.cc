@@ -98,8 +98,13 @@ int Run(const std::string& name, const std::string& to, int64_t mib,
     std::vector<double> copy;
     for (int i = 0; i < iters; ++i) {
       const absl::Time start = absl::Now();
+      // The sending side first, as a pipeline's later work there would
+      // wait for it: out of device memory it is past the copy once the
+      // bytes are staged, and a failure to send must still reach the
+      // receiving side.
       if (failed("copy to --to",
                  peer.EnqueueCopyTensor(backend, **t, **peer_t)) ||
+          failed("copy to --to, sending side", backend.Synchronize()) ||
           failed("copy to --to", peer.Synchronize())) {
         return 1;
       }

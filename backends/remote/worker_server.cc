@@ -882,10 +882,10 @@ absl::Status WorkerServer::Impl::Execute(const SessionPtr& sp, Message& m,
       WireLookup lookup = lookup_fn;
       FERRY_ASSIGN_OR_RETURN(rec->graph, DecodeGraph(m.blob, &lookup));
       for (Tensor* node : rec->graph->nodes) {
-        if (!d->SupportsOp(*node)) {
-          return absl::UnimplementedError(
-              absl::StrCat(d->name(), " does not support ", OpName(node->op),
-                           " node '", node->name, "' ", node->ShapeString()));
+        if (absl::Status op = d->CheckOp(*node); !op.ok()) {
+          return absl::UnimplementedError(absl::StrCat(
+              d->name(), " does not support ", OpName(node->op), " node '",
+              node->name, "' ", node->ShapeString(), ": ", op.message()));
         }
       }
       const uint64_t id = s.next_id++;
@@ -1033,11 +1033,14 @@ absl::Status WorkerServer::Impl::Execute(const SessionPtr& sp, Message& m,
       WireLookup lookup = lookup_fn;
       FERRY_ASSIGN_OR_RETURN(std::unique_ptr<WireGraph> graph,
                              DecodeGraph(m.blob, &lookup, /*query=*/true));
-      bool supported = !graph->nodes.empty();
+      // Value 1: supported; otherwise the device's reason as the error.
+      absl::Status supported =
+          graph->nodes.empty() ? absl::InvalidArgumentError("no node to check")
+                               : absl::OkStatus();
       for (Tensor* node : graph->nodes) {
-        supported = supported && d.SupportsOp(*node);
+        if (supported.ok()) supported = d.CheckOp(*node);
       }
-      Result(sp, m.req, absl::OkStatus(), supported ? 1 : 0);
+      Result(sp, m.req, supported, supported.ok() ? 1 : 0);
       return absl::OkStatus();
     }
     case Cmd::kAllocSize: {
@@ -1463,18 +1466,18 @@ absl::Status WorkerServer::Impl::SendToPeer(const SessionPtr& sp,
     auto finish = [this, gate, staging, b, weak, stream_id,
                    transfer](absl::Status st) mutable {
       staging.reset();
-      if (!st.ok()) {
-        // The bytes will not reach the peer: the client tells the
-        // receiver, whose stream would otherwise wait out its timeout.
-        SessionPtr s = weak.lock();
-        if (s != nullptr && !s->closed) {
-          Message r;
-          r.kind = static_cast<uint8_t>(ReplyKind::kTransferFailed);
-          r.stream = stream_id;
-          r.id = transfer;
-          r.set_status(st);
-          Reply(s, std::move(r));
-        }
+      // Sent, or not: then the client tells the receiver, whose stream
+      // would otherwise wait out its timeout. Until this the client
+      // watches the send (the stream may be past it: bytes out of device
+      // memory go from staging).
+      SessionPtr s = weak.lock();
+      if (s != nullptr && !s->closed) {
+        Message r;
+        r.kind = static_cast<uint8_t>(ReplyKind::kTransferEnded);
+        r.stream = stream_id;
+        r.id = transfer;
+        r.set_status(st);
+        Reply(s, std::move(r));
       }
       if (gate == nullptr) return;
       if (st.ok()) {

@@ -186,12 +186,7 @@ absl::Status SimBackend::EnqueueCopyTensor(Backend& src_backend,
 absl::Status SimBackend::EnqueueCompute(NodeSpan nodes) {
   for (const Tensor* node : nodes) {
     if (node == nullptr) continue;  // NodeSnapshot names it.
-    if (!device_.config().SupportsOp(node->op)) {
-      return absl::UnimplementedError(
-          absl::StrCat(device_.name(), ": op ", OpName(node->op), " of '",
-                       node->name, "' is not in this device's op set"));
-    }
-    FERRY_RETURN_IF_ERROR(cpu_kernels::CheckSupported(*node));
+    FERRY_RETURN_IF_ERROR(device_.CheckOp(*node));
   }
   FERRY_ASSIGN_OR_RETURN(
       NodeSnapshot snapshot,

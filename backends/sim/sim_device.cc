@@ -306,8 +306,13 @@ absl::StatusOr<std::unique_ptr<Backend>> SimDevice::CreateBackend(
   return std::unique_ptr<Backend>(new SimBackend(*this));
 }
 
-bool SimDevice::SupportsOp(const Tensor& node) const {
-  return config_.SupportsOp(node.op) && cpu_kernels::CheckSupported(node).ok();
+absl::Status SimDevice::CheckOp(const Tensor& node) const {
+  if (!config_.SupportsOp(node.op)) {
+    return absl::UnimplementedError(
+        absl::StrCat(name_, ": op ", OpName(node.op), " of '", node.name,
+                     "' is not in this device's op set"));
+  }
+  return cpu_kernels::CheckSupported(node);
 }
 
 bool SimDevice::SupportsBufferType(const BufferType* type) const {

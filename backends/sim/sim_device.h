@@ -133,7 +133,7 @@ class SimDevice final : public Device {
       void* data, size_t size) override;
   // True when `node`'s op is in the configured op set and the CPU kernels
   // compute it.
-  bool SupportsOp(const Tensor& node) const override;
+  absl::Status CheckOp(const Tensor& node) const override;
   // Only the device's own memory.
   bool SupportsBufferType(const BufferType* type) const override;
   // Worth running here with host-resident weights: batches of 32 or more

@@ -158,9 +158,14 @@ absl::StatusOr<std::unique_ptr<Buffer>> FakeDevice::BufferFromHostPointer(
   return PinnedBuffer(&pinned_type_, data, size, /*owned=*/false);
 }
 
-bool FakeDevice::SupportsOp(const Tensor& node) const {
-  if (!cpu_kernels::CheckSupported(node).ok()) return false;
-  return !options_.supports_op || options_.supports_op(node);
+absl::Status FakeDevice::CheckOp(const Tensor& node) const {
+  FERRY_RETURN_IF_ERROR(cpu_kernels::CheckSupported(node));
+  if (options_.supports_op && !options_.supports_op(node)) {
+    return absl::UnimplementedError(
+        absl::StrCat(name(), ": the test's supports_op refuses ",
+                     OpName(node.op), " '", node.name, "'"));
+  }
+  return absl::OkStatus();
 }
 
 std::vector<FakeOp> FakeDevice::log() const {
@@ -290,10 +295,13 @@ absl::Status FakeBackend::EnqueueCopyTensor(Backend& src_backend,
 
 absl::Status FakeBackend::EnqueueCompute(NodeSpan nodes) {
   for (const Tensor* node : nodes) {
-    if (node != nullptr && IsComputeOp(node->op) &&
-        !device_.SupportsOp(*node)) {
-      return absl::UnimplementedError(absl::StrCat(
-          name_, ": does not run '", node->name, "' (", OpName(node->op), ")"));
+    if (node != nullptr && IsComputeOp(node->op)) {
+      if (absl::Status op = device_.CheckOp(*node); !op.ok()) {
+        return absl::Status(
+            op.code(),
+            absl::StrCat(name_, ": does not run '", node->name, "' (",
+                         OpName(node->op), "): ", op.message()));
+      }
     }
   }
   FERRY_ASSIGN_OR_RETURN(

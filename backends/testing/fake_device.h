@@ -112,7 +112,7 @@ class FakeDevice final : public Device {
   // the returned buffer lives.
   absl::StatusOr<std::unique_ptr<Buffer>> BufferFromHostPointer(
       void* data, size_t size) override;
-  bool SupportsOp(const Tensor& node) const override;
+  absl::Status CheckOp(const Tensor& node) const override;
   bool SupportsBufferType(const BufferType* type) const override {
     return type == &memory_type_;
   }

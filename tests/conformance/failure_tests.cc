@@ -1,7 +1,11 @@
 // Conformance: failures, how far they reach, and recovery.
 #include <memory>
+#include <string>
 #include <vector>
 
+#include "absl/status/status.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "ferry/graph/ops.h"
 #include "ferry/runtime/status_matchers.h"
 #include "ferry/runtime/sync_wait.h"
@@ -164,8 +168,17 @@ TEST_P(FailureConformanceTest, UnsupportedNodeIsRefused) {
   b->dtype = DType::kI32;  // No backend multiplies by integer activations.
   b->nb = ContiguousStrides(DType::kI32, b->ne);
   ASSERT_FALSE(backend().SupportsOp(*c));
+  // The refusal says why, as CheckOp does (less the name of the device,
+  // which a remote one puts before its worker's reason).
+  const absl::Status why = backend().CheckOp(*c);
+  ASSERT_FALSE(why.ok());
+  std::string reason(why.message());
+  const std::string prefix = absl::StrCat(backend().device().name(), ": ");
+  if (absl::StartsWith(reason, prefix)) reason.erase(0, prefix.size());
+  EXPECT_FALSE(reason.empty());
   Place(graph);
-  EXPECT_THAT(backend().EnqueueCompute(graph.nodes()), Not(IsOk()));
+  EXPECT_THAT(backend().EnqueueCompute(graph.nodes()),
+              IsErrorWith(HasSubstr(reason)));
   FERRY_EXPECT_OK(backend().Synchronize());
 }
 

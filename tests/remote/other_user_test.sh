@@ -30,7 +30,7 @@ chmod 755 "$dir/ferry_worker"
 start() {
   local name=$1
   shift
-  "$@" "$dir/ferry_worker" --listen=127.0.0.1:0 --devices=cpu >"$dir/$name.log" 2>&1 &
+  "$@" "$dir/ferry_worker" --listen=127.0.0.1:0 --devices=cpu,sim0 >"$dir/$name.log" 2>&1 &
   pids+=($!)
   for _ in $(seq 50); do grep -q listening "$dir/$name.log" && break; sleep 0.1; done
   addr=$(sed -n 's/.*listening on \([0-9.]*:[0-9]*\).*/\1/p' "$dir/$name.log")
@@ -56,4 +56,15 @@ line=$(timeout 30 "$probe" --device=remote:$mine/cpu --to=remote:$nobody/cpu --m
   fail "a copy between workers of two users succeeded over cross-memory attach: $line"
 echo "$line"
 [[ "$line" == *"needs one user"* ]] || fail "expected the error naming the fix"
+
+# Out of a simulated device's memory the sending stream is past the copy
+# once the bytes are staged; the refusal must still reach the receiver at
+# once, not after its 60 s transfer timeout.
+start=$(date +%s)
+line=$(timeout 50 "$probe" --device=remote:$mine/sim0 --to=remote:$nobody/sim0 --mib=16 --iters=1 2>&1) &&
+  fail "a copy between sims of workers of two users succeeded: $line"
+took=$(( $(date +%s) - start ))
+echo "$line (${took} s)"
+[[ "$line" == *"needs one user"* ]] || fail "sim copy: expected the error naming the fix"
+(( took < 20 )) || fail "sim copy: the receiver waited ${took} s for bytes that were never sent"
 echo "PASS"
