@@ -26,7 +26,9 @@
 //                                other with only the 4 logits slots bounding
 //                                what is in flight (a server's stream).
 //                                busy_us_per_token: compute time summed
-//                                over the devices (workers report theirs).
+//                                over the devices (workers report theirs);
+//                                stage_copy_kib: activations sent from the
+//                                first stage to the second per micro-batch.
 // The transport is UCX_TLS's. On one host UCX 1.13 gives ferry's endpoints
 // (which ask for peer-failure reports) TCP for messages, and cross-memory
 // attach for bulk bytes unless UCX_TLS leaves cma out:
@@ -362,6 +364,11 @@ void BM_Llama8(benchmark::State& state) {
       static_cast<double>(state.iterations() * kMicroBatches * kTokens);
   state.SetItemsProcessed(state.iterations() * kMicroBatches * kTokens);
   state.counters["upload_s"] = upload_s;
+  if (mode == 1 || mode == 2) {
+    // Activations from the first stage to the second, per micro-batch.
+    state.counters["stage_copy_kib"] =
+        static_cast<double>((*sched)->stats().copy_bytes[0][1]) / 1024;
+  }
   state.SetLabel(mode == 0   ? "local cpu, 2 threads"
                  : mode == 1 ? "two stages in one process, 1 thread each"
                  : mode == 2 ? "two ferry workers, 1 thread each"
