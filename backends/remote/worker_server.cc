@@ -21,6 +21,7 @@
 #include "ferry/backends/host_buffer.h"
 #include "ferry/backends/remote/address.h"
 #include "ferry/backends/remote/protocol.h"
+#include "ferry/backends/remote/staging_pool.h"
 #include "ferry/backends/remote/ucx_loop.h"
 #include "ferry/backends/remote/wire_graph.h"
 #include "ferry/runtime/status_macros.h"
@@ -295,6 +296,8 @@ class WorkerServer::Impl {
   std::map<std::string, std::shared_ptr<Peer>> peers_;
   absl::flat_hash_map<ucp_ep_h, std::shared_ptr<Peer>> peer_by_ep_;
   WorkerStats stats_;
+  // Staging for device memory, reused: up to 16 weight pieces in flight.
+  StagingPool staging_pool_{size_t{64} << 20};
   absl::Time last_tick_ = absl::InfinitePast();
   // Sessions recording trace spans: the process's recorder is on while
   // any is.
@@ -737,9 +740,7 @@ absl::StatusOr<std::shared_ptr<Buffer>> WorkerServer::Impl::Staging(
   static HostBufferType* plain =
       new HostBufferType("remote_staging", 64, nullptr);
   if (type == nullptr) type = plain;
-  FERRY_ASSIGN_OR_RETURN(std::unique_ptr<Buffer> buffer,
-                         type->Allocate(std::max<size_t>(size, 64)));
-  return std::shared_ptr<Buffer>(std::move(buffer));
+  return staging_pool_.Acquire(*type, size);
 }
 
 absl::Status WorkerServer::Impl::Execute(const SessionPtr& sp, Message& m,
