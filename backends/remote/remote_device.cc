@@ -334,6 +334,9 @@ class RemoteDevice final : public Device {
   uint64_t graph_clock_ ABSL_GUARDED_BY(mu_) = 0;
   mutable std::mutex supports_mu_;
   mutable std::map<std::string, bool> supports_ ABSL_GUARDED_BY(supports_mu_);
+  // The worker's reasons for its noes, by the named encoding.
+  mutable std::map<std::string, absl::Status> refusals_
+      ABSL_GUARDED_BY(supports_mu_);
   // The connection whose buffer ids supports_' keys hold.
   mutable std::weak_ptr<Connection> supports_connection_
       ABSL_GUARDED_BY(supports_mu_);
@@ -561,22 +564,25 @@ absl::Status RemoteDevice::CheckOp(const Tensor& node) const {
                         absl::StrCat(name_, ": ", key.status().message()));
   }
   // Names do not change the answer: yes and no are kept by everything
-  // else. A no is asked again with the names, for a reason that names
-  // this node's tensors. Places are buffer ids of one connection: a new
-  // one starts afresh.
+  // else. A no is asked again with the names (and kept by them), for a
+  // reason that names this node's tensors. Places are buffer ids of one
+  // connection: a new one starts afresh.
+  FERRY_ASSIGN_OR_RETURN(std::string named, encode(/*with_names=*/true));
   {
     std::lock_guard<std::mutex> lock(supports_mu_);
     if (supports_connection_.lock() != c) {
       supports_.clear();
+      refusals_.clear();
       supports_connection_ = c;
     }
     auto it = supports_.find(*key);
     if (it != supports_.end() && it->second) return absl::OkStatus();
+    auto refused = refusals_.find(named);
+    if (refused != refusals_.end()) return refused->second;
   }
-  FERRY_ASSIGN_OR_RETURN(std::string named, encode(/*with_names=*/true));
   Message m = Command(Cmd::kSupportsOp);
   m.device = index();
-  m.blob = std::move(named);
+  m.blob = named;
   absl::StatusOr<Message> reply = c->Call(std::move(m));
   // A lost connection or a late reply is no answer (not kept: a new one
   // may say yes).
@@ -599,6 +605,10 @@ absl::Status RemoteDevice::CheckOp(const Tensor& node) const {
   if (supports_connection_.lock() != c) return answer;
   if (supports_.size() > 4096) supports_.clear();
   supports_[*std::move(key)] = answer.ok();
+  if (!answer.ok()) {
+    if (refusals_.size() > 4096) refusals_.clear();
+    refusals_[std::move(named)] = answer;
+  }
   return answer;
 }
 
