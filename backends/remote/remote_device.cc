@@ -333,11 +333,14 @@ class RemoteDevice final : public Device {
   std::map<std::string, CachedGraph> graphs_ ABSL_GUARDED_BY(mu_);
   uint64_t graph_clock_ ABSL_GUARDED_BY(mu_) = 0;
   mutable std::mutex supports_mu_;
-  mutable std::map<std::string, bool> supports_ ABSL_GUARDED_BY(supports_mu_);
-  // The worker's reasons for its noes, by the named encoding.
+  // Nodes the worker accepts, by their nameless encoding (names do not
+  // change the answer).
+  mutable std::set<std::string> supported_ ABSL_GUARDED_BY(supports_mu_);
+  // The worker's reasons for its noes, by the named encoding (the reason
+  // names the node's tensors).
   mutable std::map<std::string, absl::Status> refusals_
       ABSL_GUARDED_BY(supports_mu_);
-  // The connection whose buffer ids supports_' keys hold.
+  // The connection whose buffer ids both caches' keys hold.
   mutable std::weak_ptr<Connection> supports_connection_
       ABSL_GUARDED_BY(supports_mu_);
   std::mutex sync_mu_;
@@ -563,20 +566,20 @@ absl::Status RemoteDevice::CheckOp(const Tensor& node) const {
     return absl::Status(key.status().code(),
                         absl::StrCat(name_, ": ", key.status().message()));
   }
-  // Names do not change the answer: yes and no are kept by everything
-  // else. A no is asked again with the names (and kept by them), for a
-  // reason that names this node's tensors. Places are buffer ids of one
-  // connection: a new one starts afresh.
-  FERRY_ASSIGN_OR_RETURN(std::string named, encode(/*with_names=*/true));
+  // A yes is kept by everything but names; a no by the names too. Places
+  // are buffer ids of one connection: a new one starts afresh.
   {
     std::lock_guard<std::mutex> lock(supports_mu_);
     if (supports_connection_.lock() != c) {
-      supports_.clear();
+      supported_.clear();
       refusals_.clear();
       supports_connection_ = c;
     }
-    auto it = supports_.find(*key);
-    if (it != supports_.end() && it->second) return absl::OkStatus();
+    if (supported_.count(*key) > 0) return absl::OkStatus();
+  }
+  FERRY_ASSIGN_OR_RETURN(std::string named, encode(/*with_names=*/true));
+  {
+    std::lock_guard<std::mutex> lock(supports_mu_);
     auto refused = refusals_.find(named);
     if (refused != refusals_.end()) return refused->second;
   }
@@ -603,9 +606,10 @@ absl::Status RemoteDevice::CheckOp(const Tensor& node) const {
           : absl::UnimplementedError(absl::StrCat(name_, ": refused"));
   std::lock_guard<std::mutex> lock(supports_mu_);
   if (supports_connection_.lock() != c) return answer;
-  if (supports_.size() > 4096) supports_.clear();
-  supports_[*std::move(key)] = answer.ok();
-  if (!answer.ok()) {
+  if (answer.ok()) {
+    if (supported_.size() > 4096) supported_.clear();
+    supported_.insert(*std::move(key));
+  } else {
     if (refusals_.size() > 4096) refusals_.clear();
     refusals_[std::move(named)] = answer;
   }

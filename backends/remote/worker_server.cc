@@ -884,9 +884,11 @@ absl::Status WorkerServer::Impl::Execute(const SessionPtr& sp, Message& m,
       FERRY_ASSIGN_OR_RETURN(rec->graph, DecodeGraph(m.blob, &lookup));
       for (Tensor* node : rec->graph->nodes) {
         if (absl::Status op = d->CheckOp(*node); !op.ok()) {
-          return absl::UnimplementedError(absl::StrCat(
-              d->name(), " does not support ", OpName(node->op), " node '",
-              node->name, "' ", node->ShapeString(), ": ", op.message()));
+          return absl::Status(
+              op.code(),
+              absl::StrCat(d->name(), " does not support ", OpName(node->op),
+                           " node '", node->name, "' ", node->ShapeString(),
+                           ": ", op.message()));
         }
       }
       const uint64_t id = s.next_id++;

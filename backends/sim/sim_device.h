@@ -131,8 +131,8 @@ class SimDevice final : public Device {
   // lives. AlreadyExists if it is pinned already.
   absl::StatusOr<std::unique_ptr<Buffer>> BufferFromHostPointer(
       void* data, size_t size) override;
-  // True when `node`'s op is in the configured op set and the CPU kernels
-  // compute it.
+  // OK when `node`'s op is in the configured op set and the CPU kernels
+  // compute it; otherwise which of the two refuses it.
   absl::Status CheckOp(const Tensor& node) const override;
   // Only the device's own memory.
   bool SupportsBufferType(const BufferType* type) const override;
