@@ -38,9 +38,96 @@ const char* AssignReasonName(AssignReason reason) {
       return "first backend that supports the op";
     case AssignReason::kConsumer:
       return "placed with its first consumer";
+    case AssignReason::kPulledToConsumers:
+      return "moved to the run of its consumers, which reads its sources "
+             "anyway";
   }
   return "?";
 }
+
+namespace {
+
+// Whether `reason` came from a neighbour or a vote, not from the node's own
+// memory, weight or pin: such a node may move.
+bool Movable(AssignReason reason) {
+  return reason == AssignReason::kExpandAccel ||
+         reason == AssignReason::kExpandAny ||
+         reason == AssignReason::kMostInputs ||
+         reason == AssignReason::kFirstSupports;
+}
+
+// Pass 3b (see partition.h). Walks the nodes backwards, keeping the next
+// computing node and the end of its backend's run, so that a chain of such
+// nodes moves one by one.
+void PullToConsumers(const GraphSignature& sig, const PartitionFacts& facts,
+                     Partition& out) {
+  using Kind = GraphSignature::Kind;
+  const int n_nodes = static_cast<int>(sig.num_nodes());
+  auto owner_of = [&](int i) { return sig.wiring(i).owner; };
+  // Consumers of each node (by owner: a read through a view reads the
+  // owner), as ranges of one array.
+  std::vector<int> begin(static_cast<size_t>(n_nodes) + 1, 0);
+  for (int k = 0; k < n_nodes; ++k) {
+    if (!sig.Has(k, Kind::kKindComputes)) continue;
+    for (const int32_t src : sig.wiring(k).src) {
+      if (src >= 0 && owner_of(src) < n_nodes) ++begin[owner_of(src) + 1];
+    }
+  }
+  for (int i = 0; i < n_nodes; ++i) begin[i + 1] += begin[i];
+  std::vector<int> consumers(static_cast<size_t>(begin[n_nodes]));
+  std::vector<int> fill(begin.begin(), begin.end() - 1);
+  for (int k = 0; k < n_nodes; ++k) {
+    if (!sig.Has(k, Kind::kKindComputes)) continue;
+    for (const int32_t src : sig.wiring(k).src) {
+      if (src >= 0 && owner_of(src) < n_nodes) {
+        consumers[fill[owner_of(src)]++] = k;
+      }
+    }
+  }
+  // Whether a node in (from, to) on backend b reads `node`.
+  auto consumed_in = [&](int node, int b, int from, int to) {
+    for (int c = begin[node]; c < begin[node + 1]; ++c) {
+      const int k = consumers[c];
+      if (k > from && k < to && out.backend[k] == b) {
+        return true;
+      }
+    }
+    return false;
+  };
+
+  int next = -1;     // The next computing node after i.
+  int run_end = -1;  // Where the run of next's backend that holds it ends.
+  for (int i = n_nodes - 1; i >= 0; --i) {
+    if (!sig.Has(i, Kind::kKindComputes)) continue;
+    const int b = next >= 0 ? out.backend[next] : -1;
+    bool move = b >= 0 && b != out.backend[i] && Movable(out.reason[i]) &&
+                begin[i + 1] > begin[i];
+    // Every consumer in that run...
+    for (int c = begin[i]; move && c < begin[i + 1]; ++c) {
+      const int k = consumers[c];
+      move = out.backend[k] == b && k < run_end;
+    }
+    // ... and every source there already, or read in that run anyway.
+    for (const int32_t src : sig.wiring(i).src) {
+      if (!move || src < 0) continue;
+      const int owner = owner_of(src);
+      move = out.backend[owner] == b ||
+             (owner < n_nodes && consumed_in(owner, b, i, run_end));
+    }
+    if (move && facts.supports(b, i)) {
+      out.backend[i] = b;
+      out.reason[i] = AssignReason::kPulledToConsumers;
+    }
+    if (next < 0) {
+      run_end = n_nodes;
+    } else if (out.backend[i] != out.backend[next]) {
+      run_end = next;
+    }
+    next = i;
+  }
+}
+
+}  // namespace
 
 absl::Status AssignBackends(const GraphSignature& sig,
                             const PartitionFacts& facts,
@@ -224,6 +311,8 @@ absl::Status AssignBackends(const GraphSignature& sig,
     }
     assign(i, best, AssignReason::kFirstSupports);
   }
+
+  PullToConsumers(sig, facts, out);
 
   // Pass 4: sources without a backend go where their first consumer runs;
   // views follow their owner.

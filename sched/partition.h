@@ -18,6 +18,11 @@
 //      pipeline loop back to its first device);
 //   3. the rest go to the supporting backend holding most of their inputs
 //      (ties to the higher priority), else the first that supports them;
+//   3b. a node placed by passes 2-3 whose consumers all run in the run of
+//      one backend that comes right after it, and whose sources are read in
+//      that run anyway, moves there: at a pipeline cut, the next stage's
+//      first norm runs on that stage, so only the residual crosses, not the
+//      residual and its norm (ggml's scheduler sends both);
 //   4. sources without a backend go where their first consumer runs; views
 //      follow their owner.
 // Splits: a node starts a new split when its backend differs from the
@@ -51,17 +56,18 @@ namespace ferry {
 // Why a tensor went to its backend (see Scheduler::DescribeAssignment).
 enum class AssignReason : uint8_t {
   kNone,
-  kPinned,         // SetTensorBackend.
-  kBuffer,         // Already in a buffer this backend uses.
-  kViewSource,     // A view follows its source.
-  kWeight,         // Uses a weight that lives on this backend.
-  kOffload,        // Weight in host memory; this backend asked for the op.
-  kGraphInput,     // Graph inputs go to the CPU.
-  kExpandAccel,    // Joined a neighbouring node of a non-fallback backend.
-  kExpandAny,      // Joined a neighbouring node.
-  kMostInputs,     // The backend holding most of its inputs.
-  kFirstSupports,  // The first backend that supports the op.
-  kConsumer,       // A source placed where its first consumer runs.
+  kPinned,             // SetTensorBackend.
+  kBuffer,             // Already in a buffer this backend uses.
+  kViewSource,         // A view follows its source.
+  kWeight,             // Uses a weight that lives on this backend.
+  kOffload,            // Weight in host memory; this backend asked for the op.
+  kGraphInput,         // Graph inputs go to the CPU.
+  kExpandAccel,        // Joined a neighbouring node of a non-fallback backend.
+  kExpandAny,          // Joined a neighbouring node.
+  kMostInputs,         // The backend holding most of its inputs.
+  kFirstSupports,      // The first backend that supports the op.
+  kConsumer,           // A source placed where its first consumer runs.
+  kPulledToConsumers,  // Moved to its consumers' run (pass 3b).
 };
 
 const char* AssignReasonName(AssignReason reason);

@@ -123,6 +123,47 @@ TEST_F(PartitionTest, NodesFollowTheirWeightsAndInputsGoToTheCpu) {
   EXPECT_EQ(p_.copies[0].dst_backend, 0);
 }
 
+// A pipeline cut between two layers: the next stage's first norm (no
+// weight of its own) runs on that stage, which reads the residual anyway,
+// so the residual crosses alone, not the residual and its norm.
+TEST_F(PartitionTest, ANormAtACutRunsWithItsConsumers) {
+  Tensor* w0 = Weight(acc0_mem_, {16, 16}, "w0");
+  Tensor* gamma1 = Weight(acc1_mem_, {16}, "gamma1");
+  Tensor* w1 = Weight(acc1_mem_, {16, 16}, "w1");
+  Tensor* x = *ctx_.NewTensor(DType::kF32, {16, 4}, "x");
+  SetInput(*x);
+  Tensor* h0 = *MulMat(ctx_, w0, x);
+  Tensor* norm = *RmsNorm(ctx_, h0, 1e-5f);
+  Tensor* scaled = *Mul(ctx_, norm, gamma1);
+  Tensor* h1 = *MulMat(ctx_, w1, scaled);
+  Tensor* out = *Add(ctx_, h1, h0);  // The residual.
+  Graph graph = *Graph::Build({out});
+  FERRY_ASSERT_OK(Run(graph));
+  EXPECT_EQ(BackendOf(h0), 0);
+  EXPECT_EQ(BackendOf(norm), 1);
+  EXPECT_EQ(ReasonOf(norm), AssignReason::kPulledToConsumers);
+  ASSERT_EQ(p_.splits.size(), 2u);
+  std::vector<int> crossing;
+  for (const InputCopy& copy : p_.copies) {
+    if (!copy.user_input) crossing.push_back(copy.source);
+  }
+  EXPECT_THAT(crossing, ::testing::ElementsAre(sig_.IndexOf(h0)));
+
+  // Without the residual, the norm's source would cross for it alone: it
+  // stays where its source is.
+  Tensor* alone =
+      *MulMat(ctx_, w1, *Mul(ctx_, *RmsNorm(ctx_, h0, 1e-5f), gamma1));
+  Graph no_residual = *Graph::Build({alone});
+  FERRY_ASSERT_OK(Run(no_residual));
+  EXPECT_EQ(BackendOf(alone->src[1]->src[0]), 0);
+  EXPECT_EQ(ReasonOf(alone->src[1]->src[0]), AssignReason::kExpandAccel);
+
+  // Nor does it move when acc1 does not run it.
+  facts_.ops[1] = {Op::kMul, Op::kMulMat, Op::kAdd};
+  FERRY_ASSERT_OK(Run(graph));
+  EXPECT_EQ(BackendOf(norm), 0);
+}
+
 TEST_F(PartitionTest, UnsupportedOpsCutSplitsAndCopyBothWays) {
   facts_.ops[0] = {Op::kMulMat};
   facts_.ops[1] = {Op::kMulMat};

@@ -226,6 +226,22 @@ TEST_F(LlamaPipelineTest, SplitByWeightBytesBalancesTheStages) {
   EXPECT_EQ(ParamsPerBackend(*head_on_cpu)[2], e + e * kConfig.n_vocab);
 }
 
+// Between two stages cut at a layer boundary only the residual stream
+// crosses: the next layer's attention norm runs on the next stage, which
+// reads the residual anyway (ggml's scheduler also sends the norm).
+TEST_F(LlamaPipelineTest, AWholeLayerCutSendsTheResidualAlone) {
+  std::vector<Backend*> backends = {sims_[0].get(), sims_[1].get(), cpu_.get()};
+  FERRY_ASSERT_OK_AND_ASSIGN(
+      auto model, LlamaModel::Create(kConfig, backends, {.split = {1, 1, 0}}));
+  FERRY_ASSERT_OK_AND_ASSIGN(auto g,
+                             BuildLlamaGraph(*model, {.n_tokens = kUbatch}));
+  FERRY_ASSERT_OK_AND_ASSIGN(auto sched, Scheduler::Create(backends, {}));
+  FERRY_ASSERT_OK(sched->AllocGraph(g.graph));
+  const int64_t residual = kConfig.n_embd * kUbatch * sizeof(float);
+  EXPECT_EQ(sched->stats().copy_bytes[0][1], residual)
+      << sched->DescribeSplits();
+}
+
 TEST_F(LlamaPipelineTest, SplitPlacesLayersOnEachBackend) {
   FERRY_ASSERT_OK_AND_ASSIGN(
       auto model,
