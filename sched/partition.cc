@@ -8,6 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "ferry/graph/op.h"
+#include "ferry/graph/op_cost.h"
 
 namespace ferry {
 
@@ -113,6 +114,13 @@ void PullToConsumers(const GraphSignature& sig, const PartitionFacts& facts,
       const int owner = owner_of(src);
       move = out.backend[owner] == b ||
              (owner < n_nodes && consumed_in(owner, b, i, run_end));
+    }
+    // Onto the fallback (the CPU) only a node whose work is its memory
+    // traffic (at most a flop per byte), which costs about what the copy it
+    // saves did: an accelerator keeps anything heavier.
+    const bool fallback = b == facts.num_backends - 1;
+    if (move && fallback) {
+      move = OpFlops(*sig.tensor(i)) <= OpBytes(*sig.tensor(i));
     }
     if (move && facts.supports(b, i)) {
       out.backend[i] = b;

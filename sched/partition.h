@@ -20,8 +20,9 @@
 //      (ties to the higher priority), else the first that supports them;
 //   3b. a node placed by passes 2-3 whose consumers all run in the run of
 //      one backend that comes right after it, and whose sources are read in
-//      that run anyway, moves there: at a pipeline cut, the next stage's
-//      first norm runs on that stage, so only the residual crosses, not the
+//      that run anyway, moves there (onto the CPU only if it does at most a
+//      flop per byte it moves): at a pipeline cut, the next stage's first
+//      norm runs on that stage, so only the residual crosses, not the
 //      residual and its norm (ggml's scheduler sends both);
 //   4. sources without a backend go where their first consumer runs; views
 //      follow their owner.

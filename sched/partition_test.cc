@@ -164,6 +164,36 @@ TEST_F(PartitionTest, ANormAtACutRunsWithItsConsumers) {
   EXPECT_EQ(BackendOf(norm), 0);
 }
 
+// Onto the CPU (the fallback) a node moves only if its work is about its
+// bytes, as a norm's is; a product of two activations stays on the
+// accelerator although its sources cross anyway.
+TEST_F(PartitionTest, OnlyMemoryBoundNodesMoveOntoTheCpu) {
+  Tensor* w0 = Weight(acc0_mem_, {64, 64}, "w0");
+  Tensor* gamma = Weight(host_, {64}, "gamma");
+  Tensor* g8 = Weight(host_, {8}, "g8");
+  Tensor* x = *ctx_.NewTensor(DType::kF32, {64, 8}, "x");
+  SetInput(*x);
+  Tensor* h0 = *MulMat(ctx_, w0, x);
+  Tensor* norm = *RmsNorm(ctx_, h0, 1e-5f);
+  Tensor* scaled = *Mul(ctx_, norm, gamma);  // On the CPU, with gamma.
+  Tensor* out = *Add(ctx_, scaled, h0);
+  Graph cheap = *Graph::Build({out});
+  FERRY_ASSERT_OK(Run(cheap));
+  EXPECT_EQ(BackendOf(scaled), 2);
+  EXPECT_EQ(BackendOf(norm), 2);
+  EXPECT_EQ(ReasonOf(norm), AssignReason::kPulledToConsumers);
+
+  Tensor* gram = *MulMat(ctx_, h0, h0);  // 8 x 8: 2 flops per byte.
+  Tensor* weighted = *Mul(ctx_, gram, g8);
+  Tensor* residual = *Mul(ctx_, h0, gamma);
+  Graph heavy = *Graph::Build({weighted, residual});
+  FERRY_ASSERT_OK(Run(heavy));
+  EXPECT_EQ(BackendOf(weighted), 2);
+  EXPECT_EQ(BackendOf(residual), 2);
+  EXPECT_EQ(BackendOf(gram), 0);
+  EXPECT_EQ(ReasonOf(gram), AssignReason::kExpandAccel);
+}
+
 TEST_F(PartitionTest, UnsupportedOpsCutSplitsAndCopyBothWays) {
   facts_.ops[0] = {Op::kMulMat};
   facts_.ops[1] = {Op::kMulMat};
