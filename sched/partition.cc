@@ -63,6 +63,7 @@ bool Movable(AssignReason reason) {
 void PullToConsumers(const GraphSignature& sig, const PartitionFacts& facts,
                      Partition& out) {
   using Kind = GraphSignature::Kind;
+  if (facts.num_backends < 2) return;
   const int n_nodes = static_cast<int>(sig.num_nodes());
   auto owner_of = [&](int i) { return sig.wiring(i).owner; };
   // Consumers of each node (by owner: a read through a view reads the
