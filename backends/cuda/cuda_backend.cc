@@ -460,6 +460,8 @@ Event CudaBackend::Record() {
     return Event(target, last_value_, &device_, last_native_);
   }
   work_since_record_ = false;
+  std::vector<Event> waited = std::move(waited_since_record_);
+  waited_since_record_.clear();
   const uint64_t value = ++last_value_;
   absl::StatusOr<std::shared_ptr<PooledCudaEvent>> pooled;
   {
@@ -476,7 +478,8 @@ Event CudaBackend::Record() {
     return Event(target, value, &device_);
   }
   auto native = std::make_shared<CudaNativeEvent>(*std::move(pooled));
-  issue_->queue.Run([this, target, value, native]() -> absl::Status {
+  issue_->queue.Run([this, target, value, native,
+                     waited = std::move(waited)]() mutable -> absl::Status {
     CudaDevice::Scope scope(device_);
     FERRY_RETURN_IF_ERROR(scope.status());
     // Join the streams with work since the last Record() on the join stream
@@ -496,7 +499,7 @@ Event CudaBackend::Record() {
     CudaDevice* device = &device_;
     device_.poller().Watch(
         lane_,
-        [device, native]() -> absl::StatusOr<bool> {
+        [device, native, waited = std::move(waited)]() -> absl::StatusOr<bool> {
           const cudaError_t error = cudaEventQuery(native->event()->get());
           if (error == cudaErrorNotReady) {
             // An answer, not a failure: leave nothing in the poller's slot.
@@ -504,6 +507,13 @@ Event CudaBackend::Record() {
             return false;
           }
           FERRY_RETURN_IF_ERROR(device->Check(error, "cudaEventQuery"));
+          // The events waited on are done on the device; signal after their
+          // own watches did (a failed one will never signal).
+          for (const Event& event : waited) {
+            if (!event.IsComplete() && event.timeline()->status().ok()) {
+              return false;
+            }
+          }
           return true;
         },
         [target, value](absl::Status status) {
@@ -527,6 +537,7 @@ absl::Status CudaBackend::EnqueueWait(const Event& event) {
   if (native != nullptr && native->issued()) {
     // A CUDA event (of any GPU of the process): wait on the device.
     auto held = std::static_pointer_cast<const CudaNativeEvent>(event.native());
+    waited_since_record_.push_back(event);
     issue_->queue.Run([this, held]() -> absl::Status {
       CudaDevice::Scope scope(device_);
       FERRY_RETURN_IF_ERROR(scope.status());

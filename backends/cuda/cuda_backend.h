@@ -54,6 +54,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
@@ -162,6 +163,10 @@ class CudaBackend final : public Backend {
   // not, Record() returns the last event again (complete on a fresh stream).
   bool work_since_record_ = false;
   std::shared_ptr<CudaNativeEvent> last_native_;  // Of last_value_'s event.
+  // Enqueuer only: events waited on device-side since the last Record().
+  // That Record's event is signalled only after them, so whoever sees it
+  // complete sees them complete too (their own watches may lag).
+  std::vector<Event> waited_since_record_;
 
   // The issue side's machinery (hazards, the issue queue, workspaces): in
   // cuda_backend.cc, so this header includes no internal/ header. Last: it

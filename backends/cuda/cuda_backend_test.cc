@@ -193,6 +193,34 @@ TEST_F(CudaBackendTest, WaitOnAnotherCudaBackendIsDeviceSide) {
   EXPECT_TRUE(spun.IsComplete());
 }
 
+// Seeing an event complete means seeing complete every event its work
+// waited on device-side, although each backend's completions are watched
+// on their own and the waited event's watch may signal later. Here the
+// waited event's host side lags by hand: its CUDA event is done, its
+// timeline not yet.
+TEST_F(CudaBackendTest, AnEventCompletesAfterTheEventsItWaitedOn) {
+  FERRY_ASSERT_OK_AND_ASSIGN(auto other_owned, device_->CreateBackend());
+  auto& other = static_cast<CudaBackend&>(*other_owned);
+  for (const bool fail : {false, true}) {
+    FERRY_ASSERT_OK(cuda_testing::LaunchSpinKernel(
+        other.stream(CudaBackend::StreamKind::kCompute), kMillisecond));
+    const Event spun = other.Record();
+    FERRY_ASSERT_OK(spun.WaitBlocking());
+    auto lagging = std::make_shared<TimelineSemaphore>();
+    const Event waited(lagging, 1, device_, spun.native());
+    FERRY_ASSERT_OK(backend_->EnqueueWait(waited));
+    const Event after = backend_->Record();
+    EXPECT_THAT(after.WaitBlocking(absl::Now() + absl::Milliseconds(30)),
+                StatusIs(absl::StatusCode::kDeadlineExceeded));
+    if (fail) {
+      lagging->Fail(absl::DataLossError("never signalled"));
+    } else {
+      FERRY_ASSERT_OK(lagging->Signal(1));
+    }
+    FERRY_EXPECT_OK(after.WaitBlocking(absl::Now() + absl::Seconds(10)));
+  }
+}
+
 TEST_F(CudaBackendTest, UploadIntoUnusedMemoryOverlapsKernels) {
   constexpr int64_t n = 1 << 20;
   Tensor* t = NewPlaced(device_->default_buffer_type(), n, "t");
