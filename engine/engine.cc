@@ -119,48 +119,101 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(
   engine->slot_len_ = std::min(o.max_sequence_len, shape.n_window - 1);
   FERRY_ASSIGN_OR_RETURN(engine->cache_,
                          llama::LlamaKvCache::Create(model, n_cells));
-  std::vector<int64_t> windows;
   if (o.window_buckets) {
     // Powers of two: at most twice the cells a batch needs, and few graphs.
     // One within a quarter of the full window saves too little for a graph
     // (512 beside 513).
     for (int64_t w = o.min_window_bucket; 4 * w <= 3 * shape.n_window; w *= 2) {
-      windows.push_back(w);
+      engine->windows_.push_back(w);
     }
   }
-  windows.push_back(shape.n_window);
-  // Schedulers keep their graph's address: the buckets never move.
-  engine->buckets_.reserve(windows.size());
-  for (int64_t w : windows) {
-    llama::LlamaBatchShape bucket_shape = shape;
-    bucket_shape.n_window = w;
-    Bucket& bucket = engine->buckets_.emplace_back();
-    FERRY_ASSIGN_OR_RETURN(
-        bucket.graph,
-        llama::BuildLlamaBatchGraph(model, *engine->cache_, bucket_shape));
-    FERRY_ASSIGN_OR_RETURN(
-        bucket.sched,
-        Scheduler::Create(model.backends(), {.n_copies = o.n_copies}));
-    // Each stage keeps its layers even where two stages are backends of
-    // one device (their memory types alike): weights and caches pinned.
-    for (const auto& [weight, b] : model.WeightBackends()) {
-      FERRY_RETURN_IF_ERROR(
-          bucket.sched->SetTensorBackend(*weight, *model.backends()[b]));
-    }
-    for (int il = 0; il < model.config().n_layer; ++il) {
-      Backend& b = *model.backends()[model.layers()[il].backend];
-      FERRY_RETURN_IF_ERROR(
-          bucket.sched->SetTensorBackend(*engine->cache_->k(il), b));
-      FERRY_RETURN_IF_ERROR(
-          bucket.sched->SetTensorBackend(*engine->cache_->v(il), b));
-    }
-    FERRY_RETURN_IF_ERROR(bucket.sched->AllocGraph(bucket.graph.graph));
-  }
+  engine->windows_.push_back(shape.n_window);
+  // The full shape's bucket now: it checks that the largest batch fits.
+  FERRY_ASSIGN_OR_RETURN(std::unique_ptr<Bucket> full,
+                         engine->MakeBucket(shape));
+  engine->buckets_.push_back(std::move(full));
   for (int s = o.max_sequences - 1; s >= 0; --s) {
     engine->free_slots_.push_back(s);
   }
   engine->thread_ = std::thread([e = engine.get()] { e->Loop(); });
   return engine;
+}
+
+absl::StatusOr<std::unique_ptr<Engine::Bucket>> Engine::MakeBucket(
+    const llama::LlamaBatchShape& shape) {
+  auto bucket = std::make_unique<Bucket>();
+  FERRY_ASSIGN_OR_RETURN(bucket->graph,
+                         llama::BuildLlamaBatchGraph(model_, *cache_, shape));
+  FERRY_ASSIGN_OR_RETURN(
+      bucket->sched,
+      Scheduler::Create(model_.backends(), {.n_copies = options_.n_copies}));
+  // Each stage keeps its layers even where two stages are backends of one
+  // device (their memory types alike): weights and caches pinned.
+  for (const auto& [weight, b] : model_.WeightBackends()) {
+    FERRY_RETURN_IF_ERROR(
+        bucket->sched->SetTensorBackend(*weight, *model_.backends()[b]));
+  }
+  for (int il = 0; il < model_.config().n_layer; ++il) {
+    Backend& b = *model_.backends()[model_.layers()[il].backend];
+    FERRY_RETURN_IF_ERROR(bucket->sched->SetTensorBackend(*cache_->k(il), b));
+    FERRY_RETURN_IF_ERROR(bucket->sched->SetTensorBackend(*cache_->v(il), b));
+  }
+  FERRY_RETURN_IF_ERROR(bucket->sched->AllocGraph(bucket->graph.graph));
+  return bucket;
+}
+
+llama::LlamaBatchShape Engine::BucketShapeFor(
+    const llama::LlamaBatchBuilder& b) const {
+  llama::LlamaBatchShape to = shape_;
+  if (options_.token_buckets) {
+    // Powers of two, capped by the full shape: padding at most doubles the
+    // live tokens and outputs.
+    auto bucket = [](int64_t used, int64_t cap) {
+      int64_t n = 1;
+      while (n < used) n *= 2;
+      return std::min(n, cap);
+    };
+    to.n_tokens = bucket(b.tokens_used(), shape_.n_tokens);
+    to.n_outputs = bucket(b.outputs_used(), std::min(to.n_tokens, shape_.n_outputs));
+  }
+  // The smallest window that holds the sequences' entries and padding's;
+  // the last (the full shape's) holds every batch.
+  to.n_window = *std::find_if(windows_.begin(), windows_.end() - 1,
+                              [&](int64_t w) { return w >= b.window_used() + 1; });
+  return to;
+}
+
+absl::StatusOr<Engine::Bucket*> Engine::GetBucket(
+    const llama::LlamaBatchShape& shape) {
+  for (const std::unique_ptr<Bucket>& bucket : buckets_) {
+    const llama::LlamaBatchShape& have = bucket->graph.shape;
+    if (have.n_tokens == shape.n_tokens && have.n_outputs == shape.n_outputs &&
+        have.n_window == shape.n_window) {
+      return bucket.get();
+    }
+  }
+  // Planning allocates and may register host memory with devices: not
+  // beside micro-batches in flight on them.
+  FERRY_RETURN_IF_ERROR(Synchronize());
+  FERRY_ASSIGN_OR_RETURN(std::unique_ptr<Bucket> bucket, MakeBucket(shape));
+  std::lock_guard<std::mutex> lock(mu_);
+  buckets_.push_back(std::move(bucket));
+  return buckets_.back().get();
+}
+
+int Engine::num_buckets() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return static_cast<int>(buckets_.size());
+}
+
+llama::LlamaBatchShape Engine::bucket_shape(int bucket) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return buckets_.at(static_cast<size_t>(bucket))->graph.shape;
+}
+
+Scheduler& Engine::scheduler(int bucket) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return *buckets_.at(static_cast<size_t>(bucket))->sched;
 }
 
 Engine::Engine(const llama::LlamaModel& model, const EngineOptions& options)
@@ -253,8 +306,13 @@ void Engine::WaitIdle() {
 }
 
 absl::Status Engine::Synchronize() {
+  std::vector<Scheduler*> scheds;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& bucket : buckets_) scheds.push_back(bucket->sched.get());
+  }
   absl::Status first;
-  for (Bucket& bucket : buckets_) first.Update(bucket.sched->Synchronize());
+  for (Scheduler* sched : scheds) first.Update(sched->Synchronize());
   return first;
 }
 
@@ -379,13 +437,9 @@ bool Engine::FormMicroBatch(MicroBatch& mb) {
 
 absl::Status Engine::SubmitMicroBatch(MicroBatch& mb) {
   llama::LlamaBatchBuilder& b = mb.builder;
-  // The smallest bucket whose window holds the sequences' entries and
-  // padding's; the last (the formed shape's) holds every batch.
-  auto bucket = std::find_if(
-      buckets_.begin(), buckets_.end() - 1, [&](const Bucket& candidate) {
-        return candidate.graph.shape.n_window >= b.window_used() + 1;
-      });
-  FERRY_RETURN_IF_ERROR(b.Narrow(bucket->graph.shape.n_window));
+  const int64_t live_tokens = b.tokens_used();
+  FERRY_ASSIGN_OR_RETURN(Bucket * bucket, GetBucket(BucketShapeFor(b)));
+  FERRY_RETURN_IF_ERROR(b.Narrow(bucket->graph.shape));
   const llama::LlamaBatchGraph& g = bucket->graph;
   auto bytes = [](const auto& v) { return v.size() * sizeof(v[0]); };
   BatchIo io;
@@ -395,13 +449,16 @@ absl::Status Engine::SubmitMicroBatch(MicroBatch& mb) {
       .In(*g.kv_window, b.kv_window().data(), bytes(b.kv_window()))
       .In(*g.mask, b.mask().data(), bytes(b.mask()))
       .In(*g.out_rows, b.out_rows().data(), bytes(b.out_rows()))
-      .Out(*g.logits, mb.logits.data(), bytes(mb.logits));
+      .Out(*g.logits, mb.logits.data(),
+           static_cast<size_t>(g.shape.n_outputs * model_.config().n_vocab) *
+               sizeof(float));
   FERRY_ASSIGN_OR_RETURN(mb.done, bucket->sched->Submit(g.graph, io));
   std::lock_guard<std::mutex> lock(mu_);
   ++stats_.micro_batches;
   stats_.window_cells += g.shape.n_window;
   ++stats_.micro_batches_by_window[g.shape.n_window];
-  stats_.padded_tokens += b.tokens_left();
+  ++stats_.micro_batches_by_tokens[g.shape.n_tokens];
+  stats_.padded_tokens += g.shape.n_tokens - live_tokens;
   for (const MicroBatch::Entry& e : mb.entries) {
     const int64_t prefill =
         std::max<int64_t>(0, std::min(e.seq->prompt_len - e.seq->n_fed, e.n));

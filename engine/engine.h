@@ -13,20 +13,24 @@
 //     flight across the pipeline stages. A sequence is in at most one
 //     micro-batch in flight (its next token depends on the last one), so
 //     with n_copies in flight the sequences rotate through them;
-//   - runs each micro-batch on the smallest of a few window buckets that
-//     holds its sequences' contexts (graphs that differ only in how many
-//     cache cells they attend over: powers of two from min_window_bucket
-//     up to 3/4 of the full window, then the full window), narrowing it
-//     (LlamaBatchBuilder::Narrow): a short context does not gather,
-//     transpose and soft_max the whole window in every layer. Each bucket
-//     has its own scheduler, planned at Create, since a scheduler keeps one
-//     plan and a new one drains its pipeline; so micro-batches of different
-//     buckets are in flight together. A bucket costs a plan (~2 ms for
-//     SmolLM2-135M) and its own compute and copy buffers (~6 MiB there,
-//     mostly the logits; smollm2_benchmark's BM_SmolLm2CreateEngine). Host
-//     weights that op offload registers with a device are pinned by the
-//     first bucket's scheduler; the others' registrations borrow those
-//     pages (CudaDevice::BufferFromHostPointer);
+//   - runs each micro-batch on the smallest bucket that holds it: graphs
+//     that differ only in how many token slots, logits rows and cache cells
+//     they have (powers of two up to batch_tokens, up to the outputs, and
+//     window buckets: powers of two from min_window_bucket up to 3/4 of the
+//     full window, then the full window), narrowing the batch to it
+//     (LlamaBatchBuilder::Narrow). So a micro-batch costs what its live
+//     tokens cost, at most twice: a decode step of n sequences computes
+//     about n token slots, not batch_tokens, and a short context does not
+//     gather, transpose and soft_max the whole window in every layer. Each
+//     bucket has its own scheduler (a scheduler keeps one plan and a new one
+//     drains its pipeline), so micro-batches of different buckets are in
+//     flight together. A bucket is planned when a micro-batch first needs
+//     it (the full shape's at Create), after the micro-batches in flight
+//     finish, and kept: a plan costs ~2 ms for SmolLM2-135M, and a bucket
+//     holds its own compute and copy buffers (smollm2_benchmark's
+//     BM_SmolLm2CreateEngine). Host weights that op offload registers with
+//     a device are pinned by the first bucket's scheduler; the others'
+//     registrations borrow those pages (CudaDevice::BufferFromHostPointer);
 //   - when the oldest micro-batch completes, samples each sequence's next
 //     token, streams it, finishes sequences (stop token, max_new_tokens, a
 //     full slot) and frees their slots.
@@ -66,7 +70,9 @@ namespace ferry::engine {
 struct EngineOptions {
   int max_sequences = 16;          // KV slots: sequences active at once.
   int64_t max_sequence_len = 256;  // Cells per slot: prompt + generated.
-  int64_t batch_tokens = 32;       // Tokens per micro-batch (padded).
+  // Most tokens per micro-batch; a micro-batch runs on the smallest token
+  // bucket (a power of two, or batch_tokens) that holds its tokens.
+  int64_t batch_tokens = 32;
   // Cache cells one micro-batch attends over; 0: enough for
   // min(max_sequences, batch_tokens) full slots.
   int64_t batch_window = 0;
@@ -78,6 +84,10 @@ struct EngineOptions {
   // Runs each micro-batch on the smallest window bucket that holds it;
   // false: every micro-batch attends over the whole window.
   bool window_buckets = true;
+  // Runs each micro-batch on the smallest token and output buckets that
+  // hold it; false: every micro-batch has batch_tokens token slots and
+  // batch_outputs logits rows (padding computes like a token).
+  bool token_buckets = true;
   // The smallest bucket's window (a power of two, >= 2); larger buckets
   // double it while they are at most 3/4 of the full window.
   int64_t min_window_bucket = 64;
@@ -91,11 +101,13 @@ struct EngineStats {
   int64_t micro_batches = 0;
   int64_t prefill_tokens = 0;  // Prompt tokens computed.
   int64_t decode_tokens = 0;   // Generated tokens fed back.
-  int64_t padded_tokens = 0;   // Token slots of micro-batches left empty.
+  // Token slots of micro-batches left empty (of the bucket they ran on).
+  int64_t padded_tokens = 0;
   // Window entries (cache cells) attended over, summed over micro-batches,
-  // and micro-batches by their window (bucket).
+  // and micro-batches by their window and by their token slots (bucket).
   int64_t window_cells = 0;
   std::map<int64_t, int64_t> micro_batches_by_window;
+  std::map<int64_t, int64_t> micro_batches_by_tokens;
   int64_t max_in_flight = 0;
   int64_t requests_done = 0;
   int64_t requests_failed = 0;  // Cancelled or failed.
@@ -152,14 +164,17 @@ class Engine {
 
   EngineStats stats() const;
   const EngineOptions& options() const { return options_; }
-  // The full window's shape (the largest bucket's).
+  // The full shape (the largest bucket's).
   const llama::LlamaBatchShape& batch_shape() const { return shape_; }
-  // Window buckets, smallest first; the last is batch_shape().
-  int num_buckets() const { return static_cast<int>(buckets_.size()); }
-  const llama::LlamaBatchShape& bucket_shape(int bucket) const {
-    return buckets_[bucket].graph.shape;
-  }
-  Scheduler& scheduler(int bucket) { return *buckets_[bucket].sched; }
+  // Window sizes of the window buckets, ascending; the last is
+  // batch_shape().n_window.
+  const std::vector<int64_t>& window_sizes() const { return windows_; }
+  // Buckets planned so far, in the order they were: the first is
+  // batch_shape()'s. Call while no micro-batch is being formed (e.g. after
+  // WaitIdle) for a list that is not growing.
+  int num_buckets() const;
+  llama::LlamaBatchShape bucket_shape(int bucket) const;
+  Scheduler& scheduler(int bucket);
   // Waits for every bucket's scheduler (see Scheduler::Synchronize).
   absl::Status Synchronize();
   const llama::LlamaKvCache& kv_cache() const { return *cache_; }
@@ -169,11 +184,18 @@ class Engine {
   friend class RequestHandle;
   struct Sequence;
   struct MicroBatch;
-  // A graph of one window size with the scheduler that runs it.
+  // A graph of one shape with the scheduler that runs it.
   struct Bucket {
     llama::LlamaBatchGraph graph;
     std::unique_ptr<Scheduler> sched;
   };
+  // The smallest shape that holds what `b` holds.
+  llama::LlamaBatchShape BucketShapeFor(
+      const llama::LlamaBatchBuilder& b) const;
+  // The bucket of `shape`, planned now if it is new.
+  absl::StatusOr<Bucket*> GetBucket(const llama::LlamaBatchShape& shape);
+  absl::StatusOr<std::unique_ptr<Bucket>> MakeBucket(
+      const llama::LlamaBatchShape& shape);
 
   Engine(const llama::LlamaModel& model, const EngineOptions& options);
   void Loop();
@@ -194,7 +216,10 @@ class Engine {
   llama::LlamaBatchShape shape_;
   int64_t slot_len_ = 0;  // Usable positions per sequence.
   std::unique_ptr<llama::LlamaKvCache> cache_;
-  std::vector<Bucket> buckets_;  // By window, ascending.
+  std::vector<int64_t> windows_;  // Window bucket sizes, ascending.
+  // Written by the engine thread under mu_ (read by the accessors); the
+  // buckets never move (schedulers keep their graph's address).
+  std::vector<std::unique_ptr<Bucket>> buckets_;
 
   mutable std::mutex mu_;
   std::condition_variable cv_;

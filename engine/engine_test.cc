@@ -170,14 +170,28 @@ TEST_F(EngineTest, GreedyTokensMatchFullRecompute) {
   const EngineStats stats = engine->stats();
   EXPECT_EQ(stats.requests_done, 6);
   EXPECT_GT(stats.max_in_flight, 1);  // Micro-batches were pipelined.
-  // One plan per window bucket (64 and the full 161; 128 is within a
-  // quarter of 161), planned at Create: switching buckets never replans.
-  ASSERT_EQ(engine->num_buckets(), 2);
-  EXPECT_EQ(engine->bucket_shape(0).n_window, 64);
-  EXPECT_EQ(engine->bucket_shape(1).n_window, 161);
+  // Window buckets of 64 and the full 161 cells (128 is within a quarter
+  // of 161). One plan per bucket, made when first needed (the full shape's
+  // at Create): switching buckets never replans.
+  EXPECT_EQ(engine->window_sizes(), (std::vector<int64_t>{64, 161}));
+  EXPECT_EQ(engine->bucket_shape(0).n_tokens, 8);
+  EXPECT_EQ(engine->bucket_shape(0).n_window, 161);
+  ASSERT_GT(engine->num_buckets(), 2);
   for (int b = 0; b < engine->num_buckets(); ++b) {
     EXPECT_EQ(engine->scheduler(b).stats().graphs_planned, 1) << "bucket " << b;
+    for (int c = 0; c < b; ++c) {
+      const llama::LlamaBatchShape x = engine->bucket_shape(b);
+      const llama::LlamaBatchShape y = engine->bucket_shape(c);
+      EXPECT_FALSE(x.n_tokens == y.n_tokens && x.n_window == y.n_window &&
+                   x.n_outputs == y.n_outputs)
+          << "buckets " << b << " and " << c << " have one shape";
+    }
   }
+  // Decode steps of fewer sequences than token slots ran on smaller token
+  // buckets: padding at most doubles the live tokens.
+  EXPECT_GT(stats.micro_batches_by_tokens.begin()->second, 0);
+  EXPECT_LT(stats.micro_batches_by_tokens.begin()->first, 8);
+  EXPECT_LE(stats.padded_tokens, stats.prefill_tokens + stats.decode_tokens);
 }
 
 // Two pipeline stages that are backends of one device (two CPU backends
@@ -221,16 +235,17 @@ TEST_F(EngineTest, TwoStagesOnOneDeviceEachRunTheirLayers) {
   }
 }
 
-// Window buckets change only how many cache cells each micro-batch attends
-// over, not what it computes: with buckets from 4 cells up, the same
+// Buckets change only how many token slots, logits rows and cache cells
+// each micro-batch has, not what it computes: with window buckets from 4
+// cells up and token buckets, the same
 // requests (chunked prefill, six sequences in four slots, contexts of 3 to
 // 37 cells crossing several buckets, one request cancelled midway, pipelined
 // over two sims and the CPU) give the same greedy tokens as with the full
-// window alone, and logits that differ at most by rounding: the extra
+// shape alone, and logits that differ at most by rounding: the extra
 // entries are masked (exp(-inf) = 0 adds nothing), but a kernel may sum a
 // longer window in another order (on the CPU and sims here they come out
 // bit-identical).
-TEST_F(EngineTest, WindowBucketsGiveTheSameTokensAndLogits) {
+TEST_F(EngineTest, BucketsGiveTheSameTokensAndLogits) {
   struct Run {
     std::vector<Result> results;
     EngineStats stats;
@@ -242,6 +257,7 @@ TEST_F(EngineTest, WindowBucketsGiveTheSameTokensAndLogits) {
                               .prefill_chunk = 5,
                               .n_copies = 4,
                               .window_buckets = buckets,
+                              .token_buckets = buckets,
                               .min_window_bucket = 4});
     std::vector<Request> requests = MixedRequests(false);
     for (size_t k = 0; k < requests.size(); ++k) {
@@ -309,6 +325,14 @@ TEST_F(EngineTest, WindowBucketsGiveTheSameTokensAndLogits) {
   EXPECT_GT(small, 0);
   EXPECT_GT(bucketed.stats.micro_batches_by_window.size(), 2u);
   EXPECT_LT(bucketed.stats.window_cells * 2, full.stats.window_cells);
+  // Without token buckets every micro-batch has 8 token slots; with them,
+  // padding at most doubles the live tokens.
+  EXPECT_EQ(full.stats.micro_batches_by_tokens,
+            (std::map<int64_t, int64_t>{{8, full.stats.micro_batches}}));
+  EXPECT_GT(bucketed.stats.micro_batches_by_tokens.size(), 1u);
+  EXPECT_LE(bucketed.stats.padded_tokens, bucketed.stats.prefill_tokens +
+                                              bucketed.stats.decode_tokens);
+  EXPECT_LT(bucketed.stats.padded_tokens, full.stats.padded_tokens);
   EXPECT_EQ(bucketed.stats.requests_failed, 1);
 }
 

@@ -127,10 +127,10 @@ BENCHMARK(BM_SmolLm2Generate64)
     ->MeasureProcessCPUTime()
     ->UseRealTime();
 
-// What window buckets cost at Create: building and planning every bucket's
-// graph (Arg 1) or the full window's alone (Arg 0), for 32-token
-// micro-batches over one 512-cell slot, quantized weights. Counters: the
-// buckets, and the compute and copy buffers of all their schedulers.
+// What a bucket costs: Create builds and plans the full shape's (32-token
+// micro-batches over one 512-cell slot, quantized weights); the others are
+// planned when a micro-batch first needs them, each as much. Counters: the
+// buckets, and the compute and copy buffers of their schedulers.
 void BM_SmolLm2CreateEngine(benchmark::State& state) {
   Loaded loaded;
   if (absl::Status s = Load(false, 0, loaded); !s.ok()) {
@@ -140,8 +140,7 @@ void BM_SmolLm2CreateEngine(benchmark::State& state) {
   const EngineOptions options{.max_sequences = 1,
                               .max_sequence_len = 512,
                               .batch_tokens = 32,
-                              .n_copies = 1,
-                              .window_buckets = state.range(0) == 1};
+                              .n_copies = 1};
   double buckets = 0;
   double bytes = 0;
   for (auto _ : state) {
@@ -162,8 +161,6 @@ void BM_SmolLm2CreateEngine(benchmark::State& state) {
   state.counters["buffer_MiB"] = bytes / (1 << 20);
 }
 BENCHMARK(BM_SmolLm2CreateEngine)
-    ->Arg(0)
-    ->Arg(1)
     ->Unit(benchmark::kMillisecond)
     ->MeasureProcessCPUTime()
     ->UseRealTime();

@@ -29,7 +29,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -39,6 +39,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/cleanup/cleanup.h"
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -48,6 +49,7 @@
 #include "ferry/backends/backend.h"
 #include "ferry/backends/linked/linked_devices.h"
 #include "ferry/backends/registry.h"
+#include "ferry/engine/auto_options.h"
 #include "ferry/engine/engine.h"
 #include "ferry/examples/npy.h"
 #include "ferry/examples/safetensors.h"
@@ -59,8 +61,11 @@
 #include "ferry/models/llama/llama_model.h"
 #include "ferry/runtime/io_reactor.h"
 #include "ferry/runtime/status_macros.h"
+#include "ferry/runtime/sync_wait.h"
+#include "ferry/runtime/task.h"
 #include "ferry/runtime/thread_pool.h"
 #include "ferry/runtime/trace.h"
+#include "ferry/runtime/when_all.h"
 #include "ferry/tokenizer/gguf_tokenizer.h"
 #include "ferry/tokenizer/hf_tokenizer_json.h"
 #include "ferry/tokenizer/stream_decoder.h"
@@ -125,23 +130,28 @@ ABSL_FLAG(std::string, output, "",
 ABSL_FLAG(std::string, dump_logits, "",
           "Write the logits of the requests' logits_positions here (.npy, "
           "float32 [rows, vocab]; results name each position's row).");
-ABSL_FLAG(int, n_copies, 4, "Micro-batches in flight when pipelined.");
+ABSL_FLAG(int, n_copies, 0,
+          "Micro-batches in flight when pipelined (0: one per pipeline stage "
+          "plus one).");
 ABSL_FLAG(int, max_sequences, 0,
           "Sequences active at once (KV slots); 0: as many as requests, at "
           "most 64.");
 ABSL_FLAG(int64_t, max_seq_len, 0,
           "KV cells per sequence; 0: the longest request's prompt + new "
           "tokens.");
-ABSL_FLAG(int64_t, batch_tokens, 8,
-          "Tokens per micro-batch (padded; every micro-batch costs this many). "
-          "About the sequences decoding at once over --n_copies keeps "
-          "pipelined decode full.");
-ABSL_FLAG(int64_t, kv_window, 512,
-          "Cache cells one micro-batch attends over (0: enough for full "
-          "slots of every sequence in it).");
+ABSL_FLAG(int64_t, batch_tokens, 0,
+          "Most tokens per micro-batch (each runs on the smallest power of two "
+          "that holds its tokens); 0: picked for the model and requests "
+          "(engine/auto_options.h).");
+ABSL_FLAG(int64_t, kv_window, 0,
+          "Cache cells one micro-batch attends over, at least a slot; 0: "
+          "picked for the model and requests.");
 ABSL_FLAG(bool, window_buckets, true,
           "Run each micro-batch on the smallest window (powers of two from 64 "
           "up to --kv_window) that holds its sequences' contexts.");
+ABSL_FLAG(bool, compare, false,
+          "Also run with one micro-batch in flight and compare (always done "
+          "for a synthetic workload).");
 ABSL_FLAG(bool, compare_static, false,
           "Also run static batches (a batch admitted only when the previous "
           "one finished), pipelined, for comparison.");
@@ -172,10 +182,10 @@ absl::Status ValidateFlags() {
            at_least("requests", absl::GetFlag(FLAGS_requests), 1),
            at_least("prompt_tokens", absl::GetFlag(FLAGS_prompt_tokens), 1),
            at_least("gen_tokens", absl::GetFlag(FLAGS_gen_tokens), 1),
-           at_least("n_copies", absl::GetFlag(FLAGS_n_copies), 1),
+           at_least("n_copies", absl::GetFlag(FLAGS_n_copies), 0),
            at_least("max_sequences", absl::GetFlag(FLAGS_max_sequences), 0),
            at_least("max_seq_len", absl::GetFlag(FLAGS_max_seq_len), 0),
-           at_least("batch_tokens", absl::GetFlag(FLAGS_batch_tokens), 1),
+           at_least("batch_tokens", absl::GetFlag(FLAGS_batch_tokens), 0),
            at_least("kv_window", absl::GetFlag(FLAGS_kv_window), 0),
        }) {
     if (!s.ok()) return s;
@@ -374,11 +384,27 @@ std::vector<EngineStats> AllEngineStats(const Backends& b) {
   return out;
 }
 
+// Called with each request's index and result as it finishes, on the
+// thread running RunOnce.
+using ResultSink = std::function<absl::Status(size_t, const engine::Result&)>;
+
+// Submits one request and hands its result to `sink` when it finishes.
+Task<absl::StatusOr<engine::Result>> Serve(engine::Engine& eng,
+                                           engine::Request request,
+                                           size_t index,
+                                           const ResultSink& sink) {
+  absl::StatusOr<engine::Result> result =
+      co_await eng.Generate(std::move(request));
+  if (result.ok() && sink) FERRY_CO_RETURN_IF_ERROR(sink(index, *result));
+  co_return result;
+}
+
 absl::StatusOr<RunResult> RunOnce(const llama::LlamaModel& model,
                                   const Backends& backends,
                                   engine::EngineOptions options,
                                   const std::vector<engine::Request>& requests,
-                                  const RunConfig& config) {
+                                  const RunConfig& config,
+                                  const ResultSink& sink) {
   options.n_copies = config.n_copies;
   options.static_batching = config.static_batching;
   FERRY_ASSIGN_OR_RETURN(auto eng, engine::Engine::Create(model, options));
@@ -392,16 +418,14 @@ absl::StatusOr<RunResult> RunOnce(const llama::LlamaModel& model,
   TraceRecorder::Global().SetEnabled(config.trace);
   const int64_t t0 = eng->NowNanos();
   const auto wall0 = std::chrono::steady_clock::now();
-  std::vector<engine::RequestHandle> handles;
-  for (engine::Request q : requests) {
+  // Every request at once; each result goes to the sink as it finishes.
+  std::vector<Task<absl::StatusOr<engine::Result>>> serving;
+  for (size_t k = 0; k < requests.size(); ++k) {
+    engine::Request q = requests[k];
     q.on_token = [&progress](int32_t) { progress.Add(1); };
-    FERRY_ASSIGN_OR_RETURN(engine::RequestHandle h, eng->Submit(std::move(q)));
-    handles.push_back(std::move(h));
+    serving.push_back(Serve(*eng, std::move(q), k, sink));
   }
-  for (auto& h : handles) {
-    FERRY_ASSIGN_OR_RETURN(engine::Result result, h.Wait());
-    r.results.push_back(std::move(result));
-  }
+  FERRY_ASSIGN_OR_RETURN(r.results, SyncWait(WhenAllOk(std::move(serving))));
   const int64_t t1 = eng->NowNanos();
   r.wall_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0)
@@ -735,24 +759,26 @@ absl::Status Run() {
     }
     requests = MakeRequests(w, c.n_vocab);
   }
-  engine::EngineOptions options;
-  int64_t longest = 0;
-  for (const auto& q : requests) {
-    longest = std::max<int64_t>(
-        longest, static_cast<int64_t>(q.prompt.size()) + q.max_new_tokens);
+  // Picked for the model and the requests; flags override.
+  engine::EngineOptions options = engine::ChooseEngineOptions(*model, requests);
+  if (const int64_t len = absl::GetFlag(FLAGS_max_seq_len); len > 0) {
+    options.max_sequence_len = std::min(len, c.n_ctx);
   }
-  options.max_sequence_len = absl::GetFlag(FLAGS_max_seq_len) > 0
-                                 ? absl::GetFlag(FLAGS_max_seq_len)
-                                 : std::min(longest, c.n_ctx);
-  options.max_sequences =
-      absl::GetFlag(FLAGS_max_sequences) > 0
-          ? absl::GetFlag(FLAGS_max_sequences)
-          : std::min<int>(64, static_cast<int>(requests.size()));
-  options.batch_tokens = absl::GetFlag(FLAGS_batch_tokens);
-  options.batch_window = absl::GetFlag(FLAGS_kv_window) > 0
-                             ? std::max(absl::GetFlag(FLAGS_kv_window),
-                                        options.max_sequence_len + 1)
-                             : 0;
+  if (const int n = absl::GetFlag(FLAGS_max_sequences); n > 0) {
+    options.max_sequences = n;
+  }
+  if (const int64_t n = absl::GetFlag(FLAGS_batch_tokens); n > 0) {
+    options.batch_tokens = n;
+  }
+  if (const int64_t w = absl::GetFlag(FLAGS_kv_window); w > 0) {
+    options.batch_window = std::max(w, options.max_sequence_len + 1);
+  } else if (absl::GetFlag(FLAGS_max_seq_len) > 0) {
+    options.batch_window =
+        std::max(options.batch_window, options.max_sequence_len + 1);
+  }
+  if (const int n = absl::GetFlag(FLAGS_n_copies); n > 0) {
+    options.n_copies = n;
+  }
   options.window_buckets = absl::GetFlag(FLAGS_window_buckets);
   if (const Device* device = backends.modelled; device != nullptr) {
     options.clock = [device] { return device->ClockNanos(); };
@@ -784,17 +810,78 @@ absl::Status Run() {
                : !prompt_text.empty() ? "--prompt"
                                       : absl::GetFlag(FLAGS_workload).c_str());
 
-  std::vector<RunConfig> configs = {{"one in flight", 1, false, false}};
-  const int n_copies = absl::GetFlag(FLAGS_n_copies);
+  // A user's job runs once; a synthetic workload (or --compare) also with
+  // one micro-batch in flight, and the runs must agree.
+  const int n_copies = options.n_copies;
+  std::vector<RunConfig> configs;
+  if (absl::GetFlag(FLAGS_compare) || absl::GetFlag(FLAGS_compare_static) ||
+      (!from_file && prompt_text.empty())) {
+    configs.push_back({"one in flight", 1, false, false});
+  }
   configs.push_back(
       {absl::StrCat("pipelined x", n_copies), n_copies, false, tracing});
+  const size_t main_index = configs.size() - 1;
   if (absl::GetFlag(FLAGS_compare_static)) {
     configs.push_back({"static batches", n_copies, true, false});
   }
+
+  // The main run's results stream out as requests finish (a failure later
+  // loses none of them); its logits rows go to --dump_logits at the end.
+  std::FILE* results_file = nullptr;
+  if (!output_path.empty()) {
+    results_file = std::fopen(output_path.c_str(), "w");
+    if (results_file == nullptr) {
+      return absl::UnavailableError(absl::StrCat(
+          "--output=", output_path, ": cannot write: ", std::strerror(errno)));
+    }
+  } else if (from_file) {
+    results_file = stdout;
+  }
+  absl::Cleanup close_results = [&] {
+    if (results_file != nullptr && results_file != stdout) {
+      std::fclose(results_file);
+    }
+  };
+  std::vector<float> dump;
+  int64_t dump_rows = 0;
+  std::vector<std::string> answers(requests.size());
+  const ResultSink sink = [&](size_t k,
+                              const engine::Result& res) -> absl::Status {
+    // Tokens to text a token at a time, as a stream would: a character cut
+    // across tokens comes out whole, once its last byte arrives.
+    std::string text;
+    if (tok != nullptr) {
+      tokenizer::StreamDecoder decoder(*tok, {.skip_special = true});
+      for (int32_t t : res.tokens) text += decoder.Push(t);
+      text += decoder.Finish();
+    }
+    answers[k] = text;
+    if (results_file == nullptr) return absl::OkStatus();
+    std::vector<std::pair<int64_t, int64_t>> rows;
+    for (const auto& [pos, logits] : res.logits) {
+      rows.emplace_back(pos, dump_rows++);
+      dump.insert(dump.end(), logits.begin(), logits.end());
+    }
+    const std::string line = absl::StrCat(
+        ResultToJson(res, static_cast<int64_t>(requests[k].prompt.size()),
+                     logits_path.empty() ? decltype(rows){} : rows,
+                     tok != nullptr ? &text : nullptr),
+        "\n");
+    if (std::fputs(line.c_str(), results_file) < 0 ||
+        std::fflush(results_file) != 0) {
+      return absl::UnavailableError(
+          absl::StrCat("writing results to ",
+                       output_path.empty() ? "stdout" : output_path));
+    }
+    return absl::OkStatus();
+  };
   std::vector<RunResult> runs;
-  for (const RunConfig& rc : configs) {
-    FERRY_ASSIGN_OR_RETURN(RunResult r,
-                           RunOnce(*model, backends, options, requests, rc));
+  for (size_t i = 0; i < configs.size(); ++i) {
+    FERRY_ASSIGN_OR_RETURN(
+        RunResult r,
+        RunOnce(*model, backends, options, requests, configs[i],
+                i == main_index ? sink : ResultSink()),
+        "run '", configs[i].label, "'");
     runs.push_back(std::move(r));
   }
   std::fprintf(out,
@@ -808,44 +895,9 @@ absl::Status Run() {
   int problems = 0;
   std::fprintf(out, "%s", CompareRuns(runs, &problems).c_str());
 
-  // Results and logits of the pipelined run.
-  const RunResult& main_run = runs[1];
-  std::vector<float> dump;
-  int64_t dump_rows = 0;
-  std::string lines;
-  for (size_t k = 0; k < main_run.results.size(); ++k) {
-    const engine::Result& res = main_run.results[k];
-    // Tokens to text a token at a time, as a stream would: a character cut
-    // across tokens comes out whole, once its last byte arrives.
-    std::string text;
-    if (tok != nullptr) {
-      tokenizer::StreamDecoder decoder(*tok, {.skip_special = true});
-      for (int32_t t : res.tokens) text += decoder.Push(t);
-      text += decoder.Finish();
-    }
-    if (!prompt_text.empty()) {
-      std::printf("%s\n", text.c_str());
-      continue;
-    }
-    std::vector<std::pair<int64_t, int64_t>> rows;
-    for (const auto& [pos, logits] : res.logits) {
-      rows.emplace_back(pos, dump_rows++);
-      dump.insert(dump.end(), logits.begin(), logits.end());
-    }
-    absl::StrAppend(
-        &lines,
-        ResultToJson(res, static_cast<int64_t>(requests[k].prompt.size()),
-                     logits_path.empty() ? decltype(rows){} : rows,
-                     tok != nullptr ? &text : nullptr),
-        "\n");
-  }
+  if (!prompt_text.empty()) std::printf("%s\n", answers[0].c_str());
   if (!output_path.empty()) {
-    std::ofstream f(output_path, std::ios::trunc);
-    f << lines;
-    if (!f) return absl::UnavailableError("writing --output=" + output_path);
     std::fprintf(out, "results: %s\n", output_path.c_str());
-  } else if (from_file) {
-    std::fputs(lines.c_str(), stdout);
   }
   if (!logits_path.empty()) {
     FERRY_RETURN_IF_ERROR(WriteNpy(logits_path, dump, {dump_rows, c.n_vocab}));

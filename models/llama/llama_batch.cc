@@ -113,12 +113,12 @@ absl::StatusOr<LlamaBatchGraph> BuildLlamaBatchGraph(
 
 LlamaBatchBuilder::LlamaBatchBuilder(const LlamaBatchShape& shape,
                                      int32_t pad_cell)
-    : shape_(shape), full_window_(shape.n_window), pad_cell_(pad_cell) {
+    : shape_(shape), full_shape_(shape), pad_cell_(pad_cell) {
   Clear();
 }
 
 void LlamaBatchBuilder::Clear() {
-  shape_.n_window = full_window_;
+  shape_ = full_shape_;
   const auto nt = static_cast<size_t>(shape_.n_tokens);
   const auto nw = static_cast<size_t>(shape_.n_window);
   n_tokens_ = n_window_ = n_outputs_ = 0;
@@ -181,29 +181,39 @@ absl::StatusOr<std::vector<int>> LlamaBatchBuilder::Add(
   return rows;
 }
 
-absl::Status LlamaBatchBuilder::Narrow(int64_t n_window) {
-  if (n_window < n_window_ + 1 || n_window > shape_.n_window) {
+absl::Status LlamaBatchBuilder::Narrow(const LlamaBatchShape& to) {
+  FERRY_RETURN_IF_ERROR(to.Validate());
+  if (to.n_window < n_window_ + 1 || to.n_window > shape_.n_window ||
+      to.n_tokens < n_tokens_ || to.n_tokens > shape_.n_tokens ||
+      to.n_outputs < n_outputs_ || to.n_outputs > shape_.n_outputs) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "llama batch: cannot narrow a window of ", shape_.n_window,
-        " entries with ", n_window_, " used (and padding's) to ", n_window));
+        "llama batch: cannot narrow a batch of ", shape_.n_tokens, " tokens, ",
+        shape_.n_outputs, " outputs and a window of ", shape_.n_window,
+        " entries with ", n_tokens_, ", ", n_outputs_, " and ", n_window_,
+        " (and padding's) used to ", to.n_tokens, ", ", to.n_outputs, " and ",
+        to.n_window));
   }
-  const auto nt = static_cast<size_t>(shape_.n_tokens);
+  const auto nt = static_cast<size_t>(to.n_tokens);
   const auto from = static_cast<size_t>(shape_.n_window);
-  const auto to = static_cast<size_t>(n_window);
-  // Row t moves from t * from down to t * to, so moving rows in order never
-  // overwrites one not yet moved (row 0 stays).
-  for (size_t t = 0; t < nt; ++t) {
+  const auto w = static_cast<size_t>(to.n_window);
+  // Row t moves from t * from down to t * w, so moving rows in order never
+  // overwrites one not yet moved (row 0 stays). Rows past nt are padding's.
+  for (size_t t = 0; t < nt && w < from; ++t) {
     const float padding = mask_[t * from + from - 1];
     if (t > 0) {
-      std::copy_n(mask_.begin() + static_cast<ptrdiff_t>(t * from), to - 1,
-                  mask_.begin() + static_cast<ptrdiff_t>(t * to));
+      std::copy_n(mask_.begin() + static_cast<ptrdiff_t>(t * from), w - 1,
+                  mask_.begin() + static_cast<ptrdiff_t>(t * w));
     }
-    mask_[t * to + to - 1] = padding;
+    mask_[t * w + w - 1] = padding;
   }
-  mask_.resize(nt * to);
-  kv_window_.resize(to);
-  kv_window_[to - 1] = pad_cell_;
-  shape_.n_window = n_window;
+  mask_.resize(nt * w);
+  kv_window_.resize(w);
+  kv_window_[w - 1] = pad_cell_;
+  tokens_.resize(nt);
+  pos_.resize(nt);
+  kv_dst_.resize(nt);
+  out_rows_.resize(static_cast<size_t>(to.n_outputs));
+  shape_ = to;
   return absl::OkStatus();
 }
 

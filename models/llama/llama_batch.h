@@ -3,9 +3,9 @@
 //
 // Every micro-batch of one graph has the same shape (n_tokens, n_window,
 // n_outputs), so the scheduler plans it once and keeps several in flight
-// (the engine keeps a few graphs that differ only in n_window, and narrows a
-// batch to the smallest that holds it: LlamaBatchBuilder::Narrow); what
-// varies is data, given as inputs:
+// (the engine keeps graphs of a few shapes, buckets, and narrows a batch to
+// the smallest that holds it: LlamaBatchBuilder::Narrow); what varies is
+// data, given as inputs:
 //   tokens, pos   [n_tokens] i32: token ids and their positions;
 //   kv_dst        [n_tokens] i32: the cache cell each token's K/V goes to
 //                 (set_rows into every layer's cache);
@@ -84,6 +84,7 @@ class LlamaBatchBuilder {
   int64_t window_used() const { return n_window_; }
   // Window entries left for sequences (the last one is padding's).
   int64_t window_left() const { return shape_.n_window - 1 - n_window_; }
+  int64_t outputs_used() const { return n_outputs_; }
   int64_t outputs_left() const { return shape_.n_outputs - n_outputs_; }
   bool empty() const { return n_tokens_ == 0; }
 
@@ -99,13 +100,15 @@ class LlamaBatchBuilder {
                                        absl::Span<const int32_t> cells,
                                        absl::Span<const int> logits_at);
 
-  // Lays the batch out for a graph whose window has `n_window` entries
-  // (a smaller window bucket of the same n_tokens and n_outputs): the
-  // sequences' entries stay where they are, padding's entry becomes the new
-  // last one, and the unused entries between are dropped. InvalidArgument
-  // unless window_used() + 1 <= n_window <= shape().n_window. Clear() goes
+  // Lays the batch out for a graph of a smaller shape `to` (a bucket: fewer
+  // token slots, outputs or window entries) that still holds what was
+  // added: the tokens, outputs and the sequences' window entries stay where
+  // they are, padding's entry becomes the new last one, and the unused
+  // slots and entries between are dropped. InvalidArgument unless
+  // tokens_used() <= to.n_tokens, outputs used <= to.n_outputs and
+  // window_used() + 1 <= to.n_window, none above shape()'s. Clear() goes
   // back to the constructor's shape.
-  absl::Status Narrow(int64_t n_window);
+  absl::Status Narrow(const LlamaBatchShape& to);
 
   // The values, sized for the graph's inputs (of shape()).
   const std::vector<int32_t>& tokens() const { return tokens_; }
@@ -117,7 +120,7 @@ class LlamaBatchBuilder {
 
  private:
   LlamaBatchShape shape_;
-  int64_t full_window_;  // The constructor's n_window.
+  LlamaBatchShape full_shape_;  // The constructor's.
   int32_t pad_cell_;
   int64_t n_tokens_ = 0;
   int64_t n_window_ = 0;

@@ -1,5 +1,6 @@
 #include "ferry/models/llama/llama_batch.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -28,6 +29,12 @@ constexpr LlamaConfig kConfig = {.n_layer = 2,
                                  .n_ff = 96,
                                  .n_vocab = 50};
 constexpr int64_t kSlotLen = 16;
+
+// `shape` with a window of `n_window` entries.
+LlamaBatchShape Window(LlamaBatchShape shape, int64_t n_window) {
+  shape.n_window = n_window;
+  return shape;
+}
 
 std::vector<int32_t> Tokens(int n, int salt) {
   std::vector<int32_t> out;
@@ -118,7 +125,7 @@ TEST_P(LlamaBatchWindowTest, MatchesFullForwardPassPerSequence) {
           batch.Add(toks, step.begin[s], cells[s], {n - 1}));
       rows[s] = out[0];
     }
-    FERRY_ASSERT_OK(batch.Narrow(narrow.n_window));
+    FERRY_ASSERT_OK(batch.Narrow(narrow));
     std::vector<float> logits(static_cast<size_t>(nv * shape.n_outputs));
     BatchIo io;
     io.In(*g.tokens, batch.tokens().data(), batch.tokens().size() * 4)
@@ -180,9 +187,9 @@ TEST(LlamaBatchBuilderTest, NarrowKeepsTheSequencesAndPadding) {
   FERRY_ASSERT_OK(batch.Add({3}, 0, {40}, {}).status());
   EXPECT_EQ(batch.window_used(), 4);  // Positions 0..2, then 0.
   const std::vector<float> full = batch.mask();
-  EXPECT_THAT(batch.Narrow(4), StatusIs(absl::StatusCode::kInvalidArgument));
-  EXPECT_THAT(batch.Narrow(11), StatusIs(absl::StatusCode::kInvalidArgument));
-  FERRY_ASSERT_OK(batch.Narrow(6));
+  EXPECT_THAT(batch.Narrow(Window(shape, 4)), StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(batch.Narrow(Window(shape, 11)), StatusIs(absl::StatusCode::kInvalidArgument));
+  FERRY_ASSERT_OK(batch.Narrow(Window(shape, 6)));
   EXPECT_EQ(batch.shape().n_window, 6);
   EXPECT_EQ(batch.window_left(), 1);
   EXPECT_EQ(batch.kv_window(), (std::vector<int32_t>{7, 6, 5, 40, 99, 99}));
@@ -198,7 +205,7 @@ TEST(LlamaBatchBuilderTest, NarrowKeepsTheSequencesAndPadding) {
   EXPECT_EQ(batch.mask()[1 * 6 + 3], -std::numeric_limits<float>::infinity());
   EXPECT_EQ(batch.mask()[3 * 6 + 5], 0.0f);
   // Narrowed to exactly what is used, nothing more fits.
-  FERRY_ASSERT_OK(batch.Narrow(5));
+  FERRY_ASSERT_OK(batch.Narrow(Window(shape, 5)));
   EXPECT_EQ(batch.kv_window(), (std::vector<int32_t>{7, 6, 5, 40, 99}));
   EXPECT_THAT(batch.Add({1}, 0, {3}, {}),
               StatusIs(absl::StatusCode::kOutOfRange));
@@ -216,6 +223,47 @@ TEST(LlamaBatchShapeTest, Validates) {
   EXPECT_THAT(LlamaBatchShape({.n_tokens = 4, .n_window = 8, .n_outputs = 5})
                   .Validate(),
               StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
+// Narrowing to fewer token slots and outputs keeps the tokens, positions,
+// cells and output rows added, drops padding's slots past them, and refuses
+// a shape that would drop what was added.
+TEST(LlamaBatchBuilderTest, NarrowToFewerTokensAndOutputs) {
+  const LlamaBatchShape shape{.n_tokens = 8, .n_window = 10, .n_outputs = 8};
+  LlamaBatchBuilder batch(shape, 99);
+  FERRY_ASSERT_OK(batch.Add({1, 2}, 1, {7, 6, 5}, {1}).status());
+  FERRY_ASSERT_OK(batch.Add({3}, 0, {40}, {0}).status());
+  const std::vector<float> full = batch.mask();
+  EXPECT_THAT(
+      batch.Narrow({.n_tokens = 2, .n_window = 10, .n_outputs = 2}),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("narrow")));
+  EXPECT_THAT(batch.Narrow({.n_tokens = 4, .n_window = 10, .n_outputs = 1}),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(batch.Narrow({.n_tokens = 16, .n_window = 10, .n_outputs = 2}),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  FERRY_ASSERT_OK(batch.Narrow({.n_tokens = 4, .n_window = 10, .n_outputs = 2}));
+  EXPECT_EQ(batch.tokens(), (std::vector<int32_t>{1, 2, 3, 0}));
+  EXPECT_EQ(batch.pos(), (std::vector<int32_t>{1, 2, 0, 0}));
+  EXPECT_EQ(batch.kv_dst(), (std::vector<int32_t>{6, 5, 40, -1}));
+  EXPECT_EQ(batch.out_rows(), (std::vector<int32_t>{1, 2}));
+  ASSERT_EQ(batch.mask().size(), 4u * 10u);
+  EXPECT_TRUE(std::equal(batch.mask().begin(), batch.mask().end(),
+                         full.begin()));
+  EXPECT_EQ(batch.tokens_left(), 1);
+  // Tokens and window together.
+  FERRY_ASSERT_OK(batch.Narrow({.n_tokens = 4, .n_window = 5, .n_outputs = 2}));
+  EXPECT_EQ(batch.kv_window(), (std::vector<int32_t>{7, 6, 5, 40, 99}));
+  ASSERT_EQ(batch.mask().size(), 4u * 5u);
+  for (int t = 0; t < 4; ++t) {
+    for (int w = 0; w < 4; ++w) {
+      EXPECT_EQ(batch.mask()[t * 5 + w], full[t * 10 + w]) << t << " " << w;
+    }
+    EXPECT_EQ(batch.mask()[t * 5 + 4], full[t * 10 + 9]) << t;
+  }
+  batch.Clear();
+  EXPECT_EQ(batch.shape().n_tokens, 8);
+  EXPECT_EQ(batch.tokens().size(), 8u);
+  EXPECT_EQ(batch.out_rows().size(), 8u);
 }
 
 }  // namespace

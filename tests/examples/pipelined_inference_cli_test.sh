@@ -7,7 +7,7 @@ bin="$TEST_SRCDIR/$TEST_WORKSPACE/examples/pipelined_inference"
 tmp="${TEST_TMPDIR:-$(mktemp -d)}"
 small=(--layers=2 --embd=64 --heads=4 --kv_heads=2 --ff=96 --vocab=128
        --requests=4 --prompt_tokens=12 --gen_tokens=4 --batch_tokens=8
-       "--sim=flops=1T,bw=1TB/s")
+       --n_copies=4 "--sim=flops=1T,bw=1TB/s")
 failures=0
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 
@@ -69,7 +69,8 @@ out=$("$bin" "${small[@]}" --split=3,2,0 --split_by=weights 2>"$tmp/err"); rc=$?
 [[ "$out" == *"0 of 4 requests' tokens differ"* ]] ||
   fail "split by weights: runs disagree: $out"
 
-# Requests from a file: results as JSON lines on stdout, logits as .npy.
+# Requests from a file: results as JSON lines on stdout as each request
+# finishes (so in any order), logits as .npy.
 cat > "$tmp/prompts.jsonl" <<'JSONL'
 {"id": "a", "tokens": [1, 2, 3, 4], "max_new_tokens": 3, "logits_positions": [1, 3]}
 {"id": "b", "tokens": [5, 6], "max_new_tokens": 2, "temperature": 0.7, "seed": 3}
@@ -79,7 +80,7 @@ JSONL
   fail "prompts run: $(cat "$tmp/err")"
 python3 - "$tmp/results.jsonl" "$tmp/l.npy" <<'PY' || fail "prompts outputs"
 import json, struct, sys
-lines = [json.loads(l) for l in open(sys.argv[1])]
+lines = sorted((json.loads(l) for l in open(sys.argv[1])), key=lambda l: l["id"])
 assert [l["id"] for l in lines] == ["a", "b"], lines
 assert len(lines[0]["tokens"]) == 3 and len(lines[1]["tokens"]) == 2, lines
 assert lines[0]["logits_rows"] == {"1": 0, "3": 1}, lines[0]
@@ -209,7 +210,7 @@ head -1 "$tmp/p.jsonl" > "$tmp/p_tokens.jsonl"
 python3 - "$tmp/o_weights.jsonl" "$tmp/o_hf.jsonl" <<'PY' || fail "--model=DIR differs from --weights"
 import json, sys
 w = [json.loads(l) for l in open(sys.argv[1])]
-h = [json.loads(l) for l in open(sys.argv[2])]
+h = sorted((json.loads(l) for l in open(sys.argv[2])), key=lambda l: l["id"])
 assert len(w) == 1 and len(h) == 2, (w, h)
 assert w[0]["tokens"] == h[0]["tokens"], (w[0]["tokens"], h[0]["tokens"])
 assert len(h[1]["tokens"]) == 4 and "text" in h[1], h[1]

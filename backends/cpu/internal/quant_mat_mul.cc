@@ -7,6 +7,7 @@
 #include "ferry/backends/cpu/internal/mat_mul.h"
 #include "ferry/backends/cpu/internal/mat_mul_impl.h"
 #include "ferry/backends/cpu/internal/packed_layout.h"
+#include "ferry/backends/cpu/internal/quant_tile.h"
 #include "ferry/models/quant/dequantize.h"
 #include "ferry/models/quant/quantize.h"
 #include "ferry/models/quant/vec_dot.h"
@@ -113,8 +114,16 @@ int64_t RunRows(int64_t act_row_bytes) {
   return std::clamp(kRunBytes / act_row_bytes, int64_t{1}, kMaxRunRows);
 }
 
-bool SplitTokens(int64_t n, int nth) {
-  return nth > 1 && n >= kMinTokenSplitRows * nth;
+// Tiles for 2 tokens or more, where the type has them.
+QuantTileFn Tiles(quant::QuantType a_type, int64_t n, quant::Isa isa) {
+  return n >= 2 ? FindQuantTile(a_type, isa) : nullptr;
+}
+
+// Tiles read each weight row once for all tokens: threads split the rows,
+// so no weight is read twice.
+bool SplitTokens(quant::QuantType a_type, int64_t n, int nth, quant::Isa isa) {
+  return nth > 1 && n >= kMinTokenSplitRows * nth &&
+         Tiles(a_type, n, isa) == nullptr;
 }
 
 // Quantizes b rows [begin, end) into `act`, one act_row_bytes apart.
@@ -159,7 +168,10 @@ size_t QuantMatMulScratchBytes(quant::QuantType a_type, int64_t m, int64_t n,
     return GemmScratchBytes(m, k);
   }
   const int64_t act_row_bytes = quant::RowBytes(ActivationType(a_type), k);
-  const int64_t rows = SplitTokens(n, nth) ? RunRows(act_row_bytes) : n;
+  const int64_t rows =
+      SplitTokens(a_type, n, nth, quant::PreferredIsa(a_type))
+          ? RunRows(act_row_bytes)
+          : n;
   return static_cast<size_t>(rows * act_row_bytes);
 }
 
@@ -182,7 +194,7 @@ void QuantMatMul(const QuantMatMulArgs& args, int ith, int nth, void* scratch,
   const quant::QuantType act_type = ActivationType(args.a_type);
   const int64_t act_row_bytes = quant::RowBytes(act_type, args.k);
   auto* act = static_cast<std::byte*>(scratch);
-  if (SplitTokens(args.n, nth)) {
+  if (SplitTokens(args.a_type, args.n, nth, isa)) {
     const int64_t run = RunRows(act_row_bytes);
     const auto compute = [&](Range tokens) {
       for (int64_t j = tokens.begin; j < tokens.end; j += run) {
@@ -204,14 +216,28 @@ void QuantMatMul(const QuantMatMulArgs& args, int ith, int nth, void* scratch,
   // Few tokens: every thread quantizes all of them, threads split rows.
   QuantizeRows(args, act_type, act_row_bytes, 0, args.n, act);
   const Range tokens{0, args.n};
+  const QuantTileFn tiles = Tiles(args.a_type, args.n, isa);
+  const QuantTileArgs tile_args{static_cast<const std::byte*>(args.a),
+                                args.a_row_bytes,
+                                act,
+                                act_row_bytes,
+                                args.dst,
+                                args.ldc,
+                                args.k};
+  const auto compute = [&](Range rows) {
+    if (tiles != nullptr) {
+      tiles(tile_args, rows.begin, rows.end, tokens.begin, tokens.end);
+    } else {
+      Dots(args, dot, rows, tokens, act, act_row_bytes);
+    }
+  };
   if (args.next == nullptr) {
-    return Dots(args, dot, PartitionRange(args.m, kRowUnit, ith, nth), tokens,
-                act, act_row_bytes);
+    return compute(PartitionRange(args.m, kRowUnit, ith, nth));
   }
   for (;;) {
     const Range rows = ClaimColumns(*args.next, args.m, kRowUnit, 1, nth);
     if (rows.size() == 0) return;
-    Dots(args, dot, rows, tokens, act, act_row_bytes);
+    compute(rows);
   }
 }
 

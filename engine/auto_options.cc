@@ -1,0 +1,31 @@
+#include "ferry/engine/auto_options.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <set>
+
+namespace ferry::engine {
+
+EngineOptions ChooseEngineOptions(const llama::LlamaModel& model,
+                                  absl::Span<const Request> requests) {
+  const llama::LlamaConfig& c = model.config();
+  int64_t longest = 1;
+  for (const Request& r : requests) {
+    longest = std::max<int64_t>(
+        longest, static_cast<int64_t>(r.prompt.size()) + r.max_new_tokens);
+  }
+  EngineOptions o;
+  o.max_sequence_len = std::min<int64_t>(longest, c.n_ctx);
+  o.max_sequences = static_cast<int>(std::clamp<int64_t>(
+      static_cast<int64_t>(requests.size()), 1, kMaxAutoSequences));
+  o.batch_tokens = kAutoBatchTokens;
+  o.batch_window = std::max(kAutoWindowCells, o.max_sequence_len + 1);
+  std::set<int> stages;
+  for (const llama::LlamaLayer& layer : model.layers()) {
+    stages.insert(layer.backend);
+  }
+  o.n_copies = static_cast<int>(stages.size()) + 1;
+  return o;
+}
+
+}  // namespace ferry::engine

@@ -1,0 +1,36 @@
+// Engine options picked from the model and the requests, for a batch job
+// run with no tuning (the main program's defaults).
+#ifndef FERRY_ENGINE_AUTO_OPTIONS_H_
+#define FERRY_ENGINE_AUTO_OPTIONS_H_
+
+#include "absl/types/span.h"
+#include "ferry/engine/engine.h"
+#include "ferry/engine/request.h"
+#include "ferry/models/llama/llama_model.h"
+
+namespace ferry::engine {
+
+// Options for serving `requests` on `model` as placed:
+//   - a KV slot per request, up to kMaxAutoSequences, each as long as the
+//     longest request (prompt + new tokens, at most the model's context);
+//   - micro-batches of up to kAutoBatchTokens tokens: prompts go through in
+//     long chunks (a weight loaded once serves many tokens) and every
+//     decoding sequence fits one micro-batch; token buckets keep small
+//     batches small;
+//   - a window of kAutoWindowCells cells (or one slot, if longer): every
+//     token of a micro-batch attends over the whole window (masked), so a
+//     larger one buys batch room with attention work that grows as the
+//     square of the sequences;
+//   - one micro-batch in flight per pipeline stage, plus one being formed
+//     while the last stage computes.
+// The result passes Engine::Create's checks for any model it can serve.
+EngineOptions ChooseEngineOptions(const llama::LlamaModel& model,
+                                  absl::Span<const Request> requests);
+
+inline constexpr int kMaxAutoSequences = 64;
+inline constexpr int64_t kAutoBatchTokens = 64;
+inline constexpr int64_t kAutoWindowCells = 2048;
+
+}  // namespace ferry::engine
+
+#endif  // FERRY_ENGINE_AUTO_OPTIONS_H_
