@@ -24,12 +24,21 @@ void SpinBarrier::ArriveAndWait() {
     // Last: reset for the next round, then release everyone. Nobody
     // arrives for the next round before seeing the new round number.
     arrived_.store(0, std::memory_order_relaxed);
-    round_.store(round + 1, std::memory_order_release);
+    // Sequentially consistent with a sleeper's count and futex check: it
+    // either sees the new round or is counted here.
+    round_.store(round + 1, std::memory_order_seq_cst);
+    if (sleepers_.load(std::memory_order_seq_cst) > 0) round_.notify_all();
     return;
   }
   for (int spins = 0; round_.load(std::memory_order_acquire) == round;
        ++spins) {
-    SpinBackoff(spins);
+    if (spins < kSpinsBeforeSleep) {
+      SpinBackoff(spins);
+      continue;
+    }
+    sleepers_.fetch_add(1, std::memory_order_seq_cst);
+    round_.wait(round, std::memory_order_seq_cst);
+    sleepers_.fetch_sub(1, std::memory_order_relaxed);
   }
 }
 

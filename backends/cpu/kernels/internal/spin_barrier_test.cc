@@ -1,6 +1,7 @@
 #include "ferry/backends/cpu/kernels/internal/spin_barrier.h"
 
 #include <atomic>
+#include <chrono>
 #include <thread>
 #include <vector>
 
@@ -35,6 +36,34 @@ TEST(SpinBarrierTest, NoThreadPassesARoundBeforeAllArrive) {
   }
   for (std::thread& t : threads) t.join();
   EXPECT_EQ(errors.load(), 0);
+}
+
+// A thread that arrives milliseconds late finds the others asleep (past
+// their spins and yields): its arrival wakes them, every round, and none
+// passes early. A lost wake-up hangs the test; an early pass is counted.
+TEST(SpinBarrierTest, LateArrivalWakesSleepers) {
+  constexpr int kThreads = 3;
+  constexpr int kRounds = 20;
+  SpinBarrier barrier(kThreads);
+  std::atomic<int> arrived{0};
+  std::atomic<int> errors{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int r = 1; r <= kRounds; ++r) {
+        if (t == r % kThreads) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        }
+        arrived.fetch_add(1);
+        barrier.ArriveAndWait();
+        if (arrived.load() < r * kThreads) ++errors;
+        barrier.ArriveAndWait();
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(errors.load(), 0);
+  EXPECT_EQ(arrived.load(), kRounds * kThreads);
 }
 
 TEST(SpinBarrierTest, OneThreadNeverWaits) {
