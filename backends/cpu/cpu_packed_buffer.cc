@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "ferry/backends/cpu/internal/packed_layout.h"
+#include "ferry/backends/host/internal/packed_layout.h"
 #include "ferry/backends/host_buffer.h"
 
 namespace ferry {

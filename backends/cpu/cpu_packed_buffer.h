@@ -1,5 +1,5 @@
 // The CPU's buffer type for weights: matrices stored in the GEMM's panel
-// layout (backends/cpu/internal/packed_layout.h), packed once when they are
+// layout (backends/host/internal/packed_layout.h), packed once when they are
 // set instead of on every mul_mat, as ggml's CPU "repack" extra buffer types
 // do for quantized weights.
 //

@@ -10,7 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "ferry/backends/cpu/kernels/kernels.h"
+#include "ferry/backends/host/kernels/kernels.h"
 #include "ferry/backends/registry.h"
 #include "ferry/backends/sim/internal/sim_backend.h"
 #include "ferry/backends/sim/internal/sim_engine.h"
