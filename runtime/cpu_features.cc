@@ -1,6 +1,6 @@
 #include "ferry/runtime/cpu_features.h"
 
-namespace ferry::quant {
+namespace ferry {
 namespace {
 
 Isa DetectIsa() {
@@ -41,4 +41,4 @@ absl::string_view IsaName(Isa isa) {
   return "?";
 }
 
-}  // namespace ferry::quant
+}  // namespace ferry

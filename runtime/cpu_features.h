@@ -1,12 +1,12 @@
-// Instruction sets ferry's CPU kernels have paths for, and which of them
-// this CPU (and OS) supports: the one detection the quantized kernels, the
-// CPU backend's GEMM and its row primitives all follow.
+// Instruction sets ferry's host kernels have paths for, and which of them
+// this CPU (and OS) supports: the one ISA enum and the one detection that
+// quantize/dequantize, vec_dot, the GEMM and the row primitives all follow.
 #ifndef FERRY_RUNTIME_CPU_FEATURES_H_
 #define FERRY_RUNTIME_CPU_FEATURES_H_
 
 #include "absl/strings/string_view.h"
 
-namespace ferry::quant {
+namespace ferry {
 
 // Ordered: a CPU that supports one supports every earlier one.
 enum class Isa {
@@ -23,6 +23,6 @@ bool IsaSupported(Isa isa);
 
 absl::string_view IsaName(Isa isa);
 
-}  // namespace ferry::quant
+}  // namespace ferry
 
 #endif  // FERRY_RUNTIME_CPU_FEATURES_H_

@@ -28,22 +28,6 @@ absl::Status RefuseView(const Tensor& tensor, absl::string_view what) {
 
 }  // namespace
 
-bool StoredPacked(const Tensor& tensor) {
-  return tensor.view_src == nullptr && tensor.IsContiguous() &&
-         PackedLayout::Packable(tensor.dtype, tensor.ne);
-}
-
-PackedState GetPackedState(const Tensor& tensor) {
-  const Tensor& owner = tensor.view_src != nullptr ? *tensor.view_src : tensor;
-  if (!HasPresetMemory(owner) || owner.buffer == nullptr ||
-      dynamic_cast<const CpuPackedBuffer*>(owner.buffer) == nullptr ||
-      !StoredPacked(owner)) {
-    return PackedState::kPlain;
-  }
-  return tensor.view_src != nullptr ? PackedState::kViewOfPacked
-                                    : PackedState::kPacked;
-}
-
 size_t CpuPackedBufferType::AllocSize(const Tensor& tensor) const {
   if (StoredPacked(tensor)) return LayoutOf(tensor).PackedBytes();
   return static_cast<size_t>(tensor.NumBytes());

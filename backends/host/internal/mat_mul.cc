@@ -12,19 +12,6 @@ namespace ferry {
 namespace cpu_internal {
 namespace {
 
-// The same detection as the quantized kernels (runtime/cpu_features.h).
-Isa DetectIsa() {
-  switch (quant::BestIsa()) {
-    case quant::Isa::kAvx512:
-      return Isa::kAvx512;
-    case quant::Isa::kAvx2:
-      return Isa::kAvx2;
-    case quant::Isa::kScalar:
-      break;
-  }
-  return Isa::kGeneric;
-}
-
 std::optional<Isa> forced_isa;
 
 }  // namespace
@@ -33,22 +20,13 @@ void ForceIsaForTesting(std::optional<Isa> isa) { forced_isa = isa; }
 
 Isa ActiveIsa() { return forced_isa.value_or(BestIsa()); }
 
-Isa BestIsa() {
-  static const Isa isa = DetectIsa();
-  return isa;
-}
-
-bool IsaSupported(Isa isa) {
-  return static_cast<int>(isa) <= static_cast<int>(BestIsa());
-}
-
 void MatMulWithIsa(const MatMulArgs& args, int ith, int nth, Isa isa) {
   switch (isa) {
     case Isa::kAvx512:
       return MatMulAvx512(args, ith, nth);
     case Isa::kAvx2:
       return MatMulAvx2(args, ith, nth);
-    case Isa::kGeneric:
+    case Isa::kScalar:
       return MatMulGeneric(args, ith, nth);
   }
 }

@@ -19,22 +19,12 @@
 #include <optional>
 
 #include "ferry/backends/host/internal/mat_mul_impl.h"
+#include "ferry/runtime/cpu_features.h"
 
 namespace ferry {
 namespace cpu_internal {
 
-// Instruction sets with a kernel, best last.
-enum class Isa {
-  kGeneric,
-  kAvx2,    // AVX2 + FMA + F16C.
-  kAvx512,  // AVX-512 F/BW/VL/DQ + FMA + F16C.
-};
-
-// Returns the best Isa this CPU (and OS) supports. Thread-safe.
-Isa BestIsa();
-
-// Returns whether this CPU can run `isa`'s kernel.
-bool IsaSupported(Isa isa);
+// Every Isa (runtime/cpu_features.h) has a kernel; BestIsa() picks it.
 
 // Makes MatMul use `isa` (which must be supported) instead of BestIsa(), or
 // BestIsa() again for nullopt. For tests that force each path. Not

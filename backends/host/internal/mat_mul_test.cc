@@ -179,7 +179,7 @@ void CheckMatMul(Isa isa, DType type, Shape s, int64_t pad,
 
 std::vector<Isa> SupportedIsas() {
   std::vector<Isa> isas;
-  for (Isa isa : {Isa::kGeneric, Isa::kAvx2, Isa::kAvx512}) {
+  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512}) {
     if (IsaSupported(isa)) isas.push_back(isa);
   }
   return isas;

@@ -150,7 +150,7 @@ void Dots(const QuantMatMulArgs& args, quant::VecDotFn dot, Range rows,
 bool QuantMatMulSupports(quant::QuantType type) {
   const quant::QuantTypeInfo& info = quant::GetQuantTypeInfo(type);
   return info.block_size > 1 && quant::VecDotActivationType(type).ok() &&
-         quant::FindVecDot(type, quant::Isa::kScalar) != nullptr;
+         quant::FindVecDot(type, Isa::kScalar) != nullptr;
 }
 
 size_t QuantMatMulScratchBytes(quant::QuantType a_type, int64_t m, int64_t n,
@@ -164,7 +164,7 @@ size_t QuantMatMulScratchBytes(quant::QuantType a_type, int64_t m, int64_t n,
 }
 
 void QuantMatMul(const QuantMatMulArgs& args, int ith, int nth, void* scratch,
-                 quant::Isa isa) {
+                 Isa isa) {
   if (args.n >= args.min_gemm_tokens) {
     auto* panel = static_cast<float*>(scratch);
     if (args.next == nullptr) {

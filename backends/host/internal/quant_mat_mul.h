@@ -83,7 +83,7 @@ size_t QuantMatMulScratchBytes(quant::QuantType a_type, int64_t m, int64_t n,
 // this thread's own). Requires m, n >= 1. Does not read dst. Thread-safe
 // for distinct scratch.
 void QuantMatMul(const QuantMatMulArgs& args, int ith, int nth, void* scratch,
-                 quant::Isa isa);
+                 Isa isa);
 
 // As above with the fastest kernels for a_type (quant::PreferredIsa).
 void QuantMatMul(const QuantMatMulArgs& args, int ith, int nth, void* scratch);

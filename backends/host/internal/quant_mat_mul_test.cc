@@ -28,7 +28,6 @@ namespace ferry {
 namespace cpu_internal {
 namespace {
 
-using quant::Isa;
 using quant::QuantType;
 
 constexpr float kSentinel = -12345.0f;
@@ -141,8 +140,8 @@ class QuantMatMulTest : public ::testing::TestWithParam<Param> {};
 // a multiple of any SIMD width's blocks.
 TEST_P(QuantMatMulTest, MatchesDequantizedProducts) {
   const auto [type, isa] = GetParam();
-  if (!quant::IsaSupported(isa)) {
-    GTEST_SKIP() << quant::IsaName(isa) << " unsupported here";
+  if (!IsaSupported(isa)) {
+    GTEST_SKIP() << IsaName(isa) << " unsupported here";
   }
   const QuantType act_type = *quant::VecDotActivationType(type);
   std::mt19937 rng(7);
@@ -225,7 +224,7 @@ INSTANTIATE_TEST_SUITE_P(
         ::testing::Values(Isa::kScalar, Isa::kAvx2, Isa::kAvx512)),
     [](const ::testing::TestParamInfo<Param>& info) {
       return absl::StrCat(quant::QuantTypeName(std::get<0>(info.param)), "_",
-                          quant::IsaName(std::get<1>(info.param)));
+                          IsaName(std::get<1>(info.param)));
     });
 
 TEST(QuantMatMulSupportsTest, BlockTypesWithKernelsOnly) {

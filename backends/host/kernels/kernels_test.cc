@@ -126,49 +126,23 @@ Tensor* Strided(Context& ctx, DType dtype, std::array<int64_t, 4> ne, int kind,
   }
 }
 
-// The code paths a CPU can take: row primitives and mul_mat each portable
-// (generic), AVX2 or AVX-512. Each test runs on every path this CPU supports.
-enum class Path { kPortable, kAvx2, kAvx512 };
-
-cpu_internal::Isa MatMulIsaOf(Path path) {
-  switch (path) {
-    case Path::kPortable:
-      return cpu_internal::Isa::kGeneric;
-    case Path::kAvx2:
-      return cpu_internal::Isa::kAvx2;
-    case Path::kAvx512:
-      return cpu_internal::Isa::kAvx512;
-  }
-  return cpu_internal::Isa::kGeneric;
-}
-
-cpu_kernels_internal::VecIsa VecIsaOf(Path path) {
-  switch (path) {
-    case Path::kPortable:
-      return cpu_kernels_internal::VecIsa::kPortable;
-    case Path::kAvx2:
-      return cpu_kernels_internal::VecIsa::kAvx2;
-    case Path::kAvx512:
-      return cpu_kernels_internal::VecIsa::kAvx512;
-  }
-  return cpu_kernels_internal::VecIsa::kPortable;
-}
+// The code paths a CPU can take: row primitives and mul_mat each scalar
+// (portable), AVX2 or AVX-512 (runtime/cpu_features.h's Isa). Each test runs
+// on every path this CPU supports.
+using Path = Isa;
 
 std::vector<Path> SupportedPaths() {
   std::vector<Path> paths;
-  for (Path path : {Path::kPortable, Path::kAvx2, Path::kAvx512}) {
-    if (cpu_internal::IsaSupported(MatMulIsaOf(path)) &&
-        cpu_kernels_internal::IsaSupported(VecIsaOf(path))) {
-      paths.push_back(path);
-    }
+  for (Path path : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512}) {
+    if (IsaSupported(path)) paths.push_back(path);
   }
   return paths;
 }
 
 // Forces `path` for the scope of a test.
 void ForcePath(Path path) {
-  cpu_kernels_internal::ForceIsaForTesting(VecIsaOf(path));
-  cpu_internal::ForceIsaForTesting(MatMulIsaOf(path));
+  cpu_kernels_internal::ForceIsaForTesting(path);
+  cpu_internal::ForceIsaForTesting(path);
 }
 
 void ResetPath() {
@@ -824,11 +798,11 @@ TEST_P(KernelsTest, InPlaceMatchesOutOfPlace) {
 
 std::string PathName(const ::testing::TestParamInfo<Path>& info) {
   switch (info.param) {
-    case Path::kPortable:
+    case Isa::kScalar:
       return "Portable";
-    case Path::kAvx2:
+    case Isa::kAvx2:
       return "Avx2";
-    case Path::kAvx512:
+    case Isa::kAvx512:
       return "Avx512";
   }
   return "Unknown";

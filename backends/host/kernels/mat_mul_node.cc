@@ -4,10 +4,10 @@
 #include <cstdint>
 #include <cstring>
 
-#include "ferry/backends/cpu/cpu_packed_buffer.h"
 #include "ferry/backends/host/internal/mat_mul.h"
 #include "ferry/backends/host/internal/packed_layout.h"
 #include "ferry/backends/host/internal/quant_mat_mul.h"
+#include "ferry/backends/host/packed_state.h"
 #include "ferry/graph/dtype.h"
 #include "ferry/graph/tensor.h"
 #include "ferry/quant/quant_dtype.h"

@@ -3,7 +3,7 @@
 // (ggml's mul_mat, see graph/ops.h) over Tensor strides, with `a` in
 // f32/f16/bf16 and b, dst in f32, computed slice by slice with the optimized
 // GEMM of backends/host/internal/mat_mul.h. An `a` stored packed in a
-// CpuPackedBuffer (cpu_packed_buffer.h) is read in its panels as it is. A
+// PackedHostBuffer (packed_state.h) is read in its panels as it is. A
 // block-quantized `a` goes to backends/host/internal/quant_mat_mul.h (b
 // rounded to 8-bit blocks, integer dot products), which needs scratch.
 //

@@ -3,7 +3,6 @@
 #include <atomic>
 #include <optional>
 
-#include "ferry/backends/host/internal/mat_mul.h"
 #include "ferry/backends/host/kernels/internal/vec_isa.h"
 #include "ferry/graph/dtype.h"
 
@@ -11,33 +10,19 @@ namespace ferry {
 namespace cpu_kernels_internal {
 namespace {
 
-// The CPU's features as mat_mul detects them (one detection for the CPU
-// backend; its AVX-512 level, with DQ, covers what vec_avx512.cc needs).
-VecIsa DetectIsa() {
-  switch (cpu_internal::BestIsa()) {
-    case cpu_internal::Isa::kAvx512:
-      return VecIsa::kAvx512;
-    case cpu_internal::Isa::kAvx2:
-      return VecIsa::kAvx2;
-    case cpu_internal::Isa::kGeneric:
-      break;
-  }
-  return VecIsa::kPortable;
-}
-
-const VecKernels& KernelsFor(VecIsa isa) {
+const VecKernels& KernelsFor(Isa isa) {
   switch (isa) {
-    case VecIsa::kAvx512:
+    case Isa::kAvx512:
       return Avx512Kernels();
-    case VecIsa::kAvx2:
+    case Isa::kAvx2:
       return Avx2Kernels();
-    case VecIsa::kPortable:
+    case Isa::kScalar:
       break;
   }
   return PortableKernels();
 }
 
-std::optional<VecIsa> forced_isa;
+std::optional<Isa> forced_isa;
 // The table in use, picked on first use (atomic: kernels on several threads
 // may be first at once).
 std::atomic<const VecKernels*> active{nullptr};
@@ -53,21 +38,12 @@ const VecKernels& K() {
 
 }  // namespace
 
-VecIsa BestIsa() {
-  static const VecIsa isa = DetectIsa();
-  return isa;
-}
-
-bool IsaSupported(VecIsa isa) {
-  return static_cast<int>(isa) <= static_cast<int>(BestIsa());
-}
-
-void ForceIsaForTesting(std::optional<VecIsa> isa) {
+void ForceIsaForTesting(std::optional<Isa> isa) {
   forced_isa = isa;
   active.store(&KernelsFor(ActiveIsa()), std::memory_order_relaxed);
 }
 
-VecIsa ActiveIsa() { return forced_isa.value_or(BestIsa()); }
+Isa ActiveIsa() { return forced_isa.value_or(BestIsa()); }
 
 void BinaryRow(BinaryOp op, const float* a, const float* b, float* dst,
                int64_t n) {

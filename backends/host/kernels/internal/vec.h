@@ -14,23 +14,18 @@
 
 #include "ferry/backends/host/kernels/internal/vec_isa.h"
 #include "ferry/graph/dtype.h"
+#include "ferry/runtime/cpu_features.h"
 
 namespace ferry {
 namespace cpu_kernels_internal {
 
-// The instruction sets the row primitives have versions for, in order.
-enum class VecIsa { kPortable, kAvx2, kAvx512 };
-
-// Returns the best VecIsa this CPU (and OS) supports. Thread-safe.
-VecIsa BestIsa();
-// True when this CPU can run `isa`'s versions.
-bool IsaSupported(VecIsa isa);
-// Makes the row primitives use `isa` (which must be supported) instead of
-// BestIsa(), or BestIsa() again for nullopt. For tests that force each
-// path. Not thread-safe: call it only while no kernel runs.
-void ForceIsaForTesting(std::optional<VecIsa> isa);
-// Returns the VecIsa the row primitives use.
-VecIsa ActiveIsa();
+// Every Isa (runtime/cpu_features.h) has versions; kScalar's are the
+// portable ones. Makes the row primitives use `isa` (which must be supported)
+// instead of BestIsa(), or BestIsa() again for nullopt. For tests that force
+// each path. Not thread-safe: call it only while no kernel runs.
+void ForceIsaForTesting(std::optional<Isa> isa);
+// Returns the Isa the row primitives use.
+Isa ActiveIsa();
 
 // dst[i] = a[i] op b[i].
 void BinaryRow(BinaryOp op, const float* a, const float* b, float* dst,

@@ -19,7 +19,7 @@ namespace {
 // Forces the state's ISA for the benchmark's scope; false (and the run
 // skipped) when the CPU cannot run it.
 bool ForceIsa(benchmark::State& state) {
-  const auto isa = static_cast<VecIsa>(state.range(0));
+  const auto isa = static_cast<Isa>(state.range(0));
   if (!IsaSupported(isa)) {
     state.SkipWithError("this CPU lacks the ISA");
     return false;

@@ -58,19 +58,7 @@ std::vector<float> GuardedRow(int64_t n) {
   return std::vector<float>(static_cast<size_t>(n + kGuard), kGuardValue);
 }
 
-std::string IsaName(VecIsa isa) {
-  switch (isa) {
-    case VecIsa::kPortable:
-      return "portable";
-    case VecIsa::kAvx2:
-      return "avx2";
-    case VecIsa::kAvx512:
-      return "avx512";
-  }
-  return "?";
-}
-
-class VecIsaTest : public ::testing::TestWithParam<VecIsa> {
+class VecIsaTest : public ::testing::TestWithParam<Isa> {
  protected:
   void TearDown() override { ForceIsaForTesting(std::nullopt); }
 
@@ -81,7 +69,7 @@ class VecIsaTest : public ::testing::TestWithParam<VecIsa> {
   void Compare(const std::string& what, int64_t n, float tol, Fn fn) {
     std::vector<float> want = GuardedRow(n);
     std::vector<float> got = GuardedRow(n);
-    ForceIsaForTesting(VecIsa::kPortable);
+    ForceIsaForTesting(Isa::kScalar);
     fn(want.data());
     ForceIsaForTesting(GetParam());
     fn(got.data());
@@ -222,9 +210,9 @@ TEST_P(VecIsaTest, ConversionsMatchPortable) {
   }
 }
 
-std::vector<VecIsa> SupportedVectorIsas() {
-  std::vector<VecIsa> isas;
-  for (VecIsa isa : {VecIsa::kAvx2, VecIsa::kAvx512}) {
+std::vector<Isa> SupportedVectorIsas() {
+  std::vector<Isa> isas;
+  for (Isa isa : {Isa::kAvx2, Isa::kAvx512}) {
     if (IsaSupported(isa)) isas.push_back(isa);
   }
   return isas;
@@ -232,18 +220,18 @@ std::vector<VecIsa> SupportedVectorIsas() {
 
 INSTANTIATE_TEST_SUITE_P(EverySupportedIsa, VecIsaTest,
                          ::testing::ValuesIn(SupportedVectorIsas()),
-                         [](const ::testing::TestParamInfo<VecIsa>& info) {
-                           return IsaName(info.param);
+                         [](const ::testing::TestParamInfo<Isa>& info) {
+                           return std::string(IsaName(info.param));
                          });
 // A CPU with neither has no vector path to compare.
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(VecIsaTest);
 
 TEST(VecIsaSelectionTest, ForcingPicksThePathAndNulloptRestoresTheBest) {
-  ForceIsaForTesting(VecIsa::kPortable);
-  EXPECT_EQ(ActiveIsa(), VecIsa::kPortable);
+  ForceIsaForTesting(Isa::kScalar);
+  EXPECT_EQ(ActiveIsa(), Isa::kScalar);
   ForceIsaForTesting(std::nullopt);
   EXPECT_EQ(ActiveIsa(), BestIsa());
-  EXPECT_TRUE(IsaSupported(VecIsa::kPortable));
+  EXPECT_TRUE(IsaSupported(Isa::kScalar));
   // This machine kind has AVX2 at least (BUILD_ENV.md); say which ran.
   std::cout << "best row ISA: " << IsaName(BestIsa()) << "\n";
 }
