@@ -56,7 +56,7 @@ class CpuDevice final : public Device {
     return EventWaitMode::kDevice;
   }
   // "cpu/compute": time the backends spent computing graphs.
-  std::vector<EngineStats> engine_stats() const override;
+  std::vector<DeviceCounters> engine_stats() const override;
 
  private:
   friend class CpuBackend;
