@@ -62,12 +62,16 @@ enum class EventWaitMode : uint8_t {
 // What one of a device's engines (its compute engine, a copy engine) has
 // done since the device was made: a generic counter every program can
 // print without knowing the device's kind.
-struct EngineStats {
+struct DeviceCounters {
   std::string name;     // e.g. "sim0/compute", "cpu/compute".
   int64_t busy_ns = 0;  // Time spent working (modelled time for sims).
   int64_t ops = 0;      // Operations completed.
   int64_t bytes = 0;    // Bytes copied (copy engines).
 };
+// The old name, which collided with engine::EngineStats. Kept only while
+// backends/remote, examples and tests/{remote,sched} (edited in parallel)
+// move to DeviceCounters; remove it then.
+using EngineStats = DeviceCounters;
 
 // Thread-safe.
 class Device {
@@ -113,7 +117,7 @@ class Device {
   virtual EventWaitMode WaitMode(const Event& event) const;
 
   // Per-engine counters (empty when the device keeps none).
-  virtual std::vector<EngineStats> engine_stats() const { return {}; }
+  virtual std::vector<DeviceCounters> engine_stats() const { return {}; }
   // Adds to `into` the trace spans this device's engines recorded where
   // `into` cannot see them (a worker's, on another host), on `into`'s clock,
   // each once. Devices in this process record into the global recorder

@@ -14,7 +14,7 @@ constexpr std::array<DTypeTraits, kNumDTypes> kTraits = {{
     {"f16", 1, 2, true},
     {"bf16", 1, 2, true},
     {"i32", 1, 4, false},
-    // ggml's block formats (models/quant/block_formats.h).
+    // ggml's block formats (quant/block_formats.h).
     {"q4_0", 32, 18, false},
     {"q4_1", 32, 20, false},
     {"q5_0", 32, 22, false},

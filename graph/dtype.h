@@ -2,7 +2,7 @@
 //
 // Every dtype has a block size (elements per block) and a block's byte size:
 // for the plain types a block is one element; the quantized types are ggml's
-// 32-element block formats (layouts in models/quant/block_formats.h), so a
+// 32-element block formats (layouts in quant/block_formats.h), so a
 // row of ne0 elements takes ne0 / block_size * block_bytes bytes and ne0
 // must be a multiple of the block size. Only mul_mat (as the weight) and
 // get_rows (as the table) accept quantized tensors; other ops refuse them.

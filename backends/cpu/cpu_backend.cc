@@ -11,8 +11,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "ferry/backends/cpu/kernels/kernel_runner.h"
-#include "ferry/backends/cpu/kernels/kernels.h"
+#include "ferry/backends/host/kernels/kernel_runner.h"
+#include "ferry/backends/host/kernels/kernels.h"
 #include "ferry/backends/node_snapshot.h"
 #include "ferry/backends/registry.h"
 #include "ferry/graph/graph.h"
@@ -132,8 +132,8 @@ absl::Status CpuDevice::CheckOp(const Tensor& node) const {
   return cpu_kernels::CheckSupported(node);
 }
 
-std::vector<EngineStats> CpuDevice::engine_stats() const {
-  EngineStats compute;
+std::vector<DeviceCounters> CpuDevice::engine_stats() const {
+  DeviceCounters compute;
   compute.name = "cpu/compute";
   compute.busy_ns = compute_ns_.load(std::memory_order_relaxed);
   compute.ops = compute_ops_.load(std::memory_order_relaxed);

@@ -1,7 +1,7 @@
 // The CPU device and backend.
 //
 // CpuDevice is the host: 64-byte-aligned host buffers, every op the CPU
-// kernels implement (backends/cpu/kernels), and host pointers usable in
+// kernels implement (backends/host/kernels), and host pointers usable in
 // place. CpuBackend is a stream: work is queued and runs in order on a
 // team of `threads` threads with a barrier between nodes, as ggml's CPU
 // backend does. The stream's worker runs it once an event is recorded, so a
@@ -56,7 +56,7 @@ class CpuDevice final : public Device {
     return EventWaitMode::kDevice;
   }
   // "cpu/compute": time the backends spent computing graphs.
-  std::vector<EngineStats> engine_stats() const override;
+  std::vector<DeviceCounters> engine_stats() const override;
 
  private:
   friend class CpuBackend;

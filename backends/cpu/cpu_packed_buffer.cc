@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "ferry/backends/cpu/internal/packed_layout.h"
+#include "ferry/backends/host/internal/packed_layout.h"
 #include "ferry/backends/host_buffer.h"
 
 namespace ferry {
@@ -27,22 +27,6 @@ absl::Status RefuseView(const Tensor& tensor, absl::string_view what) {
 }
 
 }  // namespace
-
-bool StoredPacked(const Tensor& tensor) {
-  return tensor.view_src == nullptr && tensor.IsContiguous() &&
-         PackedLayout::Packable(tensor.dtype, tensor.ne);
-}
-
-PackedState GetPackedState(const Tensor& tensor) {
-  const Tensor& owner = tensor.view_src != nullptr ? *tensor.view_src : tensor;
-  if (!HasPresetMemory(owner) || owner.buffer == nullptr ||
-      dynamic_cast<const CpuPackedBuffer*>(owner.buffer) == nullptr ||
-      !StoredPacked(owner)) {
-    return PackedState::kPlain;
-  }
-  return tensor.view_src != nullptr ? PackedState::kViewOfPacked
-                                    : PackedState::kPacked;
-}
 
 size_t CpuPackedBufferType::AllocSize(const Tensor& tensor) const {
   if (StoredPacked(tensor)) return LayoutOf(tensor).PackedBytes();

@@ -1,5 +1,5 @@
 // The CPU's buffer type for weights: matrices stored in the GEMM's panel
-// layout (backends/cpu/internal/packed_layout.h), packed once when they are
+// layout (backends/host/internal/packed_layout.h), packed once when they are
 // set instead of on every mul_mat, as ggml's CPU "repack" extra buffer types
 // do for quantized weights.
 //
@@ -38,6 +38,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "ferry/backends/buffer.h"
+#include "ferry/backends/host/packed_state.h"
 #include "ferry/graph/tensor.h"
 
 namespace ferry {
@@ -61,9 +62,10 @@ class CpuPackedBufferType final : public BufferType {
   Device* device_;
 };
 
-// Host memory holding tensors in the layout StoredPacked says.
-// Thread-compatible: concurrent transfers into disjoint tensors are safe.
-class CpuPackedBuffer final : public Buffer {
+// Host memory holding tensors in the layout StoredPacked
+// (backends/host/packed_state.h) says. Thread-compatible: concurrent
+// transfers into disjoint tensors are safe.
+class CpuPackedBuffer final : public PackedHostBuffer {
  public:
   ~CpuPackedBuffer() override;
 
@@ -80,25 +82,8 @@ class CpuPackedBuffer final : public Buffer {
  private:
   friend class CpuPackedBufferType;
   CpuPackedBuffer(BufferType* type, void* base, size_t size)
-      : Buffer(type, base, size) {}
+      : PackedHostBuffer(type, base, size) {}
 };
-
-// True when `tensor`, placed in a CpuPackedBuffer, is stored packed: it is
-// not a view, it is contiguous, and PackedLayout::Packable accepts its dtype
-// and shape.
-bool StoredPacked(const Tensor& tensor);
-
-// How the CPU kernels must see a tensor's memory.
-enum class PackedState {
-  kPlain,         // Row-major at `data` (any buffer).
-  kPacked,        // Panels at `data` (PackedLayout of its dtype and ne).
-  kViewOfPacked,  // A view into a packed tensor: no kernel can read it.
-};
-
-// Returns how `tensor` is stored. Looks at a buffer only when the tensor (or
-// its view source) has memory its owner placed, since a graph allocator's
-// placement may point at a freed buffer (see HasPresetMemory).
-PackedState GetPackedState(const Tensor& tensor);
 
 }  // namespace ferry
 

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "ferry/backends/buffer.h"
-#include "ferry/backends/cpu/internal/packed_layout.h"
+#include "ferry/backends/host/internal/packed_layout.h"
 #include "ferry/backends/host_buffer.h"
 #include "ferry/graph/context.h"
 #include "ferry/graph/ops.h"

@@ -6,7 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "ferry/backends/cpu/kernels/kernels.h"
+#include "ferry/backends/host/kernels/kernels.h"
 #include "ferry/backends/node_snapshot.h"
 #include "ferry/backends/sim/internal/sim_memory.h"
 #include "ferry/graph/graph.h"

@@ -10,7 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "ferry/backends/cpu/kernels/kernels.h"
+#include "ferry/backends/host/kernels/kernels.h"
 #include "ferry/backends/registry.h"
 #include "ferry/backends/sim/internal/sim_backend.h"
 #include "ferry/backends/sim/internal/sim_engine.h"
@@ -338,11 +338,11 @@ SimEngineStats SimDevice::stats(SimEngineKind kind) const {
   return engine(kind).stats();
 }
 
-std::vector<EngineStats> SimDevice::engine_stats() const {
-  std::vector<EngineStats> out;
+std::vector<DeviceCounters> SimDevice::engine_stats() const {
+  std::vector<DeviceCounters> out;
   for (int i = 0; i < kNumSimEngines; ++i) {
     const SimEngineStats s = stats(static_cast<SimEngineKind>(i));
-    EngineStats e;
+    DeviceCounters e;
     e.name = engines_[static_cast<size_t>(i)]->name();
     e.busy_ns = s.busy_ns;
     e.ops = s.ops;

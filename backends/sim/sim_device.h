@@ -150,7 +150,7 @@ class SimDevice final : public Device {
 
   SimEngineStats stats(SimEngineKind kind) const;
   // The same for every engine, as generic counters (modelled busy time).
-  std::vector<EngineStats> engine_stats() const override;
+  std::vector<DeviceCounters> engine_stats() const override;
   int64_t ClockNanos() const override { return ModelNowNanos(); }
   // Its engines hold later work for any event: device-side.
   EventWaitMode WaitMode(const Event&) const override {

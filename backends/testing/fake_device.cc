@@ -6,8 +6,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "ferry/backends/cpu/kernels/kernel_runner.h"
-#include "ferry/backends/cpu/kernels/kernels.h"
+#include "ferry/backends/host/kernels/kernel_runner.h"
+#include "ferry/backends/host/kernels/kernels.h"
 #include "ferry/backends/node_snapshot.h"
 #include "ferry/graph/op.h"
 #include "ferry/runtime/status_macros.h"

@@ -14,9 +14,9 @@
 #include "ferry/graph/dtype.h"
 #include "ferry/graph/op.h"
 #include "ferry/graph/ops.h"
-#include "ferry/models/quant/dequantize.h"
-#include "ferry/models/quant/quant_dtype.h"
-#include "ferry/models/quant/quantize.h"
+#include "ferry/quant/dequantize.h"
+#include "ferry/quant/quant_dtype.h"
+#include "ferry/quant/quantize.h"
 #include "ferry/runtime/status_macros.h"
 
 namespace ferry::testing {

@@ -10,7 +10,7 @@
 // the evaluator computes on their dequantized values (in f32 b is used as
 // it is, without the 8-bit rounding of activations that quantized kernels
 // do); FillRandom and WriteTensor quantize each row with the reference
-// quantizer (models/quant/quantize.h) and ReadTensor dequantizes.
+// quantizer (quant/quantize.h) and ReadTensor dequantizes.
 #ifndef FERRY_GRAPH_TESTING_REFERENCE_H_
 #define FERRY_GRAPH_TESTING_REFERENCE_H_
 

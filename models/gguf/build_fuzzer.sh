@@ -17,7 +17,7 @@ clang++ -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined \
   "$root/models/gguf/gguf_source.cc" \
   "$root/models/gguf/gguf_value.cc" \
   "$root/models/gguf/llama_hparams.cc" \
-  "$root/models/quant/quant_type.cc" \
+  "$root/quant/quant_type.cc" \
   "$root/runtime/file.cc" \
   $(pkg-config --libs absl_status absl_statusor absl_strings absl_str_format \
     absl_raw_hash_set absl_hash) \

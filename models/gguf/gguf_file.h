@@ -34,7 +34,7 @@
 #include "absl/types/span.h"
 #include "ferry/models/gguf/gguf_source.h"
 #include "ferry/models/gguf/gguf_value.h"
-#include "ferry/models/quant/quant_type.h"
+#include "ferry/quant/quant_type.h"
 #include "ferry/runtime/file.h"
 
 namespace ferry::gguf {

@@ -12,7 +12,7 @@
 #include "ferry/models/gguf/gguf_tensor_reader.h"
 #include "ferry/models/gguf/llama_hparams.h"
 #include "ferry/models/gguf/testing/smollm2.h"
-#include "ferry/models/quant/dequantize.h"
+#include "ferry/quant/dequantize.h"
 #include "ferry/runtime/io_reactor.h"
 #include "ferry/runtime/status_matchers.h"
 #include "ferry/runtime/sync_wait.h"

@@ -13,9 +13,9 @@
 #include "ferry/graph/ops.h"
 #include "ferry/models/gguf/gguf_tensor_reader.h"
 #include "ferry/models/gguf/llama_hparams.h"
-#include "ferry/models/quant/dequantize.h"
-#include "ferry/models/quant/quant_dtype.h"
-#include "ferry/models/quant/quantize.h"
+#include "ferry/quant/dequantize.h"
+#include "ferry/quant/quant_dtype.h"
+#include "ferry/quant/quantize.h"
 #include "ferry/runtime/status_macros.h"
 #include "ferry/runtime/sync_wait.h"
 

@@ -13,7 +13,7 @@
 #include "ferry/alloc/testing/alloc_checker.h"
 #include "ferry/alloc/testing/random_graph.h"
 #include "ferry/alloc/weights.h"
-#include "ferry/backends/cpu/kernels/kernel_runner.h"
+#include "ferry/backends/host/kernels/kernel_runner.h"
 #include "ferry/backends/host_buffer.h"
 #include "ferry/graph/graph.h"
 #include "ferry/graph/testing/reference.h"

@@ -265,11 +265,11 @@ TEST_P(ComputeConformanceTest, EngineBusyTimeFitsInTheDeviceClock) {
   Place(graph);
   Write(*w, Iota(128 * 128, 1e-4f));
   Write(*x, Iota(128 * 16, 1e-3f));
-  const std::vector<EngineStats> before = device.engine_stats();
+  const std::vector<DeviceCounters> before = device.engine_stats();
   const int64_t start = device.ClockNanos();
   FERRY_ASSERT_OK(backend().Compute(graph));
   const int64_t end = device.ClockNanos();
-  const std::vector<EngineStats> after = device.engine_stats();
+  const std::vector<DeviceCounters> after = device.engine_stats();
   ASSERT_GE(end, start);
   ASSERT_EQ(after.size(), before.size());
   int64_t ops = 0;

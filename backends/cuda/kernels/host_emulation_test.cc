@@ -15,10 +15,10 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "ferry/backends/cpu/kernels/kernels.h"
 #include "ferry/backends/cuda/kernels/cuda_kernels.h"
 #include "ferry/backends/cuda/kernels/internal/kernel_test_cases.h"
 #include "ferry/backends/cuda/kernels/internal/node_args.h"
+#include "ferry/backends/host/kernels/kernels.h"
 #include "ferry/graph/context.h"
 #include "ferry/graph/graph.h"
 #include "ferry/graph/op.h"

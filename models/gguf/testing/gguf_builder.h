@@ -11,7 +11,7 @@
 
 #include "absl/strings/string_view.h"
 #include "ferry/models/gguf/gguf_value.h"
-#include "ferry/models/quant/quant_type.h"
+#include "ferry/quant/quant_type.h"
 
 namespace ferry::gguf::testing {
 

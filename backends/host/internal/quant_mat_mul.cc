@@ -1,0 +1,249 @@
+#include "ferry/backends/host/internal/quant_mat_mul.h"
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+
+#include "ferry/backends/host/internal/mat_mul.h"
+#include "ferry/backends/host/internal/mat_mul_impl.h"
+#include "ferry/backends/host/internal/packed_layout.h"
+#include "ferry/backends/host/internal/quant_tile.h"
+#include "ferry/backends/host/vec_dot.h"
+#include "ferry/quant/dequantize.h"
+#include "ferry/quant/quantize.h"
+
+namespace ferry {
+namespace cpu_internal {
+namespace {
+
+// Weight rows per claimed unit in the weight-row split.
+constexpr int64_t kRowUnit = 16;
+// Activation bytes a token run may occupy: the run stays in L1 while every
+// weight row streams past it once.
+constexpr int64_t kRunBytes = 16 << 10;
+constexpr int64_t kMaxRunRows = 16;
+
+// Bytes of f32 weight rows dequantized at once for the GEMM (per thread):
+// each run packs b again, so runs are long (4 MiB measured 4% faster than
+// 1 MiB on SmolLM2's 128-token prompt).
+constexpr int64_t kGemmPanelBytes = 4 << 20;
+
+// Weights of at least this many rows are dequantized straight into the
+// GEMM's panel layout (packed_layout.h) in runs of whole panels, which
+// spares the GEMM packing them again; smaller ones (k/v projections) into
+// rows, in runs of 16 rows so that threads split them evenly.
+bool GemmPacked(int64_t m) { return m >= kMinUnalignedPackedRows; }
+
+int64_t GemmRowUnit(int64_t m) { return GemmPacked(m) ? kPanelWidth : 16; }
+
+int64_t GemmRunRows(int64_t m, int64_t k) {
+  const int64_t unit = GemmRowUnit(m);
+  const int64_t rows =
+      kGemmPanelBytes / (k * static_cast<int64_t>(sizeof(float)));
+  return std::max(unit, rows / unit * unit);
+}
+
+// Rows dequantized at once before they are interleaved into a panel:
+// each column's kGroupRows values then go out as one contiguous write.
+constexpr int64_t kGroupRows = 8;
+
+// Scratch of the GEMM path: a run's panel plus a group of rows.
+size_t GemmScratchBytes(int64_t m, int64_t k) {
+  return static_cast<size_t>((GemmRunRows(m, k) + kGroupRows) * k) *
+         sizeof(float);
+}
+
+// The GEMM path: weight rows [rows.begin, rows.end) dequantized into
+// `panel` a run at a time, each run multiplied by all of b.
+void DequantizedGemm(const QuantMatMulArgs& args, Range rows, float* panel) {
+  const bool packed = GemmPacked(args.m);
+  const int64_t run = GemmRunRows(args.m, args.k);
+  const int64_t k = args.k;
+  float* group = panel + run * k;
+  const auto* a = static_cast<const std::byte*>(args.a);
+  for (int64_t r0 = rows.begin; r0 < rows.end; r0 += run) {
+    const int64_t r1 = std::min(rows.end, r0 + run);
+    // Cannot fail below: the type has a dequantizer, k whole blocks.
+    if (!packed) {
+      for (int64_t i = r0; i < r1; ++i) {
+        (void)quant::DequantizeRow(args.a_type, a + i * args.a_row_bytes,
+                                   panel + (i - r0) * k, k);
+      }
+    }
+    // Packed: element (l, r) of the run at (r / W) * W * k + l * W + r % W;
+    // groups of kGroupRows rows never straddle a panel (W is a multiple).
+    for (int64_t g = r0; packed && g < r1; g += kGroupRows) {
+      const int64_t count = std::min(kGroupRows, r1 - g);
+      for (int64_t q = 0; q < count; ++q) {
+        (void)quant::DequantizeRow(args.a_type, a + (g + q) * args.a_row_bytes,
+                                   group + q * k, k);
+      }
+      const int64_t r = g - r0;
+      float* column =
+          panel + (r / kPanelWidth) * kPanelWidth * k + r % kPanelWidth;
+      for (int64_t l = 0; l < k; ++l) {
+        for (int64_t q = 0; q < count; ++q) {
+          column[l * kPanelWidth + q] = group[q * k + l];
+        }
+      }
+    }
+    MatMulArgs gemm;
+    gemm.a_type = DType::kF32;
+    gemm.a = panel;
+    gemm.lda = k;
+    gemm.a_packed = packed;
+    gemm.b = args.b;
+    gemm.ldb = args.ldb;
+    gemm.dst = args.dst + r0;
+    gemm.ldc = args.ldc;
+    gemm.m = r1 - r0;
+    gemm.n = args.n;
+    gemm.k = k;
+    MatMul(gemm, 0, 1);
+  }
+}
+
+quant::QuantType ActivationType(quant::QuantType a_type) {
+  // Every block dtype the graph has takes a kernel (kWeightTypes in
+  // kernels.cc); quant_mat_mul_test checks each with QuantMatMulSupports.
+  return quant::VecDotActivationType(a_type).value_or(quant::QuantType::kQ8_0);
+}
+
+// Tokens quantized and multiplied at once in the token split.
+int64_t RunRows(int64_t act_row_bytes) {
+  return std::clamp(kRunBytes / act_row_bytes, int64_t{1}, kMaxRunRows);
+}
+
+// Tiles for 2 tokens or more, where the type has them.
+QuantTileFn Tiles(quant::QuantType a_type, int64_t n, Isa isa) {
+  return n >= 2 ? FindQuantTile(a_type, isa) : nullptr;
+}
+
+// Tiles read each weight row once for all tokens: threads split the rows,
+// so no weight is read twice.
+bool SplitTokens(quant::QuantType a_type, int64_t n, int nth, Isa isa) {
+  return nth > 1 && n >= kMinTokenSplitRows * nth &&
+         Tiles(a_type, n, isa) == nullptr;
+}
+
+// Quantizes b rows [begin, end) into `act`, one act_row_bytes apart.
+void QuantizeRows(const QuantMatMulArgs& args, quant::QuantType act_type,
+                  int64_t act_row_bytes, int64_t begin, int64_t end,
+                  std::byte* act) {
+  for (int64_t j = begin; j < end; ++j) {
+    // Cannot fail: k is a whole number of blocks and the type has a
+    // quantizer (the kernel's CheckSupported admits no other type).
+    (void)quant::QuantizeRow(act_type, args.b + j * args.ldb,
+                             act + (j - begin) * act_row_bytes, args.k);
+  }
+}
+
+// dst[j][i] for weight rows [rows.begin, rows.end) and tokens [tokens.begin,
+// tokens.end), whose activations are at `act`. Weight rows outer: each is
+// read once while the activations stay in cache.
+void Dots(const QuantMatMulArgs& args, quant::VecDotFn dot, Range rows,
+          Range tokens, const std::byte* act, int64_t act_row_bytes) {
+  const auto* a = static_cast<const std::byte*>(args.a);
+  for (int64_t i = rows.begin; i < rows.end; ++i) {
+    const std::byte* w = a + i * args.a_row_bytes;
+    float* d = args.dst + i;
+    for (int64_t j = tokens.begin; j < tokens.end; ++j) {
+      d[j * args.ldc] =
+          dot(w, act + (j - tokens.begin) * act_row_bytes, args.k);
+    }
+  }
+}
+
+}  // namespace
+
+bool QuantMatMulSupports(quant::QuantType type) {
+  const quant::QuantTypeInfo& info = quant::GetQuantTypeInfo(type);
+  return info.block_size > 1 && quant::VecDotActivationType(type).ok() &&
+         quant::FindVecDot(type, Isa::kScalar) != nullptr;
+}
+
+size_t QuantMatMulScratchBytes(quant::QuantType a_type, int64_t m, int64_t n,
+                               int64_t k, int nth, int64_t min_gemm_tokens) {
+  if (n >= min_gemm_tokens) {
+    return GemmScratchBytes(m, k);
+  }
+  const int64_t act_row_bytes = quant::RowBytes(ActivationType(a_type), k);
+  const int64_t rows =
+      SplitTokens(a_type, n, nth, quant::PreferredIsa(a_type))
+          ? RunRows(act_row_bytes)
+          : n;
+  return static_cast<size_t>(rows * act_row_bytes);
+}
+
+void QuantMatMul(const QuantMatMulArgs& args, int ith, int nth, void* scratch,
+                 Isa isa) {
+  if (args.n >= args.min_gemm_tokens) {
+    auto* panel = static_cast<float*>(scratch);
+    if (args.next == nullptr) {
+      return DequantizedGemm(
+          args, PartitionRange(args.m, GemmRowUnit(args.m), ith, nth), panel);
+    }
+    for (;;) {
+      const Range rows =
+          ClaimColumns(*args.next, args.m, GemmRowUnit(args.m), 1, nth);
+      if (rows.size() == 0) return;
+      DequantizedGemm(args, rows, panel);
+    }
+  }
+  const quant::VecDotFn dot = quant::FindVecDot(args.a_type, isa);
+  const quant::QuantType act_type = ActivationType(args.a_type);
+  const int64_t act_row_bytes = quant::RowBytes(act_type, args.k);
+  auto* act = static_cast<std::byte*>(scratch);
+  if (SplitTokens(args.a_type, args.n, nth, isa)) {
+    const int64_t run = RunRows(act_row_bytes);
+    const auto compute = [&](Range tokens) {
+      for (int64_t j = tokens.begin; j < tokens.end; j += run) {
+        const Range chunk{j, std::min(tokens.end, j + run)};
+        QuantizeRows(args, act_type, act_row_bytes, chunk.begin, chunk.end,
+                     act);
+        Dots(args, dot, Range{0, args.m}, chunk, act, act_row_bytes);
+      }
+    };
+    if (args.next == nullptr) {
+      return compute(PartitionRange(args.n, run, ith, nth));
+    }
+    for (;;) {
+      const Range tokens = ClaimColumns(*args.next, args.n, run, 1, nth);
+      if (tokens.size() == 0) return;
+      compute(tokens);
+    }
+  }
+  // Few tokens: every thread quantizes all of them, threads split rows.
+  QuantizeRows(args, act_type, act_row_bytes, 0, args.n, act);
+  const Range tokens{0, args.n};
+  const QuantTileFn tiles = Tiles(args.a_type, args.n, isa);
+  const QuantTileArgs tile_args{static_cast<const std::byte*>(args.a),
+                                args.a_row_bytes,
+                                act,
+                                act_row_bytes,
+                                args.dst,
+                                args.ldc,
+                                args.k};
+  const auto compute = [&](Range rows) {
+    if (tiles != nullptr) {
+      tiles(tile_args, rows.begin, rows.end, tokens.begin, tokens.end);
+    } else {
+      Dots(args, dot, rows, tokens, act, act_row_bytes);
+    }
+  };
+  if (args.next == nullptr) {
+    return compute(PartitionRange(args.m, kRowUnit, ith, nth));
+  }
+  for (;;) {
+    const Range rows = ClaimColumns(*args.next, args.m, kRowUnit, 1, nth);
+    if (rows.size() == 0) return;
+    compute(rows);
+  }
+}
+
+void QuantMatMul(const QuantMatMulArgs& args, int ith, int nth, void* scratch) {
+  QuantMatMul(args, ith, nth, scratch, quant::PreferredIsa(args.a_type));
+}
+
+}  // namespace cpu_internal
+}  // namespace ferry

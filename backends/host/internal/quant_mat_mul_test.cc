@@ -1,0 +1,242 @@
+#include "ferry/backends/host/internal/quant_mat_mul.h"
+
+#include <atomic>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "ferry/backends/host/vec_dot.h"
+#include "ferry/graph/dtype.h"
+#include "ferry/quant/block_formats.h"
+#include "ferry/quant/dequantize.h"
+#include "ferry/quant/quant_type.h"
+#include "ferry/quant/quantize.h"
+#include "ferry/runtime/cpu_features.h"
+#include "gtest/gtest.h"
+
+namespace ferry {
+namespace cpu_internal {
+namespace {
+
+using quant::QuantType;
+
+constexpr float kSentinel = -12345.0f;
+
+struct Shape {
+  int64_t m;
+  int64_t n;
+  int64_t k;
+};
+
+// Rows of `rows` x `k` uniform values in [-1, 1) quantized to `type`, with
+// their dequantized values (what the kernel's products stand for).
+struct QuantRows {
+  std::vector<std::byte> bytes;
+  std::vector<float> values;
+  int64_t row_bytes;
+};
+
+QuantRows Quantize(QuantType type, const std::vector<float>& x, int64_t rows,
+                   int64_t k) {
+  QuantRows q;
+  q.row_bytes = quant::RowBytes(type, k);
+  q.bytes.resize(static_cast<size_t>(rows * q.row_bytes));
+  q.values.resize(x.size());
+  for (int64_t r = 0; r < rows; ++r) {
+    EXPECT_TRUE(quant::QuantizeRow(type, x.data() + r * k,
+                                   q.bytes.data() + r * q.row_bytes, k)
+                    .ok());
+    EXPECT_TRUE(quant::DequantizeRow(type, q.bytes.data() + r * q.row_bytes,
+                                     q.values.data() + r * k, k)
+                    .ok());
+  }
+  return q;
+}
+
+// For weights with a minimum (q4_1, q5_1: x = d q + m), vec_dot adds each
+// block's m times the activation block's stored s (f16 of d * sum(q))
+// instead of m times the sum of its dequantized values: the difference,
+// which the dequantized product lacks.
+double MinTermCorrection(QuantType type, const QuantRows& a,
+                         const QuantRows& act, int64_t i, int64_t j,
+                         int64_t k) {
+  if (type != QuantType::kQ4_1 && type != QuantType::kQ5_1) return 0;
+  double correction = 0;
+  const int64_t w_block = quant::BlockBytes(type);
+  for (int64_t blk = 0; blk < k / quant::kQK; ++blk) {
+    // Both types start with f16 d, f16 m; q8_1 with f16 d, f16 s.
+    Half m, s;
+    std::memcpy(&m, a.bytes.data() + i * a.row_bytes + blk * w_block + 2, 2);
+    std::memcpy(&s,
+                act.bytes.data() + j * act.row_bytes +
+                    blk * static_cast<int64_t>(sizeof(quant::BlockQ8_1)) + 2,
+                2);
+    double act_sum = 0;
+    for (int64_t l = blk * quant::kQK; l < (blk + 1) * quant::kQK; ++l) {
+      act_sum += act.values[j * k + l];
+    }
+    correction += F16ToF32(m) * (F16ToF32(s) - act_sum);
+  }
+  return correction;
+}
+
+std::vector<float> Uniform(size_t size, std::mt19937& rng) {
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> v(size);
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+// Runs QuantMatMul on nth threads (each with its own scratch), optionally
+// sharing a work counter, and returns dst (n rows of ldc = m + 3 floats).
+std::vector<float> RunThreads(const QuantMatMulArgs& base, int nth,
+                              bool counter, Isa isa) {
+  QuantMatMulArgs args = base;
+  std::vector<float> dst(static_cast<size_t>(args.n * args.ldc), kSentinel);
+  args.dst = dst.data();
+  std::atomic<int64_t> next{0};
+  if (counter) args.next = &next;
+  const size_t scratch = QuantMatMulScratchBytes(
+      args.a_type, args.m, args.n, args.k, nth, args.min_gemm_tokens);
+  // 64-byte aligned, as the CPU kernels' scratch slices are.
+  struct AlignedFree {
+    void operator()(std::byte* p) const { std::free(p); }
+  };
+  std::vector<std::unique_ptr<std::byte, AlignedFree>> scratches;
+  for (int i = 0; i < nth; ++i) {
+    scratches.emplace_back(static_cast<std::byte*>(
+        std::aligned_alloc(64, (scratch + 63) / 64 * 64)));
+  }
+  std::vector<std::thread> threads;
+  for (int i = 1; i < nth; ++i) {
+    threads.emplace_back([&, i] {
+      QuantMatMul(args, i, nth, scratches[static_cast<size_t>(i)].get(), isa);
+    });
+  }
+  QuantMatMul(args, 0, nth, scratches[0].get(), isa);
+  for (std::thread& t : threads) t.join();
+  return dst;
+}
+
+using Param = std::tuple<QuantType, Isa>;
+
+class QuantMatMulTest : public ::testing::TestWithParam<Param> {};
+
+// Every output equals the dot product of the dequantized weight row with the
+// activation row (rounded to the vec_dot format below kMinGemmTokens), up
+// to float summation order (relative to the sum of |products|); padding of
+// dst is left alone. Shapes: one token (GEMV), 2-7 tokens (weight-row
+// split), 16 (token split), 32-512 (dequantized GEMM); k = 32 * odd, so not
+// a multiple of any SIMD width's blocks.
+TEST_P(QuantMatMulTest, MatchesDequantizedProducts) {
+  const auto [type, isa] = GetParam();
+  if (!IsaSupported(isa)) {
+    GTEST_SKIP() << IsaName(isa) << " unsupported here";
+  }
+  const QuantType act_type = *quant::VecDotActivationType(type);
+  std::mt19937 rng(7);
+  for (const Shape& s :
+       {Shape{1, 1, 32}, Shape{37, 1, 576}, Shape{64, 2, 96}, Shape{33, 7, 160},
+        Shape{17, 16, 224}, Shape{48, 32, 96}, Shape{19, 100, 160},
+        Shape{40, 512, 96}, Shape{520, 64, 64}}) {
+    // m >= 512 only changes the GEMM path (panels), which has no quant ISA.
+    if (s.m >= 512 && isa != Isa::kScalar) continue;
+    const QuantRows a =
+        Quantize(type, Uniform(static_cast<size_t>(s.m * s.k), rng), s.m, s.k);
+    // b with a row stride beyond k, to check ldb is used.
+    const int64_t ldb = s.k + 5;
+    std::vector<float> b = Uniform(static_cast<size_t>(s.n * ldb), rng);
+    std::vector<float> b_rows;
+    for (int64_t j = 0; j < s.n; ++j) {
+      b_rows.insert(b_rows.end(), b.begin() + j * ldb,
+                    b.begin() + j * ldb + s.k);
+    }
+    const QuantRows act = Quantize(act_type, b_rows, s.n, s.k);
+    QuantMatMulArgs args;
+    args.a_type = type;
+    args.a = a.bytes.data();
+    args.a_row_bytes = a.row_bytes;
+    args.b = b.data();
+    args.ldb = ldb;
+    args.ldc = s.m + 3;
+    args.m = s.m;
+    args.n = s.n;
+    args.k = s.k;
+    // Many tokens: the GEMM path, and the vec_dot path forced. The vec_dot
+    // path multiplies by b rounded to act_type, the GEMM path by b itself.
+    for (const bool gemm : {false, true}) {
+      if (gemm && s.n < kMinGemmTokens) continue;
+      args.min_gemm_tokens =
+          gemm ? kMinGemmTokens : std::numeric_limits<int64_t>::max();
+      const std::vector<float>& b_values = gemm ? b_rows : act.values;
+      for (int nth : {1, 2, 3}) {
+        for (bool counter : {false, true}) {
+          SCOPED_TRACE(absl::StrCat("m=", s.m, " n=", s.n, " k=", s.k, " nth=",
+                                    nth, " counter=", counter, " gemm=", gemm));
+          const std::vector<float> dst = RunThreads(args, nth, counter, isa);
+          int bad = 0;
+          for (int64_t j = 0; j < s.n; ++j) {
+            for (int64_t i = 0; i < args.ldc; ++i) {
+              const float got = dst[static_cast<size_t>(j * args.ldc + i)];
+              if (i >= s.m) {
+                bad += got != kSentinel;
+                continue;
+              }
+              double want = 0, scale = 0;
+              for (int64_t l = 0; l < s.k; ++l) {
+                const double p = static_cast<double>(a.values[i * s.k + l]) *
+                                 b_values[j * s.k + l];
+                want += p;
+                scale += std::fabs(p);
+              }
+              if (!gemm) want += MinTermCorrection(type, a, act, i, j, s.k);
+              // Fails on NaN: the comparison is false.
+              if (!(std::fabs(got - want) <= 2e-5 * scale + 1e-6)) {
+                if (++bad <= 3) {
+                  ADD_FAILURE() << "dst[" << j << "][" << i << "] = " << got
+                                << ", want " << want;
+                }
+              }
+            }
+          }
+          EXPECT_EQ(bad, 0);
+        }
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    TypesAndIsas, QuantMatMulTest,
+    ::testing::Combine(
+        ::testing::Values(QuantType::kQ4_0, QuantType::kQ4_1, QuantType::kQ5_0,
+                          QuantType::kQ5_1, QuantType::kQ8_0),
+        ::testing::Values(Isa::kScalar, Isa::kAvx2, Isa::kAvx512)),
+    [](const ::testing::TestParamInfo<Param>& info) {
+      return absl::StrCat(quant::QuantTypeName(std::get<0>(info.param)), "_",
+                          IsaName(std::get<1>(info.param)));
+    });
+
+TEST(QuantMatMulSupportsTest, BlockTypesWithKernelsOnly) {
+  // Every block dtype of the graph (the CPU kernels admit exactly these).
+  for (QuantType t : {QuantType::kQ4_0, QuantType::kQ4_1, QuantType::kQ5_0,
+                      QuantType::kQ5_1, QuantType::kQ8_0}) {
+    EXPECT_TRUE(QuantMatMulSupports(t)) << quant::QuantTypeName(t);
+  }
+  EXPECT_FALSE(QuantMatMulSupports(QuantType::kF32));
+  EXPECT_FALSE(QuantMatMulSupports(QuantType::kQ4_K));
+}
+
+}  // namespace
+}  // namespace cpu_internal
+}  // namespace ferry

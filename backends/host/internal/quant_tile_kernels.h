@@ -1,0 +1,36 @@
+// The tile kernels' operands and the per-ISA tables behind FindQuantTile
+// (quant_tile.h).
+#ifndef FERRY_BACKENDS_HOST_INTERNAL_QUANT_TILE_KERNELS_H_
+#define FERRY_BACKENDS_HOST_INTERNAL_QUANT_TILE_KERNELS_H_
+
+#include <cstddef>
+#include <cstdint>
+
+#include "ferry/quant/quant_type.h"
+
+namespace ferry {
+namespace cpu_internal {
+
+struct QuantTileArgs {
+  const std::byte* w = nullptr;  // Weight rows, w_row_bytes apart.
+  int64_t w_row_bytes = 0;
+  const std::byte* act = nullptr;  // Quantized activation rows.
+  int64_t act_row_bytes = 0;
+  float* dst = nullptr;  // dst[j * ldc + i] for weight row i, token j.
+  int64_t ldc = 0;
+  int64_t k = 0;  // Elements per row, a multiple of 32.
+};
+
+// Computes dst for weight rows [row_begin, row_end) and activation rows
+// [token_begin, token_end). Pure: thread-safe for disjoint dst.
+using QuantTileFn = void (*)(const QuantTileArgs& args, int64_t row_begin,
+                             int64_t row_end, int64_t token_begin,
+                             int64_t token_end);
+
+// Compiled with AVX2 + FMA + F16C; nullptr for types without a tile.
+QuantTileFn Avx2QuantTile(quant::QuantType weight);
+
+}  // namespace cpu_internal
+}  // namespace ferry
+
+#endif  // FERRY_BACKENDS_HOST_INTERNAL_QUANT_TILE_KERNELS_H_

@@ -1,0 +1,18 @@
+// Per-ISA tables of vec_dot kernels (each ISA's file is compiled with its
+// own target flags; vec_dot.cc picks one at run time).
+#ifndef FERRY_BACKENDS_HOST_INTERNAL_VEC_DOT_KERNELS_H_
+#define FERRY_BACKENDS_HOST_INTERNAL_VEC_DOT_KERNELS_H_
+
+#include "ferry/backends/host/vec_dot.h"
+#include "ferry/quant/quant_type.h"
+
+namespace ferry::quant::quant_internal {
+
+// Each returns the kernel for `weight`, or nullptr if that ISA has none.
+VecDotFn ScalarVecDot(QuantType weight);
+VecDotFn Avx2VecDot(QuantType weight);
+VecDotFn Avx512VecDot(QuantType weight);
+
+}  // namespace ferry::quant::quant_internal
+
+#endif  // FERRY_BACKENDS_HOST_INTERNAL_VEC_DOT_KERNELS_H_

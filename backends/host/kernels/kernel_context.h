@@ -1,0 +1,37 @@
+// KernelContext: what the CPU op kernels get besides the node and their
+// thread index: per-thread scratch memory and a shared work counter.
+#ifndef FERRY_BACKENDS_HOST_KERNELS_KERNEL_CONTEXT_H_
+#define FERRY_BACKENDS_HOST_KERNELS_KERNEL_CONTEXT_H_
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+namespace ferry {
+namespace cpu_kernels {
+
+// Alignment of the scratch block and of each thread's slice of it.
+inline constexpr size_t kScratchAlignment = 64;
+
+// Scratch shared by the nth threads computing one node. The caller provides
+// at least ScratchBytes(node, nth) bytes (kernels.h), aligned to
+// kScratchAlignment; thread ith uses only slice ith of it (slices are
+// ScratchBytes(node, nth) / nth bytes, a multiple of kScratchAlignment, so
+// threads never share a cache line). Contents are unspecified on entry and
+// may be clobbered. Does not own `scratch`.
+//
+// `work_counter`, when set, is one counter all nth threads of this node
+// share, 0 when the first of them starts it: kernels may hand out work from
+// it (mul_mat does, so that a thread the OS runs less does less). Null
+// means each thread must compute a fixed share.
+// Thread-compatible; the kernels only read it (and use the counter).
+struct KernelContext {
+  void* scratch = nullptr;
+  size_t scratch_bytes = 0;
+  std::atomic<int64_t>* work_counter = nullptr;
+};
+
+}  // namespace cpu_kernels
+}  // namespace ferry
+
+#endif  // FERRY_BACKENDS_HOST_KERNELS_KERNEL_CONTEXT_H_

@@ -1,0 +1,74 @@
+// QuantMatMul on SmolLM2-135M's shapes (q4_1 ffn_up 576 -> 1536, ffn_down
+// 1536 -> 576) on one thread, for 1, 8, 32 and 128 tokens: the vec_dot path
+// (activations rounded to q8_1, integer dots) beside the dequantized-weight
+// f32 GEMM path, which picks kMinGemmTokens.
+//
+//   ./bazelw run --config=opt //backends/host:quant_mat_mul_benchmark
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "benchmark/benchmark.h"
+#include "ferry/backends/host/internal/quant_mat_mul.h"
+#include "ferry/quant/quant_type.h"
+#include "ferry/quant/quantize.h"
+
+namespace ferry::cpu_internal {
+namespace {
+
+// Args: m, k, n, gemm (1: the GEMM path, 0: vec_dot).
+void BM_QuantMatMulQ4_1(benchmark::State& state) {
+  const int64_t m = state.range(0);
+  const int64_t k = state.range(1);
+  const int64_t n = state.range(2);
+  const bool gemm = state.range(3) == 1;
+  const quant::QuantType type = quant::QuantType::kQ4_1;
+  std::mt19937 rng(1);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> values(static_cast<size_t>(m * k));
+  for (float& v : values) v = dist(rng);
+  const int64_t row_bytes = quant::RowBytes(type, k);
+  std::vector<std::byte> a(static_cast<size_t>(m * row_bytes));
+  for (int64_t i = 0; i < m; ++i) {
+    (void)quant::QuantizeRow(type, values.data() + i * k,
+                             a.data() + i * row_bytes, k);
+  }
+  std::vector<float> b(static_cast<size_t>(n * k));
+  for (float& v : b) v = dist(rng);
+  std::vector<float> dst(static_cast<size_t>(n * m));
+  QuantMatMulArgs args;
+  args.a_type = type;
+  args.a = a.data();
+  args.a_row_bytes = row_bytes;
+  args.b = b.data();
+  args.ldb = k;
+  args.dst = dst.data();
+  args.ldc = m;
+  args.m = m;
+  args.n = n;
+  args.k = k;
+  args.min_gemm_tokens = gemm ? 1 : std::numeric_limits<int64_t>::max();
+  // 64-byte aligned, as QuantMatMul needs.
+  std::vector<float> scratch(
+      QuantMatMulScratchBytes(type, m, n, k, 1, args.min_gemm_tokens) / 4 + 16);
+  void* aligned =
+      scratch.data() +
+      (16 - reinterpret_cast<uintptr_t>(scratch.data()) / 4 % 16) % 16;
+  for (auto _ : state) {
+    QuantMatMul(args, 0, 1, aligned);
+    benchmark::DoNotOptimize(dst.data());
+  }
+  state.counters["GFLOPS"] = benchmark::Counter(
+      2.0 * static_cast<double>(m * n * k) *
+          static_cast<double>(state.iterations()),
+      benchmark::Counter::kIsRate, benchmark::Counter::kIs1000);
+}
+BENCHMARK(BM_QuantMatMulQ4_1)
+    ->ArgNames({"m", "k", "n", "gemm"})
+    ->ArgsProduct({{1536}, {576}, {1, 8, 32, 64, 128}, {0, 1}})
+    ->ArgsProduct({{576}, {1536}, {1, 8, 32, 64, 128}, {0, 1}});
+
+}  // namespace
+}  // namespace ferry::cpu_internal

@@ -1,0 +1,181 @@
+// Every vec_dot path against the scalar one and against the float dot of
+// the dequantized rows, on lengths with odd block counts.
+#include "ferry/backends/host/vec_dot.h"
+
+#include <cmath>
+#include <cstdio>
+#include <random>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "ferry/graph/dtype.h"
+#include "ferry/quant/block_formats.h"
+#include "ferry/quant/dequantize.h"
+#include "ferry/quant/quant_type.h"
+#include "ferry/quant/quantize.h"
+#include "ferry/runtime/cpu_features.h"
+#include "ferry/runtime/status_matchers.h"
+#include "gtest/gtest.h"
+
+namespace ferry::quant {
+namespace {
+
+using ::ferry::testing::IsOk;
+using ::ferry::testing::StatusIs;
+
+constexpr QuantType kWeightTypes[] = {
+    QuantType::kQ4_0, QuantType::kQ4_1, QuantType::kQ5_0, QuantType::kQ5_1,
+    QuantType::kQ8_0, QuantType::kF32,  QuantType::kF16,  QuantType::kBF16};
+constexpr Isa kIsas[] = {Isa::kScalar, Isa::kAvx2, Isa::kAvx512};
+
+std::vector<float> RandomRow(std::mt19937& rng, int64_t n, float offset) {
+  std::normal_distribution<float> dist(offset, 1.0f);
+  std::vector<float> x(n);
+  for (float& v : x) v = dist(rng);
+  return x;
+}
+
+// Quantizes weights and activations, returns {scalar-free reference, |terms|}
+// where the reference is the double-precision dot of the dequantized rows.
+struct Case {
+  std::vector<uint8_t> w, act;
+  double reference = 0, magnitude = 0;
+  // q4_1 dots use the activation's block sum s, rounded to f16 once: the
+  // kernels differ from the dequantized dot by up to |m * s| * 2^-11 a block.
+  double slack = 0;
+};
+
+Case MakeCase(QuantType type, int64_t n, std::mt19937& rng) {
+  Case c;
+  const std::vector<float> wf = RandomRow(rng, n, 0.3f);
+  const std::vector<float> af = RandomRow(rng, n, -0.1f);
+  const QuantType act_type = *VecDotActivationType(type);
+  c.w.resize(RowBytes(type, n));
+  c.act.resize(RowBytes(act_type, n));
+  EXPECT_THAT(QuantizeRow(type, wf.data(), c.w.data(), n), IsOk());
+  EXPECT_THAT(QuantizeRow(act_type, af.data(), c.act.data(), n), IsOk());
+  std::vector<float> wd(n), ad(n);
+  EXPECT_THAT(DequantizeRow(type, c.w.data(), wd.data(), n), IsOk());
+  EXPECT_THAT(DequantizeRow(act_type, c.act.data(), ad.data(), n), IsOk());
+  for (int64_t i = 0; i < n; ++i) {
+    c.reference += static_cast<double>(wd[i]) * ad[i];
+    c.magnitude += std::fabs(static_cast<double>(wd[i]) * ad[i]);
+  }
+  if (type == QuantType::kQ5_1) {
+    const auto* w = reinterpret_cast<const BlockQ5_1*>(c.w.data());
+    const auto* a = reinterpret_cast<const BlockQ8_1*>(c.act.data());
+    for (int64_t b = 0; b < n / kQK; ++b) {
+      c.slack += std::fabs(F16ToF32(Half{w[b].m}) * F16ToF32(Half{a[b].s})) *
+                 (1.0 / 2048);
+    }
+  }
+  if (type == QuantType::kQ4_1) {
+    const auto* w = reinterpret_cast<const BlockQ4_1*>(c.w.data());
+    const auto* a = reinterpret_cast<const BlockQ8_1*>(c.act.data());
+    for (int64_t b = 0; b < n / kQK; ++b) {
+      c.slack += std::fabs(F16ToF32(Half{w[b].m}) * F16ToF32(Half{a[b].s})) *
+                 (1.0 / 2048);
+    }
+  }
+  return c;
+}
+
+TEST(VecDotTest, ActivationTypes) {
+  EXPECT_EQ(*VecDotActivationType(QuantType::kQ4_0), QuantType::kQ8_0);
+  EXPECT_EQ(*VecDotActivationType(QuantType::kQ4_1), QuantType::kQ8_1);
+  EXPECT_EQ(*VecDotActivationType(QuantType::kQ8_0), QuantType::kQ8_0);
+  EXPECT_EQ(*VecDotActivationType(QuantType::kBF16), QuantType::kF32);
+  EXPECT_THAT(VecDotActivationType(QuantType::kQ6_K),
+              StatusIs(absl::StatusCode::kUnimplemented));
+  EXPECT_EQ(FindVecDot(QuantType::kQ6_K, Isa::kScalar), nullptr);
+  EXPECT_EQ(FindVecDot(QuantType::kQ6_K), nullptr);
+  for (QuantType type : kWeightTypes) {
+    EXPECT_TRUE(IsaSupported(PreferredIsa(type)));
+    EXPECT_EQ(FindVecDot(type), FindVecDot(type, PreferredIsa(type)));
+  }
+}
+
+TEST(VecDotTest, EveryIsaMatchesScalarAndDequantizedReference) {
+  std::printf("best ISA here: %s\n", std::string(IsaName(BestIsa())).c_str());
+  std::mt19937 rng(7);
+  for (QuantType type : kWeightTypes) {
+    const VecDotFn scalar = FindVecDot(type, Isa::kScalar);
+    ASSERT_NE(scalar, nullptr) << QuantTypeName(type);
+    // Lengths with 1, 3, 18 (SmolLM2's 576) and 48 (1536) blocks and more.
+    for (int64_t n : {32, 96, 160, 576, 1536, 4096}) {
+      const Case c = MakeCase(type, n, rng);
+      // The integer block sums are exact, so the integer paths differ from
+      // the double reference only by float rounding of per-block products.
+      const double tol = c.magnitude * 1e-5 + 1e-5;
+      const float s = scalar(c.w.data(), c.act.data(), n);
+      EXPECT_NEAR(s, c.reference, tol + c.slack)
+          << QuantTypeName(type) << " n=" << n;
+      for (Isa isa : kIsas) {
+        const VecDotFn fn = FindVecDot(type, isa);
+        if (!IsaSupported(isa)) {
+          EXPECT_EQ(fn, nullptr);
+          continue;
+        }
+        ASSERT_NE(fn, nullptr) << QuantTypeName(type) << " " << IsaName(isa);
+        const float v = fn(c.w.data(), c.act.data(), n);
+        EXPECT_NEAR(v, s, tol)
+            << QuantTypeName(type) << " " << IsaName(isa) << " n=" << n;
+      }
+    }
+  }
+}
+
+TEST(VecDotTest, ConvenienceChecksItsArguments) {
+  std::mt19937 rng(5);
+  const Case c = MakeCase(QuantType::kQ4_1, 64, rng);
+  auto v = VecDot(QuantType::kQ4_1, c.w.data(), c.act.data(), 64);
+  ASSERT_THAT(v, IsOk());
+  EXPECT_NEAR(*v, c.reference, c.magnitude * 1e-5 + c.slack + 1e-5);
+  EXPECT_THAT(VecDot(QuantType::kQ4_1, c.w.data(), c.act.data(), 48),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(VecDot(QuantType::kQ6_K, c.w.data(), c.act.data(), 256),
+              StatusIs(absl::StatusCode::kUnimplemented));
+}
+
+// Odd float lengths exercise the SIMD tails.
+TEST(VecDotTest, FloatTailsOnEveryIsa) {
+  std::mt19937 rng(3);
+  for (QuantType type : {QuantType::kF32, QuantType::kF16, QuantType::kBF16}) {
+    for (int64_t n : {1, 7, 8, 15, 17, 31, 33, 47, 100}) {
+      const Case c = MakeCase(type, n, rng);
+      for (Isa isa : kIsas) {
+        if (!IsaSupported(isa)) continue;
+        const float v = FindVecDot(type, isa)(c.w.data(), c.act.data(), n);
+        EXPECT_NEAR(v, c.reference, c.magnitude * 1e-5 + 1e-6)
+            << QuantTypeName(type) << " " << IsaName(isa) << " n=" << n;
+      }
+    }
+  }
+}
+
+// q8_0 weights from a file may hold -128 (our quantizer never makes it);
+// |-128| must be read as 128 by the sign trick.
+TEST(VecDotTest, Q8_0WeightMinus128) {
+  std::vector<BlockQ8_0> w(3), a(3);
+  for (int b = 0; b < 3; ++b) {
+    w[b].d = F32ToF16(0.5f).bits;
+    a[b].d = F32ToF16(0.25f).bits;
+    for (int j = 0; j < 32; ++j) {
+      w[b].qs[j] = static_cast<int8_t>(j % 2 == 0 ? -128 : 127);
+      a[b].qs[j] = static_cast<int8_t>(j % 3 == 0 ? -127 : 127);
+    }
+  }
+  double expected = 0;
+  for (int b = 0; b < 3; ++b) {
+    for (int j = 0; j < 32; ++j) expected += w[b].qs[j] * a[b].qs[j] * 0.125;
+  }
+  for (Isa isa : kIsas) {
+    if (!IsaSupported(isa)) continue;
+    EXPECT_FLOAT_EQ(FindVecDot(QuantType::kQ8_0, isa)(w.data(), a.data(), 96),
+                    expected)
+        << IsaName(isa);
+  }
+}
+
+}  // namespace
+}  // namespace ferry::quant

@@ -1,0 +1,26 @@
+// Reference (scalar) quantization of f32 rows into ggml block formats, as
+// ggml's `quantize_row_*_ref` define them: the same rounding, so that bytes
+// match files and the python `gguf` package bit for bit.
+#ifndef FERRY_QUANT_QUANTIZE_H_
+#define FERRY_QUANT_QUANTIZE_H_
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "ferry/quant/quant_type.h"
+
+namespace ferry::quant {
+
+// Whether QuantizeRow can produce `type`.
+bool CanQuantize(QuantType type);
+
+// Quantizes `n` floats at `src` into RowBytes(type, n) bytes at `dst`.
+// Supports f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0 and q8_1.
+// InvalidArgument if `n` is not a whole number of blocks, Unimplemented for
+// other types. Does not take ownership; `dst` must be 2-byte aligned.
+absl::Status QuantizeRow(QuantType type, const float* src, void* dst,
+                         int64_t n);
+
+}  // namespace ferry::quant
+
+#endif  // FERRY_QUANT_QUANTIZE_H_
