@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "ferry/backends/cpu/kernels/kernels.h"
 #include "ferry/backends/cuda/kernels/internal/kernel_test_cases.h"
+#include "ferry/backends/cuda/testing/cuda_test_util.h"
 #include "ferry/graph/graph.h"
 #include "ferry/graph/op.h"
 #include "ferry/graph/tensor.h"
@@ -42,11 +43,6 @@ absl::Status Cublas(cublasStatus_t status, const char* what) {
   if (status == CUBLAS_STATUS_SUCCESS) return absl::OkStatus();
   return absl::InternalError(
       absl::StrCat(what, ": ", cublasGetStatusString(status)));
-}
-
-bool HaveDevice() {
-  int count = 0;
-  return cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
 }
 
 // A device copy of a graph's host memory. Every tensor's host bytes are
@@ -184,7 +180,9 @@ const std::vector<KernelCase>& Cases() {
 class CudaKernelsTest : public ::testing::TestWithParam<size_t> {
  protected:
   void SetUp() override {
-    if (!HaveDevice()) GTEST_SKIP() << "no usable CUDA device";
+    // Skips without a usable device, saying why; fails instead under
+    // --config=gpu (FERRY_REQUIRE_GPU=1).
+    FERRY_CUDA_TEST_NEEDS_DEVICES(1);
   }
 };
 
