@@ -1,6 +1,7 @@
 #include "ferry/backends/cuda/cuda_backend.h"
 
 #include <algorithm>
+#include <condition_variable>
 #include <utility>
 #include <vector>
 
@@ -68,6 +69,7 @@ class BackendFence : public cuda_internal::Fence {
     std::lock_guard<std::mutex> lock(mu_);
     events_ = std::move(events);
     issued_ = true;
+    issued_cv_.notify_all();
   }
   bool IsComplete() override {
     std::lock_guard<std::mutex> lock(mu_);
@@ -92,9 +94,20 @@ class BackendFence : public cuda_internal::Fence {
     }
     return true;
   }
+  void WaitIncludingHeld() override {
+    {
+      // Issued by whoever releases the held work (the backend's queue runs
+      // the fence's step even after a failure, and its destructor waits
+      // for held work), so this ends once the event holding it completes.
+      std::unique_lock<std::mutex> lock(mu_);
+      issued_cv_.wait(lock, [this] { return issued_; });
+    }
+    (void)Wait();
+  }
 
  private:
   std::mutex mu_;
+  std::condition_variable issued_cv_;
   bool issued_ = false;
   std::vector<std::shared_ptr<PooledCudaEvent>> events_;
 };

@@ -337,15 +337,16 @@ TEST_F(CudaStickyFakeTest, Item4_StickyErrorAtACublasCallIsRecorded) {
 
 TEST(CudaStickyErrorListTest, Item4_EveryContextRuiningErrorIsSticky) {
   for (cudaError_t error :
-       {cudaErrorUnknown, cudaErrorNvlinkUncorrectable,
-        cudaErrorTensorMemoryLeak, cudaErrorContained, cudaErrorExternalDevice,
-        cudaErrorIllegalAddress, cudaErrorLaunchFailure,
-        cudaErrorECCUncorrectable}) {
+       {cudaErrorNvlinkUncorrectable, cudaErrorTensorMemoryLeak,
+        cudaErrorContained, cudaErrorExternalDevice, cudaErrorIllegalAddress,
+        cudaErrorLaunchFailure, cudaErrorECCUncorrectable}) {
     EXPECT_TRUE(IsStickyCudaError(error)) << cudaGetErrorName(error);
   }
   for (cudaError_t error :
        {cudaErrorNotReady, cudaErrorMemoryAllocation, cudaErrorInvalidValue,
-        cudaErrorLaunchOutOfResources, cudaErrorPeerAccessAlreadyEnabled}) {
+        cudaErrorLaunchOutOfResources, cudaErrorPeerAccessAlreadyEnabled,
+        // Issue #34: answered by calls for failures of their own.
+        cudaErrorUnknown}) {
     EXPECT_FALSE(IsStickyCudaError(error)) << cudaGetErrorName(error);
   }
 }
@@ -521,6 +522,57 @@ TEST_F(CudaBackendFakeTest, Item11_ClearDoesNotWaitForOtherWork) {
   EXPECT_TRUE(done) << "Clear waited for the held stream";
   EXPECT_EQ(fake_cuda::GetStats().device_synchronizes, synchronizes);
   EXPECT_EQ(Read(*t), std::vector<float>(1024, 0.0f));
+}
+
+// --- Issue #34: defects still open before the first GPU run. ---
+
+// Destroying a pinned host buffer waits for a download into it that is
+// still held on the host (behind a wait on a host-side event): unpinning
+// and freeing the memory first would let the download write freed memory.
+TEST_F(CudaBackendFakeTest, Issue34_HostBufferWaitsForWorkHeldOnTheHost) {
+  constexpr int64_t n = 4096;
+  Tensor* t = NewPlaced(device_->default_buffer_type(), n, "t");
+  std::vector<float> values(n, 3.0f);
+  FERRY_ASSERT_OK(SetTensorData(*t, values.data()));
+  std::unique_ptr<Buffer> pinned_buffer;
+  Tensor* pinned =
+      NewPlaced(device_->host_buffer_type(), n, "pinned", &pinned_buffer);
+  auto host_event = std::make_shared<TimelineSemaphore>();
+  FERRY_ASSERT_OK(backend_->EnqueueWait(Event(host_event, 1)));
+  FERRY_ASSERT_OK(
+      backend_->EnqueueGetTensor(*t, pinned->data, 0, n * sizeof(float)));
+  Signal destroyed;
+  std::thread destroyer([&] {
+    pinned_buffer.reset();
+    destroyed.Notify();
+  });
+  const bool early = destroyed.WaitFor(absl::Milliseconds(100));
+  FERRY_ASSERT_OK(host_event->Signal(1));
+  destroyed.Wait();
+  destroyer.join();
+  EXPECT_FALSE(early) << "the pinned buffer was freed before the download "
+                         "held on the host into it was issued";
+  FERRY_EXPECT_OK(backend_->Synchronize());
+}
+
+// A best-effort registration answered with cudaErrorUnknown fails that
+// registration only: the device stays usable.
+TEST_F(CudaBackendFakeTest, Issue34_UnknownErrorFromRegistrationIsNotSticky) {
+  HostPages pages(1);
+  fake_cuda::InjectHostRegisterError(1, cudaErrorUnknown);
+  const absl::Status failed =
+      device_->BufferFromHostPointer(pages.data(), pages.size()).status();
+  EXPECT_FALSE(failed.ok());
+  EXPECT_THAT(failed.message(), HasSubstr("cudaErrorUnknown"));
+  EXPECT_EQ(cudaPeekAtLastError(), cudaSuccess);
+  FERRY_EXPECT_OK(device_->sticky_error());
+  FERRY_ASSERT_OK_AND_ASSIGN(
+      auto host, device_->BufferFromHostPointer(pages.data(), pages.size()));
+  Tensor* t = NewPlaced(device_->default_buffer_type(), 16, "t");
+  std::vector<float> values(16, 1.5f);
+  FERRY_ASSERT_OK(SetTensorData(*t, values.data()));
+  FERRY_ASSERT_OK(backend_->Synchronize());
+  EXPECT_EQ(Read(*t), values);
 }
 
 }  // namespace

@@ -109,12 +109,12 @@ class CudaHostBuffer final : public Buffer {
         kind_(kind),
         read_only_(read_only) {}
   ~CudaHostBuffer() override {
-    // Copies already issued may still read or write the memory: wait for
-    // them before it is unpinned or freed (work still held on the host
-    // behind an event cannot be waited for here).
+    // Copies enqueued so far may still read or write the memory: wait for
+    // them before it is unpinned or freed, those still held on the host
+    // behind an event included (until that event lets them be issued).
     for (const std::shared_ptr<cuda_internal::Fence>& fence :
          device_.FencesForFree()) {
-      (void)fence->Wait();
+      fence->WaitIncludingHeld();
     }
     void* memory = base();
     host_.reset();
@@ -189,8 +189,10 @@ int64_t BatchSize(const Tensor& node) {
 bool IsStickyCudaError(cudaError_t error) {
   // driver_types.h documents these as leaving "the process in an
   // inconsistent state" (any further CUDA work returns the same error), plus
-  // the hardware errors and cudaErrorUnknown, after which the context
-  // cannot be trusted either.
+  // the hardware errors, after which the context cannot be trusted either.
+  // Not cudaErrorUnknown (999): calls answer it for failures of their own
+  // (a cudaHostRegister the driver cannot pin), and a context it did ruin
+  // shows as a sticky error at the next call that touches the device.
   switch (error) {
     case cudaErrorECCUncorrectable:     // 214
     case cudaErrorNvlinkUncorrectable:  // 220
@@ -207,7 +209,6 @@ bool IsStickyCudaError(cudaError_t error) {
     case cudaErrorLaunchFailure:        // 719
     case cudaErrorTensorMemoryLeak:     // 721
     case cudaErrorExternalDevice:       // 911
-    case cudaErrorUnknown:              // 999
       return true;
     default:
       return false;

@@ -22,7 +22,10 @@
 //   - synchronous buffer transfers (Buffer::SetTensor and friends) on
 //     pooled non-blocking streams, complete when they return;
 //   - pinned host buffers (cudaHostAlloc, portable to every GPU) and
-//     buffers over registered host memory (cudaHostRegister);
+//     buffers over registered host memory (cudaHostRegister); destroying
+//     one blocks until the copies enqueued so far on every CUDA backend
+//     ran, those held on the host behind an event too (so the event must
+//     be able to complete without the destroying thread);
 //   - a pool of timing-free CUDA events and the completion poller thread
 //     that turns their completion into timeline signals;
 //   - the sticky error: after an error that ruins the CUDA context (illegal

@@ -40,6 +40,10 @@ void InjectAllocationFailure(int nth) {
 void InjectNotReady(int count) { Runtime::Get().InjectNotReady(count); }
 
 void SetCopyLatency(absl::Duration latency) {
+void InjectHostRegisterError(int nth, cudaError_t error) {
+  Runtime::Get().InjectHostRegisterError(nth, error);
+}
+
   Runtime::Get().SetCopyLatency(latency);
 }
 

@@ -90,6 +90,10 @@ void InjectAllocationFailure(int nth);
 // The next `count` event and stream queries answer cudaErrorNotReady, done
 // or not (a storm of not-ready answers).
 void InjectNotReady(int count);
+// The `nth` cudaHostRegister from now fails with `error` (e.g.
+// cudaErrorUnknown, which the driver may answer for pinning it cannot do;
+// not sticky).
+void InjectHostRegisterError(int nth, cudaError_t error = cudaErrorUnknown);
 // Copies and memsets take at least `latency` on their stream from now on
 // (DMA time), so tests can see what returns before a copy lands.
 void SetCopyLatency(absl::Duration latency);

@@ -71,7 +71,6 @@ bool IsStickyError(cudaError_t error) {
     case cudaErrorLaunchFailure:
     case cudaErrorTensorMemoryLeak:
     case cudaErrorExternalDevice:
-    case cudaErrorUnknown:
       return true;
     default:
       return false;
@@ -660,6 +659,12 @@ void Runtime::ClearFaults() {
   std::lock_guard<std::mutex> lock(mu_);
   launch_fault_in_ = 0;
   allocation_fault_in_ = 0;
+void Runtime::InjectHostRegisterError(int nth, cudaError_t error) {
+  std::lock_guard<std::mutex> lock(mu_);
+  host_register_fault_in_ = nth;
+  host_register_error_ = error;
+}
+
   not_ready_left_ = 0;
 }
 
@@ -673,12 +678,21 @@ bool Runtime::Reserve(int device, size_t bytes) {
   DeviceState& state = *devices_[device];
   if (bytes > config_.memory_bytes - state.used) return false;
   state.used += bytes;
+  host_register_fault_in_ = 0;
   return true;
 }
 
 void Runtime::Release(int device, size_t bytes) {
   std::lock_guard<std::mutex> lock(mu_);
   devices_[device]->used -= bytes;
+}
+
+cudaError_t Runtime::HostRegisterFault() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (host_register_fault_in_ == 0 || --host_register_fault_in_ > 0) {
+    return cudaSuccess;
+  }
+  return host_register_error_;
 }
 
 size_t Runtime::Used(int device) const {

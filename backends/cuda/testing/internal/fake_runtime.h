@@ -218,11 +218,15 @@ class Runtime {
   void InjectNotReady(int count);
   void ClearFaults();
   void SetCopyLatency(absl::Duration latency);
+  void InjectHostRegisterError(int nth, cudaError_t error);
   // True if this cudaMalloc must fail (injection).
   bool AllocationFails();
   // Device memory accounting: false if `bytes` more do not fit.
   bool Reserve(int device, size_t bytes);
   void Release(int device, size_t bytes);
+  // The error this cudaHostRegister must return (injection), or
+  // cudaSuccess.
+  cudaError_t HostRegisterFault();
   size_t Used(int device) const;
 
   fake_cuda::Stats stats() const;
@@ -278,6 +282,8 @@ class Runtime {
   int not_ready_left_ ABSL_GUARDED_BY(mu_) = 0;
   std::atomic<int64_t> copy_latency_ns_{0};
 
+  int host_register_fault_in_ ABSL_GUARDED_BY(mu_) = 0;
+  cudaError_t host_register_error_ ABSL_GUARDED_BY(mu_) = cudaSuccess;
   std::atomic<int64_t> api_calls_{0};
   std::atomic<int64_t> launches_{0};
   std::atomic<int64_t> mallocs_{0};
