@@ -119,6 +119,26 @@ absl::Status Translate(typename Op::Args& args,
   return absl::OkStatus();
 }
 
+// Notes the kernel's misaligned word accesses (kernel_math.h's Load and
+// Store) on this host thread, whose fibers run the emulated threads, while
+// it lives; Result() is the fault a GPU would report for the first one.
+class MisalignedAccessCheck {
+ public:
+  MisalignedAccessCheck() { k::misaligned_access_note = &note_; }
+  ~MisalignedAccessCheck() { k::misaligned_access_note = nullptr; }
+  absl::Status Result() const {
+    if (note_.address == nullptr) return absl::OkStatus();
+    return fake_cuda::KernelFault(
+        cudaErrorMisalignedAddress,
+        absl::StrCat("misaligned ", note_.bytes, "-byte access (",
+                     reinterpret_cast<uintptr_t>(note_.address) % note_.bytes,
+                     " bytes past a multiple of ", note_.bytes, ")"));
+  }
+
+ private:
+  k::MisalignedAccessNote note_;
+};
+
 absl::Status CheckOneDimensional(const LaunchShape& shape) {
   if (shape.grid.y != 1 || shape.grid.z != 1 || shape.block.y != 1 ||
       shape.block.z != 1) {
@@ -145,13 +165,14 @@ absl::StatusOr<KernelRun> BindElementKernel(void** params,
       return status;
     }
     // An element kernel's threads never meet: run them one after another.
+    MisalignedAccessCheck misaligned;
     for (int64_t b = 0; b < shape.grid.x; ++b) {
       for (int64_t t = 0; t < shape.block.x; ++t) {
         k::RunElementThread<Op>(
             local, count, k::GridPosition{b, shape.grid.x, t, shape.block.x});
       }
     }
-    return absl::OkStatus();
+    return misaligned.Result();
   };
   return run;
 }
@@ -172,12 +193,15 @@ absl::StatusOr<KernelRun> BindRowKernel(void** params,
     if (absl::Status status = Translate<Op>(local, translator); !status.ok()) {
       return status;
     }
-    return RunBlocks(
+    MisalignedAccessCheck misaligned;
+    absl::Status status = RunBlocks(
         shape.grid.x, static_cast<int>(shape.block.x),
         [&](const k::GridPosition& at, HostSync& sync, float* shared) {
           k::SyncBlock<HostSync> block{at.thread, at.threads, shared, &sync};
           k::RunRowThread<Op>(local, rows, at, block);
         });
+    if (!status.ok()) return status;
+    return misaligned.Result();
   };
   return run;
 }
