@@ -113,9 +113,16 @@ class BackendFence : public cuda_internal::Fence {
 };
 
 // Bytes from tensor.data to one past its last element (views may be
-// strided or permuted).
+// strided or permuted; a block-quantized row ends with its last block).
 size_t ByteExtent(const Tensor& tensor) {
   if (tensor.NumElements() == 0) return 0;
+  if (IsQuantized(tensor.dtype)) {
+    size_t last = 0;
+    for (int i = 1; i < kMaxDims; ++i) {
+      last += static_cast<size_t>(tensor.ne[i] - 1) * tensor.nb[i];
+    }
+    return last + static_cast<size_t>(tensor.RowBytes());
+  }
   size_t last = 0;
   for (int i = 0; i < kMaxDims; ++i) {
     last += static_cast<size_t>(tensor.ne[i] - 1) * tensor.nb[i];
@@ -406,6 +413,7 @@ absl::Status CudaBackend::LaunchNodes(NodeSpan nodes) {
   context.cublas = cublas_;
   context.scratch = issue_->scratch.ptr;
   context.scratch_bytes = issue_->scratch.size;
+  context.allow_tf32 = allow_tf32_;
   for (const Tensor* node : nodes) {
     if (node->op == Op::kNone || IsViewOp(node->op)) continue;
     // A launch or cuBLAS call that finds the context ruined returns its

@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "ferry/backends/cpu/cpu_backend.h"
@@ -22,6 +23,7 @@
 #include "ferry/backends/cuda/testing/fake_cuda.h"
 #include "ferry/graph/context.h"
 #include "ferry/graph/ops.h"
+#include "ferry/graph/testing/reference.h"
 #include "ferry/runtime/executor.h"
 #include "ferry/runtime/promise.h"
 #include "ferry/runtime/status_matchers.h"
@@ -573,6 +575,91 @@ TEST_F(CudaBackendFakeTest, Issue34_UnknownErrorFromRegistrationIsNotSticky) {
   FERRY_ASSERT_OK(SetTensorData(*t, values.data()));
   FERRY_ASSERT_OK(backend_->Synchronize());
   EXPECT_EQ(Read(*t), values);
+}
+
+// --- Issue #34 item 3: quantized weights and TF32 on CUDA. ---
+
+// mul_mat of `a_dtype` a [k, m] and f32 b [k, n] on `backend`, from the
+// bytes of `a_host` and `b_host` (host tensors of those shapes).
+std::vector<float> MulMatOn(Backend& backend, BufferType* type,
+                            const Tensor& a_host, const Tensor& b_host) {
+  Context ctx;
+  auto a = ctx.NewTensor(a_host.dtype, {a_host.ne[0], a_host.ne[1]}, "a");
+  auto b = ctx.NewTensor(DType::kF32, {b_host.ne[0], b_host.ne[1]}, "b");
+  EXPECT_THAT(a, IsOk());
+  EXPECT_THAT(b, IsOk());
+  auto out = MulMat(ctx, *a, *b);
+  EXPECT_THAT(out, IsOk());
+  std::vector<std::unique_ptr<Buffer>> buffers;
+  for (Tensor* t : {*a, *b, *out}) {
+    auto buffer = type->Allocate(static_cast<size_t>(t->NumBytes()));
+    EXPECT_THAT(buffer, IsOk());
+    EXPECT_THAT(PlaceTensor(**buffer, *t, 0), IsOk());
+    buffers.push_back(*std::move(buffer));
+  }
+  EXPECT_THAT(SetTensorData(**a, a_host.data), IsOk());
+  EXPECT_THAT(SetTensorData(**b, b_host.data), IsOk());
+  Tensor* nodes[] = {*out};
+  EXPECT_THAT(backend.EnqueueCompute(NodeSpan(nodes)), IsOk());
+  EXPECT_THAT(backend.Synchronize(), IsOk());
+  std::vector<float> result((*out)->NumElements());
+  EXPECT_THAT(GetTensorData(**out, result.data()), IsOk());
+  return result;
+}
+
+TEST_F(CudaBackendFakeTest, Issue34_QuantizedMulMatMatchesTheCpu) {
+  FERRY_ASSERT_OK_AND_ASSIGN(auto cpu,
+                             GetCpuDevice().CreateBackend("threads=1"));
+  for (DType dtype : {DType::kQ4_0, DType::kQ4_1, DType::kQ8_0}) {
+    // One column (the decode kernel) and 33 (the dequantize + GEMM path).
+    for (int64_t n : {1, 33}) {
+      SCOPED_TRACE(absl::StrCat(DTypeName(dtype), " n=", n));
+      Context host;
+      FERRY_ASSERT_OK_AND_ASSIGN(Tensor * a, host.NewTensor(dtype, {128, 20}));
+      FERRY_ASSERT_OK_AND_ASSIGN(Tensor * b,
+                                 host.NewTensor(DType::kF32, {128, n}));
+      FERRY_ASSERT_OK(host.AllocateHostData());
+      FERRY_ASSERT_OK(::ferry::testing::FillRandom(*a, 11));
+      FERRY_ASSERT_OK(::ferry::testing::FillRandom(*b, 12));
+      const std::vector<float> want =
+          MulMatOn(*cpu, GetCpuDevice().default_buffer_type(), *a, *b);
+      const std::vector<float> got =
+          MulMatOn(*backend_, device_->default_buffer_type(), *a, *b);
+      ASSERT_EQ(got.size(), want.size());
+      // The CPU rounds b to 8 bits for its block dot products; the decode
+      // kernel multiplies in f32, the GEMM path in f16.
+      EXPECT_LE(::ferry::testing::Nmse(want, got), 1e-4);
+    }
+  }
+}
+
+TEST_F(CudaBackendFakeTest, Issue34_Tf32IsAnOptIn) {
+  EXPECT_THAT(device_->CreateBackend("tf32=2").status(),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  FERRY_ASSERT_OK_AND_ASSIGN(auto tf32_backend,
+                             device_->CreateBackend("tf32=1"));
+  Context host;
+  FERRY_ASSERT_OK_AND_ASSIGN(Tensor * a,
+                             host.NewTensor(DType::kF32, {256, 16}));
+  FERRY_ASSERT_OK_AND_ASSIGN(Tensor * b,
+                             host.NewTensor(DType::kF32, {256, 24}));
+  FERRY_ASSERT_OK(host.AllocateHostData());
+  FERRY_ASSERT_OK(::ferry::testing::FillRandom(*a, 21));
+  FERRY_ASSERT_OK(::ferry::testing::FillRandom(*b, 22));
+  FERRY_ASSERT_OK_AND_ASSIGN(auto cpu,
+                             GetCpuDevice().CreateBackend("threads=1"));
+  const std::vector<float> want =
+      MulMatOn(*cpu, GetCpuDevice().default_buffer_type(), *a, *b);
+  const std::vector<float> f32 =
+      MulMatOn(*backend_, device_->default_buffer_type(), *a, *b);
+  const std::vector<float> tf32 =
+      MulMatOn(*tf32_backend, device_->default_buffer_type(), *a, *b);
+  // Default: full f32 products (only the summation order differs).
+  EXPECT_LE(::ferry::testing::Nmse(want, f32), 1e-10);
+  // Opted in: products of 10-bit mantissas, close but not equal.
+  const double tf32_error = ::ferry::testing::Nmse(want, tf32);
+  EXPECT_GT(tf32_error, 1e-10);
+  EXPECT_LE(tf32_error, 1e-5);
 }
 
 }  // namespace

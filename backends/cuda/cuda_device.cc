@@ -375,12 +375,17 @@ DeviceProps CudaDevice::props() const {
 
 absl::StatusOr<std::unique_ptr<Backend>> CudaDevice::CreateBackend(
     absl::string_view params) {
-  if (!params.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        name_, ": unknown backend parameters '", params, "' (none exist)"));
+  bool tf32 = false;
+  if (params == "tf32=1" || params == "tf32=0") {
+    tf32 = params == "tf32=1";
+  } else if (!params.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(name_, ": unknown backend parameters '", params,
+                     "' (the one option is tf32=0|1)"));
   }
   FERRY_RETURN_IF_ERROR(sticky_error());
   std::unique_ptr<CudaBackend> backend(new CudaBackend(*this));
+  backend->allow_tf32_ = tf32;
   FERRY_RETURN_IF_ERROR(backend->Init());
   return std::unique_ptr<Backend>(std::move(backend));
 }
@@ -428,14 +433,19 @@ absl::StatusOr<std::unique_ptr<Buffer>> CudaDevice::BufferFromHostPointer(
 }
 
 absl::Status CudaDevice::CheckOp(const Tensor& node) const {
-  // The CUDA kernels have no block-quantized paths: such nodes go to the
-  // CPU, and loaders keep f32 copies of the weights placed here.
-  for (const Tensor* t : node.src) {
-    if (t != nullptr && IsQuantized(t->dtype)) {
-      return absl::UnimplementedError(
-          absl::StrCat(name_, ": no CUDA kernel reads block dtype ",
-                       DTypeName(t->dtype), " ('", t->name, "', a source of ",
-                       OpName(node.op), " '", node.name, "')"));
+  // Block-quantized weights: q4_0, q4_1 and q8_0 as mul_mat's a
+  // (kernels/cuda_kernels.h); other nodes reading blocks go to the CPU.
+  for (int i = 0; i < kMaxSrc; ++i) {
+    const Tensor* t = node.src[i];
+    if (t == nullptr || !IsQuantized(t->dtype)) continue;
+    const bool read = node.op == Op::kMulMat && i == 0 &&
+                      (t->dtype == DType::kQ4_0 || t->dtype == DType::kQ4_1 ||
+                       t->dtype == DType::kQ8_0);
+    if (!read) {
+      return absl::UnimplementedError(absl::StrCat(
+          name_, ": no CUDA kernel reads block dtype ", DTypeName(t->dtype),
+          " ('", t->name, "', source ", i, " of ", OpName(node.op), " '",
+          node.name, "'): only q4_0, q4_1 and q8_0 as mul_mat's a"));
     }
   }
   if (IsQuantized(node.dtype)) {

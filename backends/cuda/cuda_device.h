@@ -150,7 +150,9 @@ class CudaDevice final : public Device {
     return initialized_.load(std::memory_order_acquire);
   }
 
-  // `params`: empty (no options yet); anything else is InvalidArgument.
+  // `params`: empty, or "tf32=1" to let f32 x f32 GEMMs use TF32 tensor
+  // cores (faster, about 1e-3 relative error per product; "tf32=0", the
+  // default, keeps full f32); anything else is InvalidArgument.
   absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(
       absl::string_view params = "") override;
   BufferType* default_buffer_type() override { return &buffer_type_; }
@@ -164,7 +166,8 @@ class CudaDevice final : public Device {
       void* data, size_t size) override;
 
   // Exactly the ops the CUDA kernels implement (the same contract as the
-  // CPU kernels' CheckSupported).
+  // CPU kernels' CheckSupported), block-quantized weights only as
+  // mul_mat's q4_0/q4_1/q8_0 a.
   absl::Status CheckOp(const Tensor& node) const override;
   // Kernels read and write this device's memory only.
   bool SupportsBufferType(const BufferType* type) const override;

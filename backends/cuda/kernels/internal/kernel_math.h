@@ -567,6 +567,117 @@ struct RopeOp {
   }
 };
 
+// ---------------------------------------------------------------------------
+// Block-quantized weights (the formats of models/quant/block_formats.h).
+//
+// A format gives its block's elements and bytes and Value(block, j), element
+// j of a block, computed as the CPU's dequantizer does (same float
+// operations, so the same values). Extension point: a new format (the
+// K-quants' 256-element super-blocks) is a struct like these, a case in
+// DispatchQuantType and its ElemType; QuantDotOp and DequantOp take any.
+
+FERRY_HD float HalfBitsToFloat(const char* p) {
+  __half_raw raw;
+  raw.x = Load<uint16_t>(p);
+  return __half2float(__half(raw));
+}
+
+struct Q4_0Format {
+  static constexpr int kBlock = 32;
+  static constexpr int kBytes = 18;  // f16 d, 16 bytes of nibbles.
+  static FERRY_HD float Value(const char* block, int j) {
+    const float d = HalfBitsToFloat(block);
+    const uint8_t byte = static_cast<uint8_t>(block[2 + (j & 15)]);
+    const int q = j < 16 ? (byte & 0x0F) : (byte >> 4);
+    return d * static_cast<float>(q - 8);
+  }
+};
+
+struct Q4_1Format {
+  static constexpr int kBlock = 32;
+  static constexpr int kBytes = 20;  // f16 d, f16 m, 16 bytes of nibbles.
+  static FERRY_HD float Value(const char* block, int j) {
+    const float d = HalfBitsToFloat(block);
+    const float m = HalfBitsToFloat(block + 2);
+    const uint8_t byte = static_cast<uint8_t>(block[4 + (j & 15)]);
+    const int q = j < 16 ? (byte & 0x0F) : (byte >> 4);
+    return d * static_cast<float>(q) + m;
+  }
+};
+
+struct Q8_0Format {
+  static constexpr int kBlock = 32;
+  static constexpr int kBytes = 34;  // f16 d, 32 signed bytes.
+  static FERRY_HD float Value(const char* block, int j) {
+    const float d = HalfBitsToFloat(block);
+    return d * static_cast<float>(static_cast<int8_t>(block[2 + j]));
+  }
+};
+
+// Calls fn(TypeTag<Format>{}) for a block-quantized `type`; false (fn not
+// called) for another type.
+template <typename Fn>
+bool DispatchQuantType(ElemType type, Fn&& fn) {
+  switch (type) {
+    case ElemType::kQ4_0:
+      fn(TypeTag<Q4_0Format>{});
+      return true;
+    case ElemType::kQ4_1:
+      fn(TypeTag<Q4_1Format>{});
+      return true;
+    case ElemType::kQ8_0:
+      fn(TypeTag<Q8_0Format>{});
+      return true;
+    default:
+      return false;
+  }
+}
+
+// Element e of a quantized row starting at `row`.
+template <typename Format>
+FERRY_HD float QuantElement(const char* row, int64_t e) {
+  return Format::Value(row + (e / Format::kBlock) * Format::kBytes,
+                       static_cast<int>(e % Format::kBlock));
+}
+
+// Dequantizes a's elements into contiguous f16 (the GEMM path of mul_mat).
+template <typename Format>
+struct DequantOp {
+  using Args = DequantArgs;
+  static FERRY_HD int64_t Count(const Args& p) { return NumElements(p.dst); }
+  static FERRY_HD void Apply(const Args& p, int64_t e) {
+    int64_t i[4];
+    Unflatten(e, p.index, i);
+    const float v = QuantElement<Format>(RowPtr(p.src, i[1], i[2], i[3]), i[0]);
+    StoreAt<__half>(p.dst.data, e, __float2half_rn(v));
+  }
+};
+
+// One result element of a quantized mul_mat per row of work: the block's
+// threads take a's row elements i = tid, tid + nt, ... (consecutive threads
+// read consecutive elements of b: coalesced), dequantize and multiply
+// them, and sum.
+template <typename Format>
+struct QuantDotOp {
+  using Args = QuantDotArgs;
+  static FERRY_HD int64_t Rows(const Args& p) { return NumElements(p.dst); }
+  template <typename Block>
+  static FERRY_HD void Apply(const Args& p, int64_t row, Block& block) {
+    const int64_t i0 = row % p.dst.ne[0];
+    int64_t i1, i2, i3;
+    UnflattenRow(row / p.dst.ne[0], p.dst.ne, i1, i2, i3);
+    const char* a_row = RowPtr(p.a, i0, i2 / p.r2, i3 / p.r3);
+    const F32Row b_row{RowPtr(p.b, i1, i2, i3)};
+    const int64_t k = p.a.ne[0];
+    float sum = 0.0f;
+    for (int64_t c = block.tid; c < k; c += block.nt) {
+      sum += QuantElement<Format>(a_row, c) * b_row[c];
+    }
+    sum = block.Sum(sum);
+    if (block.tid == 0) Store<float>(ElementPtr(p.dst, i0, i1, i2, i3), sum);
+  }
+};
+
 // The block-wide reduction of the row kernels: a butterfly over the 32
 // lanes of each warp (shuffles), lane 0 of each warp stores its warp's
 // result in `shared` (32 floats), a barrier, every thread combines the

@@ -789,6 +789,43 @@ void AddMisalignedCases(std::vector<KernelCase>& cases) {
   }
 }
 
+// Block-quantized weights: few columns (decode, dequantized as read, f32
+// products) and many (a prompt: a dequantized to f16 and b rounded to f16
+// for the GEMM), with batches broadcast as in GQA.
+void AddQuantMulMatCases(std::vector<KernelCase>& cases) {
+  struct Shapes {
+    const char* name;
+    Shape a, b;
+  };
+  const Shapes shapes[] = {
+      {"gemv", {96, 17, 1, 1}, {96, 1, 1, 1}},
+      {"decode_batch", {64, 9, 2, 1}, {64, 3, 4, 1}},
+      {"prompt", {128, 24, 1, 1}, {128, 40, 1, 1}},
+      {"prompt_gqa", {64, 8, 2, 1}, {64, 12, 4, 1}},
+  };
+  for (DType dtype : {DType::kQ4_0, DType::kQ4_1, DType::kQ8_0}) {
+    for (const Shapes& f : shapes) {
+      const Shape an = f.a, bn = f.b;
+      const double tol = bn[1] <= 8 ? kTolMatMulF32 : kTolMatMulF16;
+      cases.push_back(
+          {absl::StrCat("mul_mat/", DTypeName(dtype), "/", f.name), tol,
+           [=](Context& ctx) -> absl::StatusOr<Tensor*> {
+             FERRY_ASSIGN_OR_RETURN(
+                 Tensor * a,
+                 ctx.NewTensor(dtype, {an[0], an[1], an[2], an[3]}));
+             FERRY_ASSIGN_OR_RETURN(
+                 Tensor * b,
+                 ctx.NewTensor(DType::kF32, {bn[0], bn[1], bn[2], bn[3]}));
+             FERRY_ASSIGN_OR_RETURN(Tensor * out, MulMat(ctx, a, b));
+             FERRY_RETURN_IF_ERROR(ctx.AllocateHostData());
+             FERRY_RETURN_IF_ERROR(FillRandom(*a, 5));
+             FERRY_RETURN_IF_ERROR(FillRandom(*b, 6));
+             return out;
+           }});
+    }
+  }
+}
+
 // Overwrites every element `t` covers with NaN (a sentinel for i32), so an
 // executor that skips elements cannot pass on values the reference left.
 absl::Status Poison(Tensor& t) {
@@ -804,6 +841,7 @@ absl::Status Poison(Tensor& t) {
 std::vector<KernelCase> AllKernelCases() {
   std::vector<KernelCase> cases;
   AddMulMatCases(cases);
+  AddQuantMulMatCases(cases);
   AddElementWiseCases(cases);
   AddSoftMaxCases(cases);
   AddRopeCases(cases);

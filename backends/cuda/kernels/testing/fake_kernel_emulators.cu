@@ -35,14 +35,24 @@ int64_t ElementBytes(k::ElemType type) {
   return type == k::ElemType::kF16 || type == k::ElemType::kBF16 ? 2 : 4;
 }
 
-// Bytes from t.data to one past its last element.
+// Bytes from t.data to one past its last element (for a block-quantized
+// tensor, past its last row's last block).
 size_t Extent(const k::TensorDesc& t) {
   int64_t last = 0;
   for (int i = 0; i < 4; ++i) {
     if (t.ne[i] <= 0) return 0;
-    last += (t.ne[i] - 1) * t.nb[i];
   }
-  return static_cast<size_t>(last + ElementBytes(t.type));
+  int64_t row_bytes = 0;
+  const bool quantized = k::DispatchQuantType(t.type, [&](auto format) {
+    using Format = typename decltype(format)::type;
+    row_bytes = t.ne[0] / Format::kBlock * Format::kBytes;
+  });
+  if (!quantized) {
+    last = (t.ne[0] - 1) * t.nb[0];
+    row_bytes = ElementBytes(t.type);
+  }
+  for (int i = 1; i < 4; ++i) last += (t.ne[i] - 1) * t.nb[i];
+  return static_cast<size_t>(last + row_bytes);
 }
 
 // The tensors an op's kernel reads (write = false) and writes.
@@ -77,6 +87,12 @@ std::vector<Operand> Operands(k::CopyArgs& p) {
 }
 std::vector<Operand> Operands(k::ConcatArgs& p) {
   return {{&p.a, false}, {&p.b, false}, {&p.dst, true}};
+}
+std::vector<Operand> Operands(k::QuantDotArgs& p) {
+  return {{&p.a, false}, {&p.b, false}, {&p.dst, true}};
+}
+std::vector<Operand> Operands(k::DequantArgs& p) {
+  return {{&p.src, false}, {&p.dst, true}};
 }
 
 // rope's two kernels share their arguments but not what they touch.
