@@ -137,9 +137,10 @@ def cuda_library(name, srcs, hdrs = [], deps = [], archs = DEFAULT_CUDA_ARCHS, c
 def ferry_cuda_test(name, deps = [], tags = [], fake_tags = [], fake_deps = [], fake_env = {}, requires_gpu = True, **kwargs):
     """A CUDA test built twice from the same sources and libraries.
 
-    `name` links the real CUDA runtime and is tagged requires-gpu (it runs
-    where a GPU is: ./bazelw adds --config=gpu) unless `requires_gpu` is
-    False (a test of what happens without one); `name + "_on_fake"` links
+    `name` links the real CUDA runtime, is tagged exclusive (Bazel runs no
+    other test beside it) and requires-gpu (it runs where a GPU is:
+    ./bazelw adds --config=gpu) unless `requires_gpu` is False (a test of
+    what happens without one); `name + "_on_fake"` links
     the fake runtime (//backends/cuda/testing) and runs everywhere, under
     the sanitizers too. `deps` must link no runtime of their own (use the
     `_lib` targets of //backends/cuda). `fake_deps`/`fake_env` go to the
@@ -148,7 +149,9 @@ def ferry_cuda_test(name, deps = [], tags = [], fake_tags = [], fake_deps = [], 
     ferry_cc_test(
         name = name,
         deps = deps + [CUDA_RUNTIME],
-        tags = tags + (["requires-gpu"] if requires_gpu else []),
+        # Exclusive: on a GPU machine Bazel runs it alone, never beside
+        # another binary on the same GPU (timings, memory, sticky errors).
+        tags = tags + ["exclusive"] + (["requires-gpu"] if requires_gpu else []),
         target_compatible_with = cuda_compatible(),
         **kwargs
     )

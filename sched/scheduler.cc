@@ -87,6 +87,36 @@ class Scheduler::TurnGuard {
   bool held_ = false;
 };
 
+// Counts a call that uses the scheduler while it lives (~Scheduler waits for
+// it to end); Cancelled if the scheduler is being destroyed. Declared
+// before anything else that touches the scheduler, so it ends last.
+class Scheduler::CallerGuard {
+ public:
+  explicit CallerGuard(Scheduler& scheduler) : scheduler_(scheduler) {
+    std::lock_guard<std::mutex> lock(scheduler_.callers_mu_);
+    ++scheduler_.callers_;
+  }
+  ~CallerGuard() {
+    // Notified under the lock: ~Scheduler may return (and free the
+    // mutex) as soon as it sees the count reach zero.
+    std::lock_guard<std::mutex> lock(scheduler_.callers_mu_);
+    if (--scheduler_.callers_ == 0) scheduler_.callers_cv_.notify_all();
+  }
+  CallerGuard(const CallerGuard&) = delete;
+  CallerGuard& operator=(const CallerGuard&) = delete;
+
+  // Cancelled once the scheduler is being destroyed.
+  absl::Status Open() const {
+    if (!scheduler_.closing_.load(std::memory_order_acquire)) {
+      return absl::OkStatus();
+    }
+    return absl::CancelledError("the scheduler is being destroyed");
+  }
+
+ private:
+  Scheduler& scheduler_;
+};
+
 absl::StatusOr<std::unique_ptr<Scheduler>> Scheduler::Create(
     std::vector<Backend*> backends, SchedulerOptions options) {
   if (backends.empty()) {
@@ -157,7 +187,20 @@ Scheduler::Scheduler(std::vector<Backend*> backends, SchedulerOptions options,
   stats_.copy_buffer_bytes.assign(n, 0);
 }
 
-Scheduler::~Scheduler() { (void)Synchronize(); }
+Scheduler::~Scheduler() {
+  {
+    // Under mu_: an enqueue in progress finishes first; later ones see it.
+    std::lock_guard<std::mutex> lock(mu_);
+    closing_.store(true, std::memory_order_release);
+  }
+  // Callers waiting for their turn get Cancelled (every later turn too).
+  slots_.turns().Fail(absl::CancelledError("the scheduler is being destroyed"));
+  // Batches in flight finish; callers waiting for their slot then see
+  // closing_ and return Cancelled.
+  (void)Synchronize();
+  std::unique_lock<std::mutex> lock(callers_mu_);
+  callers_cv_.wait(lock, [this] { return callers_ == 0; });
+}
 
 absl::Status Scheduler::EnqueueSplitInputs(CapturedBatch& batch, int s,
                                            int slot) {
@@ -364,6 +407,8 @@ absl::StatusOr<std::unique_ptr<CapturedBatch>> Scheduler::Capture(
 }
 
 absl::StatusOr<Event> Scheduler::Submit(const Graph& graph, const BatchIo& io) {
+  CallerGuard caller(*this);
+  FERRY_RETURN_IF_ERROR(caller.Open());
   FERRY_ASSIGN_OR_RETURN(std::unique_ptr<CapturedBatch> batch,
                          Capture(graph, io));
   TurnGuard turn(slots_);
@@ -372,6 +417,7 @@ absl::StatusOr<Event> Scheduler::Submit(const Graph& graph, const BatchIo& io) {
   // A failed batch already reported its error; the slot is free either way.
   (void)slots_.slot_free(slot).WaitBlocking();
   std::lock_guard<std::mutex> lock(mu_);
+  FERRY_RETURN_IF_ERROR(caller.Open());
   if (!IsCurrent(graph)) {
     FERRY_RETURN_IF_ERROR(AllocGraph(graph));
   }
@@ -401,6 +447,9 @@ Task<absl::Status> Scheduler::ComputeAsync(const Graph& graph, BatchIo io) {
 
 Task<absl::Status> Scheduler::RunBatch(const Graph* graph,
                                        std::unique_ptr<CapturedBatch> batch) {
+  // First: destroyed last, after the turn is passed.
+  CallerGuard caller(*this);
+  FERRY_CO_RETURN_IF_ERROR(caller.Open());
   WaitOptions resume;
   resume.resume_on =
       options_.executor != nullptr ? options_.executor : &CallerExecutor();
@@ -409,6 +458,7 @@ Task<absl::Status> Scheduler::RunBatch(const Graph* graph,
   TurnGuard turn(slots_);
   FERRY_CO_RETURN_IF_ERROR(co_await turn.Wait(resume));
   turn.Hold();
+  FERRY_CO_RETURN_IF_ERROR(caller.Open());
   if (!IsCurrent(*graph)) {
     absl::StatusOr<bool> holds;
     {
@@ -424,6 +474,7 @@ Task<absl::Status> Scheduler::RunBatch(const Graph* graph,
       }
     }
     std::lock_guard<std::mutex> lock(mu_);
+    FERRY_CO_RETURN_IF_ERROR(caller.Open());
     absl::Status planned = Adopt(*graph, *holds);
     if (planned.ok()) planned = Allocate(*graph);
     FERRY_CO_RETURN_IF_ERROR(planned);
@@ -433,7 +484,9 @@ Task<absl::Status> Scheduler::RunBatch(const Graph* graph,
   absl::StatusOr<Event> done;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    done = EnqueueBatchOrSettle(*batch, slot);
+    absl::Status open = caller.Open();
+    done = open.ok() ? EnqueueBatchOrSettle(*batch, slot)
+                     : absl::StatusOr<Event>(open);
   }
   turn.Pass();
   FERRY_CO_RETURN_IF_ERROR(done.status());
@@ -448,11 +501,14 @@ absl::Status Scheduler::Compute(const Graph& graph, const BatchIo& io) {
 
 absl::Status Scheduler::ComputeWithCallback(const Graph& graph,
                                             const BatchIo& io) {
+  CallerGuard caller(*this);
+  FERRY_RETURN_IF_ERROR(caller.Open());
   FERRY_ASSIGN_OR_RETURN(std::unique_ptr<CapturedBatch> batch,
                          Capture(graph, io));
   TurnGuard turn(slots_);
   FERRY_RETURN_IF_ERROR(turn.WaitBlocking());
   std::lock_guard<std::mutex> lock(mu_);
+  FERRY_RETURN_IF_ERROR(caller.Open());
   if (!IsCurrent(graph)) FERRY_RETURN_IF_ERROR(AllocGraph(graph));
   FERRY_RETURN_IF_ERROR(Synchronize());
   const int slot = turn.slot();

@@ -46,6 +46,8 @@
 #ifndef FERRY_SCHED_SCHEDULER_H_
 #define FERRY_SCHED_SCHEDULER_H_
 
+#include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -54,6 +56,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
@@ -122,7 +125,11 @@ class Scheduler {
   // take ownership; they must outlive the scheduler.
   static absl::StatusOr<std::unique_ptr<Scheduler>> Create(
       std::vector<Backend*> backends, SchedulerOptions options = {});
-  // Waits for every batch in flight.
+  // Waits for every batch in flight, and fails every Submit, Compute and
+  // started ComputeAsync still waiting for its turn or a slot with
+  // Cancelled, then waits until they have returned: their executors must
+  // keep running meanwhile. A ComputeAsync task not started yet must not be
+  // started afterwards.
   ~Scheduler();
 
   Scheduler(const Scheduler&) = delete;
@@ -183,6 +190,7 @@ class Scheduler {
  private:
   std::vector<std::string> BackendNames() const;
   class TurnGuard;
+  class CallerGuard;
 
   Scheduler(std::vector<Backend*> backends, SchedulerOptions options,
             int n_copies);
@@ -266,6 +274,14 @@ class Scheduler {
   // Batch k's completion is value k on this timeline.
   std::shared_ptr<TimelineSemaphore> batch_timeline_;
   int64_t next_batch_ = 0;  // Batches enqueued.
+
+  // Calls inside Submit, Compute or a started ComputeAsync, which
+  // ~Scheduler waits out; `closing_` (also read under mu_) fails new and
+  // waiting ones with Cancelled.
+  std::mutex callers_mu_;
+  std::condition_variable callers_cv_;
+  int callers_ ABSL_GUARDED_BY(callers_mu_) = 0;
+  std::atomic<bool> closing_{false};
 
   EvalCallback eval_callback_;
   SchedulerStats stats_;

@@ -1,6 +1,7 @@
 #include "ferry/backends/cuda/cuda_backend.h"
 
 #include <algorithm>
+#include <condition_variable>
 #include <utility>
 #include <vector>
 
@@ -68,6 +69,7 @@ class BackendFence : public cuda_internal::Fence {
     std::lock_guard<std::mutex> lock(mu_);
     events_ = std::move(events);
     issued_ = true;
+    issued_cv_.notify_all();
   }
   bool IsComplete() override {
     std::lock_guard<std::mutex> lock(mu_);
@@ -92,17 +94,35 @@ class BackendFence : public cuda_internal::Fence {
     }
     return true;
   }
+  void WaitIncludingHeld() override {
+    {
+      // Issued by whoever releases the held work (the backend's queue runs
+      // the fence's step even after a failure, and its destructor waits
+      // for held work), so this ends once the event holding it completes.
+      std::unique_lock<std::mutex> lock(mu_);
+      issued_cv_.wait(lock, [this] { return issued_; });
+    }
+    (void)Wait();
+  }
 
  private:
   std::mutex mu_;
+  std::condition_variable issued_cv_;
   bool issued_ = false;
   std::vector<std::shared_ptr<PooledCudaEvent>> events_;
 };
 
 // Bytes from tensor.data to one past its last element (views may be
-// strided or permuted).
+// strided or permuted; a block-quantized row ends with its last block).
 size_t ByteExtent(const Tensor& tensor) {
   if (tensor.NumElements() == 0) return 0;
+  if (IsQuantized(tensor.dtype)) {
+    size_t last = 0;
+    for (int i = 1; i < kMaxDims; ++i) {
+      last += static_cast<size_t>(tensor.ne[i] - 1) * tensor.nb[i];
+    }
+    return last + static_cast<size_t>(tensor.RowBytes());
+  }
   size_t last = 0;
   for (int i = 0; i < kMaxDims; ++i) {
     last += static_cast<size_t>(tensor.ne[i] - 1) * tensor.nb[i];
@@ -393,6 +413,7 @@ absl::Status CudaBackend::LaunchNodes(NodeSpan nodes) {
   context.cublas = cublas_;
   context.scratch = issue_->scratch.ptr;
   context.scratch_bytes = issue_->scratch.size;
+  context.allow_tf32 = allow_tf32_;
   for (const Tensor* node : nodes) {
     if (node->op == Op::kNone || IsViewOp(node->op)) continue;
     // A launch or cuBLAS call that finds the context ruined returns its

@@ -153,6 +153,7 @@ class CudaBackend final : public Backend {
   cudaStream_t join_stream_ = nullptr;
   std::atomic<bool> dirty_[kNumStreams] = {};  // Work since last Record().
   cublasHandle_t cublas_ = nullptr;
+  bool allow_tf32_ = false;         // CreateBackend's "tf32=1".
   uint64_t compute_stream_id_ = 0;  // For the caching allocator.
   uint64_t lane_ = 0;               // In the device's poller.
 

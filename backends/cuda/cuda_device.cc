@@ -109,12 +109,12 @@ class CudaHostBuffer final : public Buffer {
         kind_(kind),
         read_only_(read_only) {}
   ~CudaHostBuffer() override {
-    // Copies already issued may still read or write the memory: wait for
-    // them before it is unpinned or freed (work still held on the host
-    // behind an event cannot be waited for here).
+    // Copies enqueued so far may still read or write the memory: wait for
+    // them before it is unpinned or freed, those still held on the host
+    // behind an event included (until that event lets them be issued).
     for (const std::shared_ptr<cuda_internal::Fence>& fence :
          device_.FencesForFree()) {
-      (void)fence->Wait();
+      fence->WaitIncludingHeld();
     }
     void* memory = base();
     host_.reset();
@@ -189,8 +189,10 @@ int64_t BatchSize(const Tensor& node) {
 bool IsStickyCudaError(cudaError_t error) {
   // driver_types.h documents these as leaving "the process in an
   // inconsistent state" (any further CUDA work returns the same error), plus
-  // the hardware errors and cudaErrorUnknown, after which the context
-  // cannot be trusted either.
+  // the hardware errors, after which the context cannot be trusted either.
+  // Not cudaErrorUnknown (999): calls answer it for failures of their own
+  // (a cudaHostRegister the driver cannot pin), and a context it did ruin
+  // shows as a sticky error at the next call that touches the device.
   switch (error) {
     case cudaErrorECCUncorrectable:     // 214
     case cudaErrorNvlinkUncorrectable:  // 220
@@ -207,7 +209,6 @@ bool IsStickyCudaError(cudaError_t error) {
     case cudaErrorLaunchFailure:        // 719
     case cudaErrorTensorMemoryLeak:     // 721
     case cudaErrorExternalDevice:       // 911
-    case cudaErrorUnknown:              // 999
       return true;
     default:
       return false;
@@ -374,12 +375,17 @@ DeviceProps CudaDevice::props() const {
 
 absl::StatusOr<std::unique_ptr<Backend>> CudaDevice::CreateBackend(
     absl::string_view params) {
-  if (!params.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        name_, ": unknown backend parameters '", params, "' (none exist)"));
+  bool tf32 = false;
+  if (params == "tf32=1" || params == "tf32=0") {
+    tf32 = params == "tf32=1";
+  } else if (!params.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(name_, ": unknown backend parameters '", params,
+                     "' (the one option is tf32=0|1)"));
   }
   FERRY_RETURN_IF_ERROR(sticky_error());
   std::unique_ptr<CudaBackend> backend(new CudaBackend(*this));
+  backend->allow_tf32_ = tf32;
   FERRY_RETURN_IF_ERROR(backend->Init());
   return std::unique_ptr<Backend>(std::move(backend));
 }
@@ -427,14 +433,19 @@ absl::StatusOr<std::unique_ptr<Buffer>> CudaDevice::BufferFromHostPointer(
 }
 
 absl::Status CudaDevice::CheckOp(const Tensor& node) const {
-  // The CUDA kernels have no block-quantized paths: such nodes go to the
-  // CPU, and loaders keep f32 copies of the weights placed here.
-  for (const Tensor* t : node.src) {
-    if (t != nullptr && IsQuantized(t->dtype)) {
-      return absl::UnimplementedError(
-          absl::StrCat(name_, ": no CUDA kernel reads block dtype ",
-                       DTypeName(t->dtype), " ('", t->name, "', a source of ",
-                       OpName(node.op), " '", node.name, "')"));
+  // Block-quantized weights: q4_0, q4_1 and q8_0 as mul_mat's a
+  // (kernels/cuda_kernels.h); other nodes reading blocks go to the CPU.
+  for (int i = 0; i < kMaxSrc; ++i) {
+    const Tensor* t = node.src[i];
+    if (t == nullptr || !IsQuantized(t->dtype)) continue;
+    const bool read = node.op == Op::kMulMat && i == 0 &&
+                      (t->dtype == DType::kQ4_0 || t->dtype == DType::kQ4_1 ||
+                       t->dtype == DType::kQ8_0);
+    if (!read) {
+      return absl::UnimplementedError(absl::StrCat(
+          name_, ": no CUDA kernel reads block dtype ", DTypeName(t->dtype),
+          " ('", t->name, "', source ", i, " of ", OpName(node.op), " '",
+          node.name, "'): only q4_0, q4_1 and q8_0 as mul_mat's a"));
     }
   }
   if (IsQuantized(node.dtype)) {

@@ -22,7 +22,10 @@
 //   - synchronous buffer transfers (Buffer::SetTensor and friends) on
 //     pooled non-blocking streams, complete when they return;
 //   - pinned host buffers (cudaHostAlloc, portable to every GPU) and
-//     buffers over registered host memory (cudaHostRegister);
+//     buffers over registered host memory (cudaHostRegister); destroying
+//     one blocks until the copies enqueued so far on every CUDA backend
+//     ran, those held on the host behind an event too (so the event must
+//     be able to complete without the destroying thread);
 //   - a pool of timing-free CUDA events and the completion poller thread
 //     that turns their completion into timeline signals;
 //   - the sticky error: after an error that ruins the CUDA context (illegal
@@ -147,7 +150,9 @@ class CudaDevice final : public Device {
     return initialized_.load(std::memory_order_acquire);
   }
 
-  // `params`: empty (no options yet); anything else is InvalidArgument.
+  // `params`: empty, or "tf32=1" to let f32 x f32 GEMMs use TF32 tensor
+  // cores (faster, about 1e-3 relative error per product; "tf32=0", the
+  // default, keeps full f32); anything else is InvalidArgument.
   absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(
       absl::string_view params = "") override;
   BufferType* default_buffer_type() override { return &buffer_type_; }
@@ -161,7 +166,8 @@ class CudaDevice final : public Device {
       void* data, size_t size) override;
 
   // Exactly the ops the CUDA kernels implement (the same contract as the
-  // CPU kernels' CheckSupported).
+  // CPU kernels' CheckSupported), block-quantized weights only as
+  // mul_mat's q4_0/q4_1/q8_0 a.
   absl::Status CheckOp(const Tensor& node) const override;
   // Kernels read and write this device's memory only.
   bool SupportsBufferType(const BufferType* type) const override;

@@ -1,6 +1,8 @@
 #include "ferry/tests/conformance/conformance.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 #include <string>
 #include <utility>
 
@@ -12,6 +14,12 @@
 
 namespace ferry::testing {
 namespace {
+
+// FERRY_REQUIRE_GPU=1: set by --config=gpu (.bazelrc) for tests.
+bool GpuRequired() {
+  const char* value = std::getenv("FERRY_REQUIRE_GPU");
+  return value != nullptr && std::strcmp(value, "1") == 0;
+}
 
 // "Prefix/BufferConformanceTest" + "SetGet/cpu" ->
 // "BufferConformanceTest.SetGet".
@@ -73,6 +81,10 @@ void ConformanceTest::SetUp() {
   }
   absl::StatusOr<std::unique_ptr<Backend>> created = param.create();
   if (absl::IsUnavailable(created.status())) {
+    if (param.required_under_gpu_config && GpuRequired()) {
+      GTEST_FAIL() << "FERRY_REQUIRE_GPU=1 (--config=gpu) but " << param.name
+                   << " is unavailable: " << created.status();
+    }
     GTEST_SKIP() << param.name << " unavailable: " << created.status();
   }
   ASSERT_THAT(created, IsOk());

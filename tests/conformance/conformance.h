@@ -21,10 +21,10 @@
 //       .expected_failures = {{"EventConformanceTest.Y", "bug #12"}}});
 //
 // A factory answering Unavailable (no GPU) makes every test skip, visibly,
-// with the reason. A test listed as unsupported skips with its reason. A
-// test listed as an expected failure runs; its failures are reported as
-// expected and the test passes, and if it stops failing the test fails so
-// that the list is kept honest.
+// with the reason (fail, for a backend required under --config=gpu). A test
+// listed as unsupported skips with its reason. A test listed as an expected
+// failure runs; its failures are reported as expected and the test passes, and
+// if it stops failing the test fails so that the list is kept honest.
 #ifndef FERRY_TESTS_CONFORMANCE_CONFORMANCE_H_
 #define FERRY_TESTS_CONFORMANCE_CONFORMANCE_H_
 
@@ -57,6 +57,11 @@ struct ConformanceBackend {
   std::map<std::string, std::string> unsupported;
   // "Suite.Test" -> why it fails today (the bug to fix).
   std::map<std::string, std::string> expected_failures;
+  // The backend a GPU machine must have (e.g. cuda0): under
+  // FERRY_REQUIRE_GPU=1 (--config=gpu) a factory answering Unavailable
+  // fails every test instead of skipping it, so a run that tested nothing
+  // cannot pass.
+  bool required_under_gpu_config = false;
 };
 
 inline void PrintTo(const ConformanceBackend& backend, std::ostream* os) {

@@ -57,6 +57,11 @@ class Fence {
   // from the host (the work is on the device); returns false at once
   // otherwise (work still held on the host behind an event).
   virtual bool Wait() = 0;
+  // Blocks until complete, work still held on the host included (until the
+  // thread that releases it has issued it, then until the device ran it):
+  // for memory that cannot be handed back later, e.g. pinned host memory
+  // about to be unpinned or freed. By default Wait().
+  virtual void WaitIncludingHeld() { (void)Wait(); }
 };
 
 using FenceList = std::vector<std::shared_ptr<Fence>>;

@@ -65,6 +65,9 @@ class DeviceRunner {
   absl::Status Run(const internal::ConcatArgs& args) {
     return Check(internal::LaunchConcat(args, ctx_.stream), "ConcatKernel");
   }
+  absl::Status Run(const internal::QuantDotArgs& args) {
+    return Check(internal::LaunchQuantDot(args, ctx_.stream), "QuantDotKernel");
+  }
 
   absl::Status Run(const internal::GemmPlan& plan) {
     if (plan.zero_output) {
@@ -94,6 +97,17 @@ class DeviceRunner {
       FERRY_RETURN_IF_ERROR(Check(
           internal::LaunchCopy(*plan.copy_a, ctx_.stream), "CopyKernel(a)"));
     }
+    if (plan.dequant_a) {
+      FERRY_RETURN_IF_ERROR(
+          Check(internal::LaunchDequant(*plan.dequant_a, ctx_.stream),
+                "DequantKernel(a)"));
+    }
+    // TF32 (10-bit mantissas in the products) only for f32 x f32, and only
+    // when the caller opted in.
+    const cublasComputeType_t compute =
+        ctx_.allow_tf32 && plan.ab_type == internal::ElemType::kF32
+            ? CUBLAS_COMPUTE_32F_FAST_TF32
+            : CUBLAS_COMPUTE_32F;
     const float alpha = 1.0f;
     const float beta = 0.0f;
     const cudaDataType_t ab_type = CudaType(plan.ab_type);
@@ -104,19 +118,19 @@ class DeviceRunner {
       const void* b = static_cast<const std::byte*>(plan.b) + batch.b_offset;
       void* c = reinterpret_cast<std::byte*>(plan.c) + batch.c_offset;
       if (batch.count == 1) {
-        FERRY_RETURN_IF_ERROR(CheckCublas(
-            cublasGemmEx(ctx_.cublas, op_a, op_b, plan.m, plan.n, plan.k,
-                         &alpha, a, ab_type, plan.lda, b, ab_type, plan.ldb,
-                         &beta, c, CUDA_R_32F, plan.ldc, CUBLAS_COMPUTE_32F,
-                         CUBLAS_GEMM_DEFAULT),
-            "cublasGemmEx"));
+        FERRY_RETURN_IF_ERROR(
+            CheckCublas(cublasGemmEx(ctx_.cublas, op_a, op_b, plan.m, plan.n,
+                                     plan.k, &alpha, a, ab_type, plan.lda, b,
+                                     ab_type, plan.ldb, &beta, c, CUDA_R_32F,
+                                     plan.ldc, compute, CUBLAS_GEMM_DEFAULT),
+                        "cublasGemmEx"));
       } else {
         FERRY_RETURN_IF_ERROR(CheckCublas(
             cublasGemmStridedBatchedEx(
                 ctx_.cublas, op_a, op_b, plan.m, plan.n, plan.k, &alpha, a,
                 ab_type, plan.lda, batch.stride_a, b, ab_type, plan.ldb,
                 batch.stride_b, &beta, c, CUDA_R_32F, plan.ldc, batch.stride_c,
-                batch.count, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                batch.count, compute, CUBLAS_GEMM_DEFAULT),
             "cublasGemmStridedBatchedEx"));
       }
     }

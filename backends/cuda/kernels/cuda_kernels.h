@@ -8,9 +8,12 @@
 // multiply-shift division); rms_norm, norm, soft_max and rope run one block
 // per row (rope after a kernel that computes each
 // position's angles once); mul_mat runs on cuBLAS with CUBLAS_COMPUTE_32F: f32
-// x f32 in full f32 (no TF32 unless the caller's handle math mode asks for it),
+// x f32 in full f32 (TF32 products only with LaunchContext::allow_tf32),
 // f16/bf16 weights on tensor cores with b converted to their type in scratch
-// and f32 accumulation.
+// and f32 accumulation. Block-quantized weights (q4_0, q4_1, q8_0) are
+// computed from their blocks: for up to 8 columns of b (decode) by a kernel
+// that dequantizes each block as it reads it and dots it with b in f32; for
+// more (prompts) dequantized to f16 in scratch for the f16 GEMM.
 //
 // Typical use:
 //   size_t bytes = cuda_kernels::ScratchBytes(*node);  // Plan; 0 for most.
@@ -38,10 +41,15 @@ struct LaunchContext {
   // Device memory of at least ScratchBytes(node) bytes, 256-byte aligned.
   void* scratch = nullptr;
   size_t scratch_bytes = 0;
+  // f32 x f32 GEMMs may use TF32 tensor cores (CUBLAS_COMPUTE_32F_FAST_TF32:
+  // inputs rounded to 10-bit mantissas, about 1e-3 relative error per
+  // product). Off: full f32.
+  bool allow_tf32 = false;
 };
 
 // Returns the device scratch bytes `node` needs (mul_mat converting f32 b
-// to f16/bf16 for tensor cores, or copying operands whose rows overlap;
+// to f16/bf16 for tensor cores, dequantizing block-quantized a for a
+// prompt's GEMM, or copying operands whose rows overlap;
 // rope's table of angles); 0 for most ops.
 size_t ScratchBytes(const Tensor& node);
 

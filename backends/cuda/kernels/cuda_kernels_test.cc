@@ -16,6 +16,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "ferry/backends/cuda/kernels/internal/kernel_test_cases.h"
+#include "ferry/backends/cuda/testing/cuda_test_util.h"
 #include "ferry/backends/host/kernels/kernels.h"
 #include "ferry/graph/graph.h"
 #include "ferry/graph/op.h"
@@ -44,11 +45,6 @@ absl::Status Cublas(cublasStatus_t status, const char* what) {
       absl::StrCat(what, ": ", cublasGetStatusString(status)));
 }
 
-bool HaveDevice() {
-  int count = 0;
-  return cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
-}
-
 // A device copy of a graph's host memory. Every tensor's host bytes are
 // mirrored in device buffers (one per run of overlapping tensors), the
 // tensors' `data` point there while the graph runs, and the bytes come back
@@ -62,7 +58,7 @@ class DeviceMirror {
   DeviceMirror(const DeviceMirror&) = delete;
   DeviceMirror& operator=(const DeviceMirror&) = delete;
   ~DeviceMirror() {
-    for (Segment& s : segments_) cudaFree(s.device);
+    for (Segment& s : segments_) cudaFree(s.allocation);
   }
 
   // Copies host bytes to the device and points every tensor there.
@@ -77,12 +73,17 @@ class DeviceMirror {
       if (!segments_.empty() && begin <= segments_.back().host_end) {
         segments_.back().host_end = std::max(segments_.back().host_end, end);
       } else {
-        segments_.push_back({begin, end, nullptr});
+        segments_.push_back({begin, end, nullptr, nullptr});
       }
     }
     for (Segment& s : segments_) {
       const size_t bytes = static_cast<size_t>(s.host_end - s.host_begin);
-      FERRY_RETURN_IF_ERROR(Cuda(cudaMalloc(&s.device, bytes), "cudaMalloc"));
+      // At the host bytes' offset in a 256-byte line: a misaligned host
+      // tensor stays misaligned on the device.
+      const size_t skew = reinterpret_cast<uintptr_t>(s.host_begin) % 256;
+      FERRY_RETURN_IF_ERROR(
+          Cuda(cudaMalloc(&s.allocation, bytes + skew), "cudaMalloc"));
+      s.device = static_cast<std::byte*>(s.allocation) + skew;
       FERRY_RETURN_IF_ERROR(Cuda(
           cudaMemcpy(s.device, s.host_begin, bytes, cudaMemcpyHostToDevice),
           "cudaMemcpy h2d"));
@@ -119,7 +120,8 @@ class DeviceMirror {
   struct Segment {
     std::byte* host_begin;
     std::byte* host_end;
-    void* device;
+    void* allocation;
+    void* device;  // allocation + the host's misalignment.
   };
   std::vector<Tensor*> tensors_;
   std::vector<void*> host_data_;
@@ -184,7 +186,9 @@ const std::vector<KernelCase>& Cases() {
 class CudaKernelsTest : public ::testing::TestWithParam<size_t> {
  protected:
   void SetUp() override {
-    if (!HaveDevice()) GTEST_SKIP() << "no usable CUDA device";
+    // Skips without a usable device, saying why; fails instead under
+    // --config=gpu (FERRY_REQUIRE_GPU=1).
+    FERRY_CUDA_TEST_NEEDS_DEVICES(1);
   }
 };
 

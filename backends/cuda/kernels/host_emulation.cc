@@ -48,6 +48,7 @@ class HostRunner {
     }
     if (plan.copy_b) internal::EmulateCopy(*plan.copy_b);
     if (plan.copy_a) internal::EmulateCopy(*plan.copy_a);
+    if (plan.dequant_a) internal::EmulateDequant(*plan.dequant_a);
     // Each batch run as the cublasGemm(StridedBatched)Ex call Launch makes.
     for (const internal::GemmBatch& batch : plan.batches) {
       cuda_testing::GemmCall call;
@@ -97,6 +98,9 @@ class HostRunner {
     internal::EmulateSetRows(a);
   }
   static void Emulate(const internal::CopyArgs& a) { internal::EmulateCopy(a); }
+  static void Emulate(const internal::QuantDotArgs& a) {
+    internal::EmulateQuantDot(a);
+  }
   static void Emulate(const internal::ConcatArgs& a) {
     internal::EmulateConcat(a);
   }

@@ -1,6 +1,7 @@
 #include "ferry/backends/cuda/testing/emulated_gemm.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -10,6 +11,17 @@ namespace ferry::cuda_testing {
 namespace {
 
 int64_t ElementBytes(GemmType type) { return type == GemmType::kF32 ? 4 : 2; }
+
+// x with its mantissa rounded (to nearest even) to TF32's 10 bits.
+float RoundToTf32(float x) {
+  uint32_t bits;
+  std::memcpy(&bits, &x, sizeof(bits));
+  if ((bits & 0x7f800000u) == 0x7f800000u) return x;  // Inf, NaN.
+  bits += 0xfffu + ((bits >> 13) & 1u);
+  bits &= ~0x1fffu;
+  std::memcpy(&x, &bits, sizeof(x));
+  return x;
+}
 
 float Load(GemmType type, const std::byte* p) {
   switch (type) {
@@ -97,8 +109,13 @@ void RunGemm(const GemmCall& call) {
         for (int64_t p = 0; p < call.k; ++p) {
           const int64_t ai = call.trans_a ? p + i * call.lda : i + p * call.lda;
           const int64_t bi = call.trans_b ? j + p * call.ldb : p + j * call.ldb;
-          sum += Load(call.ab_type, a + ai * size) *
-                 Load(call.ab_type, b + bi * size);
+          float x = Load(call.ab_type, a + ai * size);
+          float y = Load(call.ab_type, b + bi * size);
+          if (call.tf32) {
+            x = RoundToTf32(x);
+            y = RoundToTf32(y);
+          }
+          sum += x * y;
         }
         float& out = c[i + j * call.ldc];
         out = call.beta == 0.0f ? call.alpha * sum

@@ -1,6 +1,7 @@
 // cuBLAS's GEMM computed on the host, for the fake cuBLAS (fake_cublas.cc)
 // and the kernels' host emulation: column-major C = alpha op(A) op(B) +
-// beta C, A and B f32/f16/bf16, C f32, products summed in f32 in k order.
+// beta C, A and B f32/f16/bf16, C f32, products summed in f32 in k order
+// (TF32 products on request).
 // Testonly.
 #ifndef FERRY_BACKENDS_CUDA_TESTING_EMULATED_GEMM_H_
 #define FERRY_BACKENDS_CUDA_TESTING_EMULATED_GEMM_H_
@@ -35,6 +36,9 @@ struct GemmCall {
   int64_t batch = 1;
   float alpha = 1.0f;
   float beta = 0.0f;  // 0: C is only written (cuBLAS does not read it).
+  // CUBLAS_COMPUTE_32F_FAST_TF32 (f32 only): A's and B's values rounded to
+  // TF32's 10-bit mantissa before they are multiplied.
+  bool tf32 = false;
 };
 
 // InvalidArgument naming the broken rule when cuBLAS would refuse the call

@@ -63,10 +63,13 @@ cublasStatus_t Gemm(cublasHandle_t handle, cublasOperation_t transa,
   if (!ToGemmType(a_type, &call.ab_type) || !ToGemmType(b_type, &b_gemm_type) ||
       b_gemm_type != call.ab_type || c_type != CUDA_R_32F ||
       (compute != CUBLAS_COMPUTE_32F &&
-       compute != CUBLAS_COMPUTE_32F_PEDANTIC) ||
+       compute != CUBLAS_COMPUTE_32F_PEDANTIC &&
+       !(compute == CUBLAS_COMPUTE_32F_FAST_TF32 &&
+         call.ab_type == cuda_testing::GemmType::kF32)) ||
       handle->pointer_mode != CUBLAS_POINTER_MODE_HOST) {
     return CUBLAS_STATUS_NOT_SUPPORTED;
   }
+  call.tf32 = compute == CUBLAS_COMPUTE_32F_FAST_TF32;
   call.trans_a = transa == CUBLAS_OP_T;
   call.trans_b = transb == CUBLAS_OP_T;
   call.m = m;

@@ -1,7 +1,10 @@
 #include "ferry/backends/cuda/testing/fake_cuda.h"
 
 #include <memory>
+#include <string>
 
+#include "absl/strings/cord.h"
+#include "absl/strings/numbers.h"
 #include "ferry/backends/cuda/testing/internal/fake_runtime.h"
 #include "ferry/backends/cuda/testing/internal/kernel_registry.h"
 
@@ -35,6 +38,10 @@ void InjectLaunchFault(int nth, cudaError_t error, FaultSurface surface) {
 
 void InjectAllocationFailure(int nth) {
   Runtime::Get().InjectAllocationFailure(nth);
+}
+
+void InjectHostRegisterError(int nth, cudaError_t error) {
+  Runtime::Get().InjectHostRegisterError(nth, error);
 }
 
 void InjectNotReady(int count) { Runtime::Get().InjectNotReady(count); }
@@ -95,6 +102,13 @@ std::vector<std::string> TakeRaceReports() {
 
 void RegisterKernelEmulator(const void* kernel, KernelEmulator emulator) {
   KernelRegistry::Get().AddEmulator(kernel, emulator);
+}
+
+absl::Status KernelFault(cudaError_t error, absl::string_view what) {
+  absl::Status status = absl::InternalError(what);
+  status.SetPayload(fake_cuda_internal::kKernelFaultPayload,
+                    absl::Cord(std::to_string(static_cast<int>(error))));
+  return status;
 }
 
 std::vector<std::string> KernelsWithoutEmulator() {

@@ -26,7 +26,9 @@
 //   - kernels: `<<<...>>>` and cudaLaunchKernel(Ex) run the kernel's host
 //     emulation (registered with RegisterKernelEmulator) on the stream's
 //     thread, with the device addresses of its arguments checked (an
-//     address outside every allocation is a sticky illegal address);
+//     address outside every allocation is a sticky illegal address) and,
+//     in ferry's kernels, every word access at an address that is not a
+//     multiple of its size a sticky misaligned address, as on a GPU;
 //   - cuBLAS GEMMs computed on the host in the handle's stream;
 //   - a device-memory race check: an operation enqueued while an earlier,
 //     conflicting one (either writes the bytes) is still in flight and not
@@ -50,6 +52,7 @@
 #include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 
 namespace ferry::fake_cuda {
@@ -87,6 +90,10 @@ void InjectLaunchFault(int nth, cudaError_t error = cudaErrorIllegalAddress,
                        FaultSurface surface = FaultSurface::kAtExecution);
 // The `nth` cudaMalloc from now fails with cudaErrorMemoryAllocation.
 void InjectAllocationFailure(int nth);
+// The `nth` cudaHostRegister from now fails with `error` (e.g.
+// cudaErrorUnknown, which the driver may answer for pinning it cannot do;
+// not sticky).
+void InjectHostRegisterError(int nth, cudaError_t error = cudaErrorUnknown);
 // The next `count` event and stream queries answer cudaErrorNotReady, done
 // or not (a storm of not-ready answers).
 void InjectNotReady(int count);
@@ -179,6 +186,11 @@ struct LaunchShape {
   dim3 block;
   size_t shared_bytes = 0;
 };
+
+// What KernelRun::run returns for a fault a GPU reports as `error` (e.g.
+// cudaErrorMisalignedAddress; sticky, like every fault inside a kernel).
+// Any other error of a run is a launch failure (cudaErrorLaunchFailure).
+absl::Status KernelFault(cudaError_t error, absl::string_view what);
 
 // Binds a launch of the kernel: `args[i]` points at its i-th parameter.
 // An error fails the launch with cudaErrorInvalidValue.

@@ -510,6 +510,9 @@ cudaError_t cudaHostRegister(void* ptr, size_t size, unsigned int flags) {
     return R().Fail(cudaErrorInvalidValue);
   }
   R().TouchContext(device);
+  if (cudaError_t injected = R().HostRegisterFault(); injected != cudaSuccess) {
+    return R().Fail(injected, "injected at cudaHostRegister");
+  }
   absl::Status status =
       R().memory().Register(ptr, size, (flags & cudaHostRegisterReadOnly) != 0);
   if (absl::IsAlreadyExists(status)) {

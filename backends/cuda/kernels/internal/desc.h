@@ -10,8 +10,18 @@
 namespace ferry {
 namespace cuda_kernels_internal {
 
-// Element types; values equal ferry::DType's.
-enum class ElemType : int32_t { kF32 = 0, kF16 = 1, kBF16 = 2, kI32 = 3 };
+// Element types; values equal ferry::DType's. The block-quantized ones
+// (32 elements a block) are read only, as mul_mat's a (QuantDotArgs,
+// DequantArgs).
+enum class ElemType : int32_t {
+  kF32 = 0,
+  kF16 = 1,
+  kBF16 = 2,
+  kI32 = 3,
+  kQ4_0 = 4,
+  kQ4_1 = 5,
+  kQ8_0 = 8,
+};
 
 // One tensor as the kernels see it: a device (or, when emulated, host)
 // address, its element type and ggml-style shape and byte strides. Does not
@@ -118,6 +128,23 @@ struct CopyArgs {
   bool linear = false;
   ElementIndex dst_index;
   ElementIndex src_index;
+};
+
+// mul_mat with a block-quantized a for a few columns of b (decode): each
+// result element dst[i0][i1][i2][i3] = dot(row i0 of a's batch
+// (i2 / r2, i3 / r3), row i1 of b's batch (i2, i3)), with a's blocks
+// dequantized as they are read. b f32 with contiguous rows, dst f32.
+struct QuantDotArgs {
+  TensorDesc a, b, dst;
+  int64_t r2 = 1;  // b.ne[2] / a.ne[2].
+  int64_t r3 = 1;  // b.ne[3] / a.ne[3].
+};
+
+// Block-quantized src (contiguous rows of whole blocks) into dst, f16 of
+// src's shape (contiguous), for a GEMM on cuBLAS.
+struct DequantArgs {
+  TensorDesc src, dst;
+  ElementIndex index;  // Of dst.
 };
 
 // concat along dim; a, b and dst have one element type.

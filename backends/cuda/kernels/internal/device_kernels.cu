@@ -110,5 +110,23 @@ cudaError_t LaunchConcat(const ConcatArgs& args, cudaStream_t stream) {
   return error;
 }
 
+cudaError_t LaunchQuantDot(const QuantDotArgs& args, cudaStream_t stream) {
+  cudaError_t error = cudaErrorInvalidValue;
+  DispatchQuantType(args.a.type, [&](auto format) {
+    using Format = typename decltype(format)::type;
+    error = LaunchRows<QuantDotOp<Format>>(args, args.a.ne[0], stream);
+  });
+  return error;
+}
+
+cudaError_t LaunchDequant(const DequantArgs& args, cudaStream_t stream) {
+  cudaError_t error = cudaErrorInvalidValue;
+  DispatchQuantType(args.src.type, [&](auto format) {
+    using Format = typename decltype(format)::type;
+    error = LaunchElements<DequantOp<Format>>(args, stream);
+  });
+  return error;
+}
+
 }  // namespace cuda_kernels_internal
 }  // namespace ferry

@@ -22,6 +22,9 @@ cudaError_t LaunchGetRows(const GetRowsArgs& args, cudaStream_t stream);
 cudaError_t LaunchSetRows(const SetRowsArgs& args, cudaStream_t stream);
 cudaError_t LaunchCopy(const CopyArgs& args, cudaStream_t stream);
 cudaError_t LaunchConcat(const ConcatArgs& args, cudaStream_t stream);
+// cudaErrorInvalidValue for a type without a block format.
+cudaError_t LaunchQuantDot(const QuantDotArgs& args, cudaStream_t stream);
+cudaError_t LaunchDequant(const DequantArgs& args, cudaStream_t stream);
 
 }  // namespace cuda_kernels_internal
 }  // namespace ferry

@@ -47,6 +47,14 @@ __global__ void RowKernel(typename Op::Args args, int64_t rows) {
   RunRowThread<Op>(args, rows, ThisThreadPosition(), block);
 }
 
+// Calls fn(TypeTag<Format>{}) for every block format the kernels read.
+template <typename Fn>
+void ForEachQuantFormat(Fn&& fn) {
+  for (ElemType type : {ElemType::kQ4_0, ElemType::kQ4_1, ElemType::kQ8_0}) {
+    DispatchQuantType(type, fn);
+  }
+}
+
 // Calls fn(ElementKernel<Op> tag) for every element op the launchers
 // instantiate, and fn for every row op; the emulations register each.
 template <typename Fn>
@@ -76,6 +84,9 @@ void ForEachElementOp(Fn&& fn) {
       fn(TypeTag<ConcatOp<typename decltype(raw)::type>>{});
     });
   }
+  ForEachQuantFormat([&](auto format) {
+    fn(TypeTag<DequantOp<typename decltype(format)::type>>{});
+  });
 }
 
 template <typename Fn>
@@ -83,6 +94,9 @@ void ForEachRowOp(Fn&& fn) {
   fn(TypeTag<NormOp>{});
   fn(TypeTag<SoftMaxOp>{});
   fn(TypeTag<RopeOp>{});
+  ForEachQuantFormat([&](auto format) {
+    fn(TypeTag<QuantDotOp<typename decltype(format)::type>>{});
+  });
 }
 
 }  // namespace cuda_kernels_internal

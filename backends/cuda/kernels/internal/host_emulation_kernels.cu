@@ -68,5 +68,17 @@ void EmulateConcat(const ConcatArgs& args) {
   });
 }
 
+void EmulateQuantDot(const QuantDotArgs& args) {
+  DispatchQuantType(args.a.type, [&](auto format) {
+    EmulateRows<QuantDotOp<typename decltype(format)::type>>(args);
+  });
+}
+
+void EmulateDequant(const DequantArgs& args) {
+  DispatchQuantType(args.src.type, [&](auto format) {
+    EmulateElements<DequantOp<typename decltype(format)::type>>(args);
+  });
+}
+
 }  // namespace cuda_kernels_internal
 }  // namespace ferry

@@ -20,6 +20,8 @@ void EmulateGetRows(const GetRowsArgs& args);
 void EmulateSetRows(const SetRowsArgs& args);
 void EmulateCopy(const CopyArgs& args);
 void EmulateConcat(const ConcatArgs& args);
+void EmulateQuantDot(const QuantDotArgs& args);
+void EmulateDequant(const DequantArgs& args);
 
 }  // namespace cuda_kernels_internal
 }  // namespace ferry

@@ -125,14 +125,78 @@ FERRY_HD Raw32 ConvertElement<Raw32, Raw32>(Raw32 x) {
   return x;
 }
 
+// Element access. A view may start at any byte offset (graph views take
+// one), and a GPU faults on a word access at an address that is not a
+// multiple of the word's size (cudaErrorMisalignedAddress, which ruins the
+// context). So every element goes through Load/Store: one word access
+// where the address allows it, byte by byte where not (a branch the warp
+// takes together, since a tensor's elements share their alignment).
+
+// Host emulation only (the fake CUDA runtime's, testing/): where the thread
+// running a kernel's code notes the first word access at a misaligned
+// address, which a GPU would fault on. Null outside such runs; a host
+// variable, never read by device code.
+struct MisalignedAccessNote {
+  const void* address = nullptr;
+  int bytes = 0;
+};
+inline thread_local MisalignedAccessNote* misaligned_access_note = nullptr;
+
+template <typename T>
+FERRY_HD bool IsAlignedFor(const void* p) {
+  return (reinterpret_cast<uintptr_t>(p) & (sizeof(T) - 1)) == 0;
+}
+
+// A word access as a GPU makes it (emulated runs note a misaligned one).
+template <typename T>
+FERRY_HD void NoteWordAccess(const void* p) {
+#ifndef __CUDA_ARCH__
+  if (misaligned_access_note != nullptr &&
+      misaligned_access_note->address == nullptr && !IsAlignedFor<T>(p)) {
+    misaligned_access_note->address = p;
+    misaligned_access_note->bytes = static_cast<int>(sizeof(T));
+  }
+#endif
+}
+
 template <typename T>
 FERRY_HD T Load(const char* p) {
-  return *reinterpret_cast<const T*>(p);
+  if (IsAlignedFor<T>(p)) {
+    NoteWordAccess<T>(p);
+    return *reinterpret_cast<const T*>(p);
+  }
+  T value;
+  memcpy(&value, p, sizeof(T));
+  return value;
 }
 template <typename T>
 FERRY_HD void Store(char* p, T value) {
-  *reinterpret_cast<T*>(p) = value;
+  if (IsAlignedFor<T>(p)) {
+    NoteWordAccess<T>(p);
+    *reinterpret_cast<T*>(p) = value;
+    return;
+  }
+  memcpy(p, &value, sizeof(T));
 }
+
+// Element e of a contiguous T array at `base`.
+template <typename T>
+FERRY_HD T LoadAt(const void* base, int64_t e) {
+  return Load<T>(static_cast<const char*>(base) + e * int64_t{sizeof(T)});
+}
+template <typename T>
+FERRY_HD void StoreAt(void* base, int64_t e, T value) {
+  Store<T>(static_cast<char*>(base) + e * int64_t{sizeof(T)}, value);
+}
+
+// A contiguous f32 row at any byte address, through Load/Store.
+struct F32Row {
+  char* p = nullptr;
+  FERRY_HD float operator[](int64_t c) const { return LoadAt<float>(p, c); }
+  FERRY_HD void Set(int64_t c, float value) const {
+    StoreAt<float>(p, c, value);
+  }
+};
 
 FERRY_HD float QuietNaN() {
   const uint32_t bits = 0x7fc00000u;
@@ -199,17 +263,17 @@ struct BinaryOp {
         p.b_at == Addressing::kGeneral) {
       Unflatten(e, p.index, i);
     }
-    float* out = p.dst_linear ? reinterpret_cast<float*>(p.dst.data) + e
-                              : reinterpret_cast<float*>(ElementPtr(p.dst, i));
+    char* out = p.dst_linear ? static_cast<char*>(p.dst.data) + e * int64_t{4}
+                             : ElementPtr(p.dst, i);
     const float x = p.a_at == Addressing::kLinear
-                        ? reinterpret_cast<const float*>(p.a.data)[e]
+                        ? LoadAt<float>(p.a.data, e)
                         : Load<float>(ElementPtr(p.a, i));
     float y;
     if (p.b_at == Addressing::kLinear) {
-      y = reinterpret_cast<const float*>(p.b.data)[e];
+      y = LoadAt<float>(p.b.data, e);
     } else if (p.b_at == Addressing::kRow) {
-      y = reinterpret_cast<const float*>(
-          p.b.data)[Mod(e, p.index.div[0], p.index.ne[0], p.index.fast)];
+      y = LoadAt<float>(p.b.data,
+                        Mod(e, p.index.div[0], p.index.ne[0], p.index.fast));
     } else {
       int64_t j[4];
       for (int d = 0; d < 4; ++d) {
@@ -234,7 +298,7 @@ struct BinaryOp {
         r = x / y;
         break;
     }
-    *out = r;
+    Store<float>(out, r);
   }
 };
 
@@ -253,18 +317,18 @@ struct UnaryOp {
   using Args = UnaryArgs;
   static FERRY_HD int64_t Count(const Args& p) { return NumElements(p.dst); }
   static FERRY_HD void Apply(const Args& p, int64_t e) {
-    const float* in;
-    float* out;
+    const char* in;
+    char* out;
     if (p.linear) {
-      in = reinterpret_cast<const float*>(p.a.data) + e;
-      out = reinterpret_cast<float*>(p.dst.data) + e;
+      in = static_cast<const char*>(p.a.data) + e * int64_t{4};
+      out = static_cast<char*>(p.dst.data) + e * int64_t{4};
     } else {
       int64_t i[4];
       Unflatten(e, p.index, i);
-      in = reinterpret_cast<const float*>(ElementPtr(p.a, i));
-      out = reinterpret_cast<float*>(ElementPtr(p.dst, i));
+      in = ElementPtr(p.a, i);
+      out = ElementPtr(p.dst, i);
     }
-    const float x = *in;
+    const float x = Load<float>(in);
     float r;
     switch (p.kind) {
       case UnaryKind::kScale:
@@ -280,7 +344,7 @@ struct UnaryOp {
         r = Relu(x);
         break;
     }
-    *out = r;
+    Store<float>(out, r);
   }
 };
 
@@ -331,8 +395,8 @@ struct CopyOp {
   static FERRY_HD void Apply(const Args& p, int64_t e) {
     if (p.linear) {
       // Both contiguous: element e at e, whatever the shapes.
-      reinterpret_cast<Dst*>(p.dst.data)[e] =
-          ConvertElement<Src, Dst>(reinterpret_cast<const Src*>(p.src.data)[e]);
+      StoreAt<Dst>(p.dst.data, e,
+                   ConvertElement<Src, Dst>(LoadAt<Src>(p.src.data, e)));
       return;
     }
     int64_t d[4];
@@ -379,8 +443,8 @@ struct NormOp {
   static FERRY_HD void Apply(const Args& p, int64_t row, Block& block) {
     int64_t i1, i2, i3;
     UnflattenRow(row, p.dst.ne, i1, i2, i3);
-    const float* x = reinterpret_cast<const float*>(RowPtr(p.a, i1, i2, i3));
-    float* d = reinterpret_cast<float*>(RowPtr(p.dst, i1, i2, i3));
+    const F32Row x{RowPtr(p.a, i1, i2, i3)};
+    const F32Row d{RowPtr(p.dst, i1, i2, i3)};
     const int64_t n = p.dst.ne[0];
     float mean = 0.0f;
     if (p.center) {
@@ -402,7 +466,7 @@ struct NormOp {
         1.0 / sqrt(static_cast<double>(sum_sq) / static_cast<double>(n) +
                    static_cast<double>(p.eps)));
     for (int64_t c = block.tid; c < n; c += block.nt) {
-      d[c] = (x[c] - mean) * inv;
+      d.Set(c, (x[c] - mean) * inv);
     }
   }
 };
@@ -416,34 +480,33 @@ struct SoftMaxOp {
   static FERRY_HD void Apply(const Args& p, int64_t row, Block& block) {
     int64_t i1, i2, i3;
     UnflattenRow(row, p.dst.ne, i1, i2, i3);
-    const float* x = reinterpret_cast<const float*>(RowPtr(p.a, i1, i2, i3));
-    float* d = reinterpret_cast<float*>(RowPtr(p.dst, i1, i2, i3));
-    const float* m =
-        p.has_mask ? reinterpret_cast<const float*>(RowPtr(
-                         p.mask, i1, i2 % p.mask.ne[2], i3 % p.mask.ne[3]))
-                   : nullptr;
+    const F32Row x{RowPtr(p.a, i1, i2, i3)};
+    const F32Row d{RowPtr(p.dst, i1, i2, i3)};
+    const F32Row m{
+        p.has_mask ? RowPtr(p.mask, i1, i2 % p.mask.ne[2], i3 % p.mask.ne[3])
+                   : nullptr};
     const int64_t n = p.dst.ne[0];
     // Each thread writes only the elements it read, so in place is safe.
     float max = -INFINITY;
     for (int64_t c = block.tid; c < n; c += block.nt) {
-      const float v = x[c] * p.scale + (m != nullptr ? m[c] : 0.0f);
-      d[c] = v;
+      const float v = x[c] * p.scale + (p.has_mask ? m[c] : 0.0f);
+      d.Set(c, v);
       max = fmaxf(max, v);
     }
     max = block.Max(max);
     if (max == -INFINITY) {
-      for (int64_t c = block.tid; c < n; c += block.nt) d[c] = QuietNaN();
+      for (int64_t c = block.tid; c < n; c += block.nt) d.Set(c, QuietNaN());
       return;
     }
     float sum = 0.0f;
     for (int64_t c = block.tid; c < n; c += block.nt) {
       const float v = expf(d[c] - max);
-      d[c] = v;
+      d.Set(c, v);
       sum += v;
     }
     sum = block.Sum(sum);
     const float inv = 1.0f / sum;
-    for (int64_t c = block.tid; c < n; c += block.nt) d[c] *= inv;
+    for (int64_t c = block.tid; c < n; c += block.nt) d.Set(c, d[c] * inv);
   }
 };
 
@@ -464,10 +527,9 @@ struct RopeTableOp {
         static_cast<double>(position) * static_cast<double>(p.freq_scale) *
         pow(static_cast<double>(p.freq_base),
             -2.0 * static_cast<double>(k) / static_cast<double>(p.n_dims));
-    float* entry =
-        reinterpret_cast<float*>(ElementPtr(p.table, 2 * k, i[1], 0, 0));
-    entry[0] = static_cast<float>(cos(theta));
-    entry[1] = static_cast<float>(sin(theta));
+    const F32Row entry{ElementPtr(p.table, 2 * k, i[1], 0, 0)};
+    entry.Set(0, static_cast<float>(cos(theta)));
+    entry.Set(1, static_cast<float>(sin(theta)));
   }
 };
 
@@ -480,10 +542,9 @@ struct RopeOp {
   static FERRY_HD void Apply(const Args& p, int64_t row, Block& block) {
     int64_t i1, i2, i3;
     UnflattenRow(row, p.dst.ne, i1, i2, i3);
-    const float* x = reinterpret_cast<const float*>(RowPtr(p.a, i1, i2, i3));
-    float* d = reinterpret_cast<float*>(RowPtr(p.dst, i1, i2, i3));
-    const float* angles =
-        reinterpret_cast<const float*>(RowPtr(p.table, i2, 0, 0));
+    const F32Row x{RowPtr(p.a, i1, i2, i3)};
+    const F32Row d{RowPtr(p.dst, i1, i2, i3)};
+    const F32Row angles{RowPtr(p.table, i2, 0, 0)};
     const int64_t n = p.dst.ne[0];
     const int64_t n_dims = p.n_dims;
     const int64_t half = n_dims / 2;
@@ -495,12 +556,125 @@ struct RopeOp {
       // In place is safe: this thread reads the pair before writing it.
       const float x0 = x[c0];
       const float x1 = x[c1];
-      d[c0] = x0 * cos_theta - x1 * sin_theta;
-      d[c1] = x0 * sin_theta + x1 * cos_theta;
+      d.Set(c0, x0 * cos_theta - x1 * sin_theta);
+      d.Set(c1, x0 * sin_theta + x1 * cos_theta);
     }
-    if (d != x) {
-      for (int64_t c = n_dims + block.tid; c < n; c += block.nt) d[c] = x[c];
+    if (d.p != x.p) {
+      for (int64_t c = n_dims + block.tid; c < n; c += block.nt) {
+        d.Set(c, x[c]);
+      }
     }
+  }
+};
+
+// ---------------------------------------------------------------------------
+// Block-quantized weights (the formats of quant/block_formats.h).
+//
+// A format gives its block's elements and bytes and Value(block, j), element
+// j of a block, computed as the CPU's dequantizer does (same float
+// operations, so the same values). Extension point: a new format (the
+// K-quants' 256-element super-blocks) is a struct like these, a case in
+// DispatchQuantType and its ElemType; QuantDotOp and DequantOp take any.
+
+FERRY_HD float HalfBitsToFloat(const char* p) {
+  __half_raw raw;
+  raw.x = Load<uint16_t>(p);
+  return __half2float(__half(raw));
+}
+
+struct Q4_0Format {
+  static constexpr int kBlock = 32;
+  static constexpr int kBytes = 18;  // f16 d, 16 bytes of nibbles.
+  static FERRY_HD float Value(const char* block, int j) {
+    const float d = HalfBitsToFloat(block);
+    const uint8_t byte = static_cast<uint8_t>(block[2 + (j & 15)]);
+    const int q = j < 16 ? (byte & 0x0F) : (byte >> 4);
+    return d * static_cast<float>(q - 8);
+  }
+};
+
+struct Q4_1Format {
+  static constexpr int kBlock = 32;
+  static constexpr int kBytes = 20;  // f16 d, f16 m, 16 bytes of nibbles.
+  static FERRY_HD float Value(const char* block, int j) {
+    const float d = HalfBitsToFloat(block);
+    const float m = HalfBitsToFloat(block + 2);
+    const uint8_t byte = static_cast<uint8_t>(block[4 + (j & 15)]);
+    const int q = j < 16 ? (byte & 0x0F) : (byte >> 4);
+    return d * static_cast<float>(q) + m;
+  }
+};
+
+struct Q8_0Format {
+  static constexpr int kBlock = 32;
+  static constexpr int kBytes = 34;  // f16 d, 32 signed bytes.
+  static FERRY_HD float Value(const char* block, int j) {
+    const float d = HalfBitsToFloat(block);
+    return d * static_cast<float>(static_cast<int8_t>(block[2 + j]));
+  }
+};
+
+// Calls fn(TypeTag<Format>{}) for a block-quantized `type`; false (fn not
+// called) for another type.
+template <typename Fn>
+bool DispatchQuantType(ElemType type, Fn&& fn) {
+  switch (type) {
+    case ElemType::kQ4_0:
+      fn(TypeTag<Q4_0Format>{});
+      return true;
+    case ElemType::kQ4_1:
+      fn(TypeTag<Q4_1Format>{});
+      return true;
+    case ElemType::kQ8_0:
+      fn(TypeTag<Q8_0Format>{});
+      return true;
+    default:
+      return false;
+  }
+}
+
+// Element e of a quantized row starting at `row`.
+template <typename Format>
+FERRY_HD float QuantElement(const char* row, int64_t e) {
+  return Format::Value(row + (e / Format::kBlock) * Format::kBytes,
+                       static_cast<int>(e % Format::kBlock));
+}
+
+// Dequantizes a's elements into contiguous f16 (the GEMM path of mul_mat).
+template <typename Format>
+struct DequantOp {
+  using Args = DequantArgs;
+  static FERRY_HD int64_t Count(const Args& p) { return NumElements(p.dst); }
+  static FERRY_HD void Apply(const Args& p, int64_t e) {
+    int64_t i[4];
+    Unflatten(e, p.index, i);
+    const float v = QuantElement<Format>(RowPtr(p.src, i[1], i[2], i[3]), i[0]);
+    StoreAt<__half>(p.dst.data, e, __float2half_rn(v));
+  }
+};
+
+// One result element of a quantized mul_mat per row of work: the block's
+// threads take a's row elements i = tid, tid + nt, ... (consecutive threads
+// read consecutive elements of b: coalesced), dequantize and multiply
+// them, and sum.
+template <typename Format>
+struct QuantDotOp {
+  using Args = QuantDotArgs;
+  static FERRY_HD int64_t Rows(const Args& p) { return NumElements(p.dst); }
+  template <typename Block>
+  static FERRY_HD void Apply(const Args& p, int64_t row, Block& block) {
+    const int64_t i0 = row % p.dst.ne[0];
+    int64_t i1, i2, i3;
+    UnflattenRow(row / p.dst.ne[0], p.dst.ne, i1, i2, i3);
+    const char* a_row = RowPtr(p.a, i0, i2 / p.r2, i3 / p.r3);
+    const F32Row b_row{RowPtr(p.b, i1, i2, i3)};
+    const int64_t k = p.a.ne[0];
+    float sum = 0.0f;
+    for (int64_t c = block.tid; c < k; c += block.nt) {
+      sum += QuantElement<Format>(a_row, c) * b_row[c];
+    }
+    sum = block.Sum(sum);
+    if (block.tid == 0) Store<float>(ElementPtr(p.dst, i0, i1, i2, i3), sum);
   }
 };
 

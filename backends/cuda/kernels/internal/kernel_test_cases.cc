@@ -647,6 +647,185 @@ void AddChainCase(std::vector<KernelCase>& cases) {
        }});
 }
 
+// Tensors moved to an address that is not a multiple of their element
+// size (a word access there faults on a GPU): each gets a carrier tensor
+// with room for it, and after AllocateHostData, Apply() points it `skew`
+// bytes into its carrier. Views may start at any byte offset, so kernels
+// must read and write such addresses.
+class Misaligner {
+ public:
+  absl::StatusOr<Tensor*> New(Context& ctx, DType dtype, Shape ne,
+                              int64_t skew) {
+    FERRY_ASSIGN_OR_RETURN(Tensor * t,
+                           ctx.NewTensor(dtype, {ne[0], ne[1], ne[2], ne[3]}));
+    FERRY_ASSIGN_OR_RETURN(Tensor * carrier,
+                           ctx.NewTensor(DType::kF32, {t->NumBytes() / 4 + 2}));
+    moves_.push_back({t, carrier, skew});
+    return t;
+  }
+  // Moves `t` (already made, e.g. an op's output) the same way.
+  absl::Status Move(Context& ctx, Tensor* t, int64_t skew) {
+    FERRY_ASSIGN_OR_RETURN(Tensor * carrier,
+                           ctx.NewTensor(DType::kF32, {t->NumBytes() / 4 + 2}));
+    moves_.push_back({t, carrier, skew});
+    return absl::OkStatus();
+  }
+  void Apply(const Context& ctx) {
+    for (const MoveTo& m : moves_) {
+      m.tensor->data = static_cast<char*>(m.carrier->data) + m.skew;
+    }
+    // Views of moved tensors (cpy's result is b's) follow them.
+    for (Tensor* t : ctx.tensors()) {
+      if (t->view_src != nullptr && t->view_src->data != nullptr) {
+        t->data = static_cast<char*>(t->view_src->data) + t->view_offset;
+      }
+    }
+  }
+  bool IsCarrier(const Tensor* t) const {
+    for (const MoveTo& m : moves_) {
+      if (m.carrier == t) return true;
+    }
+    return false;
+  }
+
+ private:
+  struct MoveTo {
+    Tensor* tensor;
+    Tensor* carrier;
+    int64_t skew;
+  };
+  std::vector<MoveTo> moves_;
+};
+
+void AddMisalignedCases(std::vector<KernelCase>& cases) {
+  using Build = absl::StatusOr<Tensor*> (*)(Context&, Misaligner&);
+  const std::pair<const char*, Build> kOps[] = {
+      {"add",
+       [](Context& ctx, Misaligner& m) -> absl::StatusOr<Tensor*> {
+         FERRY_ASSIGN_OR_RETURN(Tensor * a,
+                                m.New(ctx, DType::kF32, {37, 3, 1, 1}, 2));
+         FERRY_ASSIGN_OR_RETURN(Tensor * b,
+                                m.New(ctx, DType::kF32, {37, 3, 1, 1}, 1));
+         return Add(ctx, a, b);
+       }},
+      {"mul_row",
+       [](Context& ctx, Misaligner& m) -> absl::StatusOr<Tensor*> {
+         FERRY_ASSIGN_OR_RETURN(Tensor * a,
+                                m.New(ctx, DType::kF32, {37, 3, 1, 1}, 3));
+         FERRY_ASSIGN_OR_RETURN(Tensor * b,
+                                m.New(ctx, DType::kF32, {37, 1, 1, 1}, 2));
+         return Mul(ctx, a, b);
+       }},
+      {"silu",
+       [](Context& ctx, Misaligner& m) -> absl::StatusOr<Tensor*> {
+         FERRY_ASSIGN_OR_RETURN(Tensor * a,
+                                m.New(ctx, DType::kF32, {37, 3, 1, 1}, 2));
+         return Silu(ctx, a);
+       }},
+      {"rms_norm",
+       [](Context& ctx, Misaligner& m) -> absl::StatusOr<Tensor*> {
+         FERRY_ASSIGN_OR_RETURN(Tensor * a,
+                                m.New(ctx, DType::kF32, {70, 3, 1, 1}, 2));
+         return RmsNorm(ctx, a, 1e-5f);
+       }},
+      {"soft_max",
+       [](Context& ctx, Misaligner& m) -> absl::StatusOr<Tensor*> {
+         FERRY_ASSIGN_OR_RETURN(Tensor * a,
+                                m.New(ctx, DType::kF32, {70, 3, 1, 1}, 1));
+         FERRY_ASSIGN_OR_RETURN(Tensor * mask,
+                                m.New(ctx, DType::kF32, {70, 3, 1, 1}, 3));
+         return SoftMax(ctx, a, mask, 0.5f);
+       }},
+      {"rope",
+       [](Context& ctx, Misaligner& m) -> absl::StatusOr<Tensor*> {
+         FERRY_ASSIGN_OR_RETURN(Tensor * a,
+                                m.New(ctx, DType::kF32, {16, 2, 3, 1}, 2));
+         FERRY_ASSIGN_OR_RETURN(Tensor * pos,
+                                m.New(ctx, DType::kI32, {3, 1, 1, 1}, 1));
+         return Rope(ctx, a, pos, 12, RopeMode::kNeox);
+       }},
+      {"get_rows",
+       [](Context& ctx, Misaligner& m) -> absl::StatusOr<Tensor*> {
+         FERRY_ASSIGN_OR_RETURN(Tensor * a,
+                                m.New(ctx, DType::kF16, {9, 5, 1, 1}, 1));
+         FERRY_ASSIGN_OR_RETURN(Tensor * ids,
+                                m.New(ctx, DType::kI32, {4, 1, 1, 1}, 2));
+         return GetRows(ctx, a, ids);
+       }},
+      {"cpy_f32_f16",
+       [](Context& ctx, Misaligner& m) -> absl::StatusOr<Tensor*> {
+         FERRY_ASSIGN_OR_RETURN(Tensor * a,
+                                m.New(ctx, DType::kF32, {13, 4, 1, 1}, 2));
+         FERRY_ASSIGN_OR_RETURN(Tensor * b,
+                                m.New(ctx, DType::kF16, {13, 4, 1, 1}, 1));
+         return Cpy(ctx, a, b);
+       }},
+  };
+  for (const auto& [name, build] : kOps) {
+    const Build fn = build;
+    cases.push_back({absl::StrCat("misaligned/", name), kTolF32,
+                     [fn](Context& ctx) -> absl::StatusOr<Tensor*> {
+                       Misaligner m;
+                       FERRY_ASSIGN_OR_RETURN(Tensor * out, fn(ctx, m));
+                       if (out->op != Op::kCpy)
+                         FERRY_RETURN_IF_ERROR(m.Move(ctx, out, 2));
+                       FERRY_RETURN_IF_ERROR(ctx.AllocateHostData());
+                       m.Apply(ctx);
+                       int seed = 90;
+                       for (Tensor* leaf : ctx.tensors()) {
+                         if (leaf->op != Op::kNone ||
+                             leaf->view_src != nullptr || m.IsCarrier(leaf)) {
+                           continue;
+                         }
+                         if (leaf->dtype == DType::kI32) {
+                           FERRY_RETURN_IF_ERROR(
+                               FillRandom(*leaf, ++seed, 0.0f, 4.0f));
+                         } else {
+                           FERRY_RETURN_IF_ERROR(FillRandom(*leaf, ++seed));
+                         }
+                       }
+                       return out;
+                     }});
+  }
+}
+
+// Block-quantized weights: few columns (decode, dequantized as read, f32
+// products) and many (a prompt: a dequantized to f16 and b rounded to f16
+// for the GEMM), with batches broadcast as in GQA.
+void AddQuantMulMatCases(std::vector<KernelCase>& cases) {
+  struct Shapes {
+    const char* name;
+    Shape a, b;
+  };
+  const Shapes shapes[] = {
+      {"gemv", {96, 17, 1, 1}, {96, 1, 1, 1}},
+      {"decode_batch", {64, 9, 2, 1}, {64, 3, 4, 1}},
+      {"prompt", {128, 24, 1, 1}, {128, 40, 1, 1}},
+      {"prompt_gqa", {64, 8, 2, 1}, {64, 12, 4, 1}},
+  };
+  for (DType dtype : {DType::kQ4_0, DType::kQ4_1, DType::kQ8_0}) {
+    for (const Shapes& f : shapes) {
+      const Shape an = f.a, bn = f.b;
+      const double tol = bn[1] <= 8 ? kTolMatMulF32 : kTolMatMulF16;
+      cases.push_back(
+          {absl::StrCat("mul_mat/", DTypeName(dtype), "/", f.name), tol,
+           [=](Context& ctx) -> absl::StatusOr<Tensor*> {
+             FERRY_ASSIGN_OR_RETURN(
+                 Tensor * a,
+                 ctx.NewTensor(dtype, {an[0], an[1], an[2], an[3]}));
+             FERRY_ASSIGN_OR_RETURN(
+                 Tensor * b,
+                 ctx.NewTensor(DType::kF32, {bn[0], bn[1], bn[2], bn[3]}));
+             FERRY_ASSIGN_OR_RETURN(Tensor * out, MulMat(ctx, a, b));
+             FERRY_RETURN_IF_ERROR(ctx.AllocateHostData());
+             FERRY_RETURN_IF_ERROR(FillRandom(*a, 5));
+             FERRY_RETURN_IF_ERROR(FillRandom(*b, 6));
+             return out;
+           }});
+    }
+  }
+}
+
 // Overwrites every element `t` covers with NaN (a sentinel for i32), so an
 // executor that skips elements cannot pass on values the reference left.
 absl::Status Poison(Tensor& t) {
@@ -662,6 +841,7 @@ absl::Status Poison(Tensor& t) {
 std::vector<KernelCase> AllKernelCases() {
   std::vector<KernelCase> cases;
   AddMulMatCases(cases);
+  AddQuantMulMatCases(cases);
   AddElementWiseCases(cases);
   AddSoftMaxCases(cases);
   AddRopeCases(cases);
@@ -671,6 +851,7 @@ std::vector<KernelCase> AllKernelCases() {
   AddConcatCases(cases);
   AddInPlaceCases(cases);
   AddChainCase(cases);
+  AddMisalignedCases(cases);
   return cases;
 }
 

@@ -22,7 +22,10 @@ static_assert(
     static_cast<int>(ElemType::kF32) == static_cast<int>(DType::kF32) &&
     static_cast<int>(ElemType::kF16) == static_cast<int>(DType::kF16) &&
     static_cast<int>(ElemType::kBF16) == static_cast<int>(DType::kBF16) &&
-    static_cast<int>(ElemType::kI32) == static_cast<int>(DType::kI32));
+    static_cast<int>(ElemType::kI32) == static_cast<int>(DType::kI32) &&
+    static_cast<int>(ElemType::kQ4_0) == static_cast<int>(DType::kQ4_0) &&
+    static_cast<int>(ElemType::kQ4_1) == static_cast<int>(DType::kQ4_1) &&
+    static_cast<int>(ElemType::kQ8_0) == static_cast<int>(DType::kQ8_0));
 
 int64_t AlignUp(int64_t bytes) {
   const auto alignment = static_cast<int64_t>(kScratchAlignment);
@@ -41,12 +44,26 @@ struct MulMatScratch {
   int64_t a_bytes = 0;  // Aligned.
 };
 
+// The type cuBLAS multiplies a mul_mat's a and b in: a's, or f16 for a
+// block-quantized a (dequantized first).
+DType GemmType(const Tensor& a) {
+  return IsQuantized(a.dtype) ? DType::kF16 : a.dtype;
+}
+
 MulMatScratch LayOutMulMatScratch(const Tensor& node) {
   const Tensor& a = *node.src[0];
   const Tensor& b = *node.src[1];
   const int64_t k = a.ne[0];
   MulMatScratch s;
-  if (node.NumElements() == 0 || k == 0) return s;
+  if (node.NumElements() == 0 || k == 0 || UsesQuantDot(node)) return s;
+  if (IsQuantized(a.dtype)) {
+    const int64_t half = DTypeBlockBytes(DType::kF16);
+    s.copy_a = true;
+    s.copy_b = true;
+    s.b_bytes = AlignUp(b.NumElements() * half);
+    s.a_bytes = AlignUp(a.NumElements() * half);
+    return s;
+  }
   // cuBLAS wants ld >= k: rows that overlap (views with a row stride below
   // k, even 0) are made contiguous first. A single row's stride is unused.
   s.copy_a = a.ne[1] > 1 && a.nb[1] < k * a.ElementSize();
@@ -174,6 +191,23 @@ TensorDesc Describe(const Tensor& t) {
   return d;
 }
 
+bool UsesQuantDot(const Tensor& node) {
+  const Tensor& a = *node.src[0];
+  const Tensor& b = *node.src[1];
+  return IsQuantized(a.dtype) && b.ne[1] <= kQuantDotMaxColumns &&
+         node.NumElements() > 0;
+}
+
+QuantDotArgs MakeQuantDotArgs(const Tensor& node) {
+  QuantDotArgs args;
+  args.a = Describe(*node.src[0]);
+  args.b = Describe(*node.src[1]);
+  args.dst = Describe(node);
+  args.r2 = args.b.ne[2] / args.a.ne[2];
+  args.r3 = args.b.ne[3] / args.a.ne[3];
+  return args;
+}
+
 size_t MulMatScratchBytes(const Tensor& node) {
   const MulMatScratch s = LayOutMulMatScratch(node);
   return static_cast<size_t>(s.b_bytes + s.a_bytes);
@@ -208,8 +242,8 @@ absl::StatusOr<GemmPlan> PlanMulMat(const Tensor& node, void* scratch,
         "cuda kernels: mul_mat needs ", layout.a_bytes + layout.b_bytes,
         " scratch bytes, got ", scratch_bytes, " (", node.DebugString(), ")"));
   }
-  plan.ab_type = static_cast<ElemType>(a.dtype);
-  const int64_t ab_size = a.ElementSize();
+  plan.ab_type = static_cast<ElemType>(GemmType(a));
+  const int64_t ab_size = DTypeBlockBytes(GemmType(a));
   auto* scratch_bytes_ptr = static_cast<std::byte*>(scratch);
 
   // B operand: b itself, or its conversion to a's type in scratch.
@@ -227,11 +261,18 @@ absl::StatusOr<GemmPlan> PlanMulMat(const Tensor& node, void* scratch,
   plan.a = a.data;
   if (layout.copy_a) {
     std::byte* at = scratch_bytes_ptr + layout.b_bytes;
-    CopyArgs copy =
-        MakeCopyArgs(Describe(a), ContiguousDesc(at, plan.ab_type, a.ne));
-    for (int i = 0; i < kMaxDims; ++i) a_nb[i] = copy.dst.nb[i];
+    const TensorDesc to = ContiguousDesc(at, plan.ab_type, a.ne);
+    for (int i = 0; i < kMaxDims; ++i) a_nb[i] = to.nb[i];
     plan.a = at;
-    plan.copy_a = copy;
+    if (IsQuantized(a.dtype)) {
+      DequantArgs dequant;
+      dequant.src = Describe(a);
+      dequant.dst = to;
+      dequant.index = MakeElementIndex(to.ne);
+      plan.dequant_a = dequant;
+    } else {
+      plan.copy_a = MakeCopyArgs(Describe(a), to);
+    }
   }
 
   // Column-major view: A = a's rows as k x m (ld = row stride), op T;

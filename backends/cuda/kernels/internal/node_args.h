@@ -49,6 +49,8 @@ struct GemmPlan {
   // k == 0: the result is all zeros; fill output_bytes at c and stop.
   bool zero_output = false;
   int64_t output_bytes = 0;
+  // A block-quantized a, dequantized to f16 in scratch (then like copy_a).
+  std::optional<DequantArgs> dequant_a;
   std::optional<CopyArgs> copy_a;
   std::optional<CopyArgs> copy_b;
   ElemType ab_type = ElemType::kF32;  // Of A and B as cuBLAS reads them.
@@ -61,6 +63,14 @@ struct GemmPlan {
   int32_t lda = 0, ldb = 0, ldc = 0;
   std::vector<GemmBatch> batches;  // Empty when there is nothing to compute.
 };
+
+// mul_mat with a block-quantized a and at most this many columns of b
+// (decode) runs QuantDotArgs, a's blocks dequantized as they are read; wider
+// ones (prompts) dequantize a to f16 in scratch for a cuBLAS GEMM.
+inline constexpr int64_t kQuantDotMaxColumns = 8;
+// True if mul_mat `node` runs as QuantDotArgs.
+bool UsesQuantDot(const Tensor& node);
+QuantDotArgs MakeQuantDotArgs(const Tensor& node);
 
 // Returns the scratch bytes PlanMulMat needs for `node` (a mul_mat).
 size_t MulMatScratchBytes(const Tensor& node);
@@ -102,6 +112,7 @@ absl::Status DispatchNode(const Tensor& node, void* scratch,
                           size_t scratch_bytes, Runner& runner) {
   switch (node.op) {
     case Op::kMulMat: {
+      if (UsesQuantDot(node)) return runner.Run(MakeQuantDotArgs(node));
       absl::StatusOr<GemmPlan> plan = PlanMulMat(node, scratch, scratch_bytes);
       if (!plan.ok()) return plan.status();
       return runner.Run(*plan);

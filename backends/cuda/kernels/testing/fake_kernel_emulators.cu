@@ -35,14 +35,24 @@ int64_t ElementBytes(k::ElemType type) {
   return type == k::ElemType::kF16 || type == k::ElemType::kBF16 ? 2 : 4;
 }
 
-// Bytes from t.data to one past its last element.
+// Bytes from t.data to one past its last element (for a block-quantized
+// tensor, past its last row's last block).
 size_t Extent(const k::TensorDesc& t) {
   int64_t last = 0;
   for (int i = 0; i < 4; ++i) {
     if (t.ne[i] <= 0) return 0;
-    last += (t.ne[i] - 1) * t.nb[i];
   }
-  return static_cast<size_t>(last + ElementBytes(t.type));
+  int64_t row_bytes = 0;
+  const bool quantized = k::DispatchQuantType(t.type, [&](auto format) {
+    using Format = typename decltype(format)::type;
+    row_bytes = t.ne[0] / Format::kBlock * Format::kBytes;
+  });
+  if (!quantized) {
+    last = (t.ne[0] - 1) * t.nb[0];
+    row_bytes = ElementBytes(t.type);
+  }
+  for (int i = 1; i < 4; ++i) last += (t.ne[i] - 1) * t.nb[i];
+  return static_cast<size_t>(last + row_bytes);
 }
 
 // The tensors an op's kernel reads (write = false) and writes.
@@ -77,6 +87,12 @@ std::vector<Operand> Operands(k::CopyArgs& p) {
 }
 std::vector<Operand> Operands(k::ConcatArgs& p) {
   return {{&p.a, false}, {&p.b, false}, {&p.dst, true}};
+}
+std::vector<Operand> Operands(k::QuantDotArgs& p) {
+  return {{&p.a, false}, {&p.b, false}, {&p.dst, true}};
+}
+std::vector<Operand> Operands(k::DequantArgs& p) {
+  return {{&p.src, false}, {&p.dst, true}};
 }
 
 // rope's two kernels share their arguments but not what they touch.
@@ -119,6 +135,26 @@ absl::Status Translate(typename Op::Args& args,
   return absl::OkStatus();
 }
 
+// Notes the kernel's misaligned word accesses (kernel_math.h's Load and
+// Store) on this host thread, whose fibers run the emulated threads, while
+// it lives; Result() is the fault a GPU would report for the first one.
+class MisalignedAccessCheck {
+ public:
+  MisalignedAccessCheck() { k::misaligned_access_note = &note_; }
+  ~MisalignedAccessCheck() { k::misaligned_access_note = nullptr; }
+  absl::Status Result() const {
+    if (note_.address == nullptr) return absl::OkStatus();
+    return fake_cuda::KernelFault(
+        cudaErrorMisalignedAddress,
+        absl::StrCat("misaligned ", note_.bytes, "-byte access (",
+                     reinterpret_cast<uintptr_t>(note_.address) % note_.bytes,
+                     " bytes past a multiple of ", note_.bytes, ")"));
+  }
+
+ private:
+  k::MisalignedAccessNote note_;
+};
+
 absl::Status CheckOneDimensional(const LaunchShape& shape) {
   if (shape.grid.y != 1 || shape.grid.z != 1 || shape.block.y != 1 ||
       shape.block.z != 1) {
@@ -145,13 +181,14 @@ absl::StatusOr<KernelRun> BindElementKernel(void** params,
       return status;
     }
     // An element kernel's threads never meet: run them one after another.
+    MisalignedAccessCheck misaligned;
     for (int64_t b = 0; b < shape.grid.x; ++b) {
       for (int64_t t = 0; t < shape.block.x; ++t) {
         k::RunElementThread<Op>(
             local, count, k::GridPosition{b, shape.grid.x, t, shape.block.x});
       }
     }
-    return absl::OkStatus();
+    return misaligned.Result();
   };
   return run;
 }
@@ -172,12 +209,15 @@ absl::StatusOr<KernelRun> BindRowKernel(void** params,
     if (absl::Status status = Translate<Op>(local, translator); !status.ok()) {
       return status;
     }
-    return RunBlocks(
+    MisalignedAccessCheck misaligned;
+    absl::Status status = RunBlocks(
         shape.grid.x, static_cast<int>(shape.block.x),
         [&](const k::GridPosition& at, HostSync& sync, float* shared) {
           k::SyncBlock<HostSync> block{at.thread, at.threads, shared, &sync};
           k::RunRowThread<Op>(local, rows, at, block);
         });
+    if (!status.ok()) return status;
+    return misaligned.Result();
   };
   return run;
 }

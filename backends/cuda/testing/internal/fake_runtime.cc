@@ -2,8 +2,11 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
+#include <string>
 #include <utility>
 
+#include "absl/strings/cord.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -71,7 +74,6 @@ bool IsStickyError(cudaError_t error) {
     case cudaErrorLaunchFailure:
     case cudaErrorTensorMemoryLeak:
     case cudaErrorExternalDevice:
-    case cudaErrorUnknown:
       return true;
     default:
       return false;
@@ -622,9 +624,19 @@ cudaError_t Runtime::Launch(const void* kernel, dim3 grid, dim3 block,
     LaunchTranslator translator(memory_, run->accesses);
     absl::Status status = std::move(run->run)(translator);
     if (!status.ok()) {
-      Fault(device, cudaErrorLaunchFailure,
+      // A fault the emulation names (fake_cuda::KernelFault), else a
+      // launch failure.
+      cudaError_t error = cudaErrorLaunchFailure;
+      if (absl::optional<absl::Cord> code =
+              status.GetPayload(kKernelFaultPayload)) {
+        int value = 0;
+        if (absl::SimpleAtoi(std::string(*code), &value)) {
+          error = static_cast<cudaError_t>(value);
+        }
+      }
+      Fault(device, error,
             absl::StrCat("kernel ", symbol, ": ", status.message()));
-      return cudaErrorLaunchFailure;
+      return error;
     }
     return cudaSuccess;
   };
@@ -647,6 +659,12 @@ void Runtime::InjectAllocationFailure(int nth) {
   allocation_fault_in_ = nth;
 }
 
+void Runtime::InjectHostRegisterError(int nth, cudaError_t error) {
+  std::lock_guard<std::mutex> lock(mu_);
+  host_register_fault_in_ = nth;
+  host_register_error_ = error;
+}
+
 void Runtime::InjectNotReady(int count) {
   std::lock_guard<std::mutex> lock(mu_);
   not_ready_left_ = count;
@@ -660,12 +678,21 @@ void Runtime::ClearFaults() {
   std::lock_guard<std::mutex> lock(mu_);
   launch_fault_in_ = 0;
   allocation_fault_in_ = 0;
+  host_register_fault_in_ = 0;
   not_ready_left_ = 0;
 }
 
 bool Runtime::AllocationFails() {
   std::lock_guard<std::mutex> lock(mu_);
   return allocation_fault_in_ > 0 && --allocation_fault_in_ == 0;
+}
+
+cudaError_t Runtime::HostRegisterFault() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (host_register_fault_in_ == 0 || --host_register_fault_in_ > 0) {
+    return cudaSuccess;
+  }
+  return host_register_error_;
 }
 
 bool Runtime::Reserve(int device, size_t bytes) {

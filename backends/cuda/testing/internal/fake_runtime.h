@@ -30,6 +30,9 @@
 
 namespace ferry::fake_cuda_internal {
 
+// The status payload (a decimal cudaError_t) of fake_cuda::KernelFault.
+inline constexpr char kKernelFaultPayload[] = "ferry.fake_cuda.kernel_fault";
+
 // How far a stream has run; its operations complete in order. Thread-safe.
 class Progress {
  public:
@@ -215,11 +218,15 @@ class Runtime {
   void InjectLaunchFault(int nth, cudaError_t error,
                          fake_cuda::FaultSurface surface);
   void InjectAllocationFailure(int nth);
+  void InjectHostRegisterError(int nth, cudaError_t error);
   void InjectNotReady(int count);
   void ClearFaults();
   void SetCopyLatency(absl::Duration latency);
   // True if this cudaMalloc must fail (injection).
   bool AllocationFails();
+  // The error this cudaHostRegister must return (injection), or
+  // cudaSuccess.
+  cudaError_t HostRegisterFault();
   // Device memory accounting: false if `bytes` more do not fit.
   bool Reserve(int device, size_t bytes);
   void Release(int device, size_t bytes);
@@ -275,6 +282,8 @@ class Runtime {
   fake_cuda::FaultSurface launch_fault_surface_ ABSL_GUARDED_BY(mu_) =
       fake_cuda::FaultSurface::kAtExecution;
   int allocation_fault_in_ ABSL_GUARDED_BY(mu_) = 0;
+  int host_register_fault_in_ ABSL_GUARDED_BY(mu_) = 0;
+  cudaError_t host_register_error_ ABSL_GUARDED_BY(mu_) = cudaSuccess;
   int not_ready_left_ ABSL_GUARDED_BY(mu_) = 0;
   std::atomic<int64_t> copy_latency_ns_{0};
 
