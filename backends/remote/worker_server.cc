@@ -7,23 +7,29 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstring>
 #include <deque>
 #include <map>
+#include <system_error>
 #include <thread>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "ferry/backends/backend.h"
 #include "ferry/backends/buffer.h"
 #include "ferry/backends/host_buffer.h"
 #include "ferry/backends/remote/address.h"
+#include "ferry/backends/remote/blocking_pool.h"
+#include "ferry/backends/remote/open_beneath.h"
 #include "ferry/backends/remote/protocol.h"
 #include "ferry/backends/remote/staging_pool.h"
 #include "ferry/backends/remote/ucx_loop.h"
 #include "ferry/backends/remote/wire_graph.h"
+#include "ferry/graph/graph.h"
 #include "ferry/runtime/status_macros.h"
 #include "ferry/runtime/timeline_semaphore.h"
 #include "ferry/runtime/trace.h"
@@ -36,6 +42,8 @@ constexpr size_t kMaxStreams = 1024;
 constexpr size_t kMaxGraphs = 8192;
 constexpr size_t kMaxEarlyPeerData = 1024;
 constexpr size_t kMaxRecords = 256;
+constexpr size_t kMaxSpanNames = 65536;
+constexpr size_t kMaxPending = 64;
 
 // Bytes of an incoming message: copied eager bytes, or a rendezvous
 // descriptor the receiver pulls into place.
@@ -115,6 +123,9 @@ struct Held {
 
 struct Session {
   uint64_t id = 0;
+  // What a peer must present to deliver bytes into this session: only its
+  // client learns it (the hello reply), and passes it to the sending worker.
+  Capability cap = {0, 0};
   Role role = Role::kClient;
   ucp_ep_h ep = nullptr;
   bool closed = false;
@@ -131,6 +142,10 @@ struct Session {
   std::string blob_parts;     // kBlobPart bytes for the next blob command.
   bool tracing = false;       // kTrace 1 received (and no kTrace 0 since).
   int64_t trace_from_ns = 0;  // Spans from here are the next kTraceSpans'.
+  // The span names of its graphs' nodes: kTraceSpans returns only spans so
+  // named, never another session's op and tensor names.
+  absl::flat_hash_set<std::string> span_names;
+  WorkerStats stats;  // Its own counters (kStats).
 };
 
 // A connection to another worker, for kSendToPeer.
@@ -194,6 +209,34 @@ absl::Status RangeError(absl::string_view what, uint64_t offset, uint64_t size,
       " of ", b.buffer->size(), " bytes"));
 }
 
+// Reads [offset, +size) of `relative` beneath `dir` into `dst` (blocks).
+absl::Status ReadFileRange(const std::string& dir, const std::string& relative,
+                           uint64_t offset, uint64_t size, char* dst) {
+  FERRY_ASSIGN_OR_RETURN(int fd, OpenBeneath(dir, relative));
+  struct stat st;
+  absl::Status result;
+  if (fstat(fd, &st) != 0 || offset > static_cast<uint64_t>(st.st_size) ||
+      size > static_cast<uint64_t>(st.st_size) - offset) {
+    result = absl::OutOfRangeError(absl::StrCat("'", relative, "': bytes [",
+                                                offset, ", +", size,
+                                                ") are outside the file"));
+  }
+  uint64_t done = 0;
+  while (result.ok() && done < size) {
+    const ssize_t n = pread(fd, dst + done, size - done, offset + done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      result = absl::DataLossError(
+          absl::StrCat("reading '", relative, "' at ", offset + done, ": ",
+                       n == 0 ? "end of file" : strerror(errno)));
+      break;
+    }
+    done += static_cast<uint64_t>(n);
+  }
+  close(fd);
+  return result;
+}
+
 }  // namespace
 
 class WorkerServer::Impl {
@@ -250,6 +293,8 @@ class WorkerServer::Impl {
   // enqueued (Flush), or given to the local backend at once (GateNow).
   std::shared_ptr<TimelineSemaphore> Gate(StreamRec& stream);
   std::shared_ptr<TimelineSemaphore> GateNow(StreamRec& stream);
+  // Adds `e` to the stream's pending gates, once.
+  void AddPending(StreamRec& stream, const Event& e);
   // Hands the pending gates to the local backend (before local work).
   void Flush(StreamRec& stream);
   // Events covering everything the stream has so far.
@@ -303,6 +348,8 @@ class WorkerServer::Impl {
   // any is.
   int tracing_sessions_ = 0;
   void SetTracing(Session& s, bool on);
+  // File reads and name lookups (last: joined before the loop goes).
+  std::unique_ptr<BlockingPool> pool_;
 };
 
 WorkerServer::Impl::~Impl() {
@@ -329,6 +376,9 @@ absl::Status WorkerServer::Impl::Start() {
         " is under 2s (clients ping every second)"));
   }
   FERRY_ASSIGN_OR_RETURN(loop_, UcxLoop::Create());
+  FERRY_ASSIGN_OR_RETURN(pool_,
+                         BlockingPool::Create(options_.blocking_threads,
+                                              options_.max_queued_loads));
   for (unsigned id : {kAmCommand, kAmPeer}) {
     FERRY_RETURN_IF_ERROR(loop_->SetAmHandler(id, OnCommand, this));
   }
@@ -540,6 +590,9 @@ void WorkerServer::Impl::Hello(ucp_ep_h ep, const Message& m) {
              m.byte != static_cast<uint8_t>(Role::kPeer)) {
     status = absl::InvalidArgumentError(absl::StrCat("role ", m.byte));
   }
+  absl::StatusOr<Capability> cap =
+      status.ok() ? NewCapability() : absl::StatusOr<Capability>(status);
+  if (!cap.ok()) status = cap.status();
   pending_eps_.erase(ep);
   if (!status.ok()) {
     reply.set_status(status);
@@ -551,6 +604,7 @@ void WorkerServer::Impl::Hello(ucp_ep_h ep, const Message& m) {
   reply.id = geteuid();
   auto s = std::make_shared<Session>();
   s->id = next_session_++;
+  s->cap = *cap;
   s->last_heard = absl::Now();
   s->role = static_cast<Role>(m.byte);
   s->ep = ep;
@@ -576,6 +630,7 @@ void WorkerServer::Impl::Hello(ucp_ep_h ep, const Message& m) {
     infos.push_back(std::move(info));
   }
   reply.value = s->id;
+  reply.cap = s->cap;
   reply.blob = EncodeDeviceInfos(infos);
   loop_->SendAm(ep, kAmReply, EncodeReply(reply), nullptr, 0);
 }
@@ -679,8 +734,19 @@ void WorkerServer::Impl::FailStream(StreamRec& stream, absl::Status status) {
 
 std::shared_ptr<TimelineSemaphore> WorkerServer::Impl::Gate(StreamRec& stream) {
   auto gate = std::make_shared<TimelineSemaphore>(0);
-  stream.pending.push_back(Event(gate, 1));
+  AddPending(stream, Event(gate, 1));
   return gate;
+}
+
+void WorkerServer::Impl::AddPending(StreamRec& stream, const Event& e) {
+  if (e.IsComplete() && e.timeline()->status().ok()) return;
+  for (const Event& p : stream.pending) {
+    if (p.timeline() == e.timeline() && p.value() >= e.value()) return;
+  }
+  // Each record copies the pending gates: past a few, they go to the local
+  // backend now, so waits chained across streams cannot grow them.
+  if (stream.pending.size() >= kMaxPending) Flush(stream);
+  stream.pending.push_back(e);
 }
 
 std::shared_ptr<TimelineSemaphore> WorkerServer::Impl::GateNow(
@@ -812,6 +878,7 @@ absl::Status WorkerServer::Impl::Execute(const SessionPtr& sp, Message& m,
       rec->buffer = std::move(buffer);
       s.buffers[rec->id] = rec;
       ++stats_.buffers;
+      ++s.stats.buffers;
       Result(sp, m.req, absl::OkStatus(), rec->id);
       return absl::OkStatus();
     }
@@ -820,6 +887,7 @@ absl::Status WorkerServer::Impl::Execute(const SessionPtr& sp, Message& m,
                              FindBuffer(s, m.buffer));
       s.buffers.erase(m.buffer);
       --stats_.buffers;
+      --s.stats.buffers;
       ReleaseAfterStreams(s, std::move(b));
       return absl::OkStatus();
     }
@@ -831,8 +899,15 @@ absl::Status WorkerServer::Impl::Execute(const SessionPtr& sp, Message& m,
         return absl::ResourceExhaustedError(
             absl::StrCat("over ", kMaxStreams, " streams"));
       }
-      FERRY_ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend,
-                             options_.devices[m.device]->CreateBackend(m.text));
+      absl::StatusOr<std::unique_ptr<Backend>> made;
+      try {
+        made = options_.devices[m.device]->CreateBackend(m.text);
+      } catch (const std::system_error& e) {
+        // Out of threads: this stream is refused, the worker lives.
+        made = absl::ResourceExhaustedError(
+            absl::StrCat("starting the stream's threads: ", e.what()));
+      }
+      FERRY_ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend, std::move(made));
       auto stream = std::make_shared<StreamRec>();
       stream->id = s.next_id++;
       stream->device = m.device;
@@ -892,8 +967,13 @@ absl::Status WorkerServer::Impl::Execute(const SessionPtr& sp, Message& m,
         }
       }
       const uint64_t id = s.next_id++;
+      for (Tensor* node : rec->graph->nodes) {
+        if (s.span_names.size() >= kMaxSpanNames) break;
+        if (IsComputeOp(node->op)) s.span_names.insert(NodeSpanName(*node));
+      }
       s.graphs[id] = std::move(rec);
       ++stats_.graphs_defined;
+      ++s.stats.graphs_defined;
       Result(sp, m.req, absl::OkStatus(), id);
       return absl::OkStatus();
     }
@@ -951,12 +1031,12 @@ absl::Status WorkerServer::Impl::Execute(const SessionPtr& sp, Message& m,
             "wait for value ", m.value, " of stream ", m.src_stream,
             ", which recorded only up to ", src->last_value));
       }
+      // A stream is after its own records already.
+      if (stream == src) return absl::OkStatus();
       auto it = src->records.find(m.value);
       // Older records were dropped once later ones completed.
       if (it == src->records.end()) return absl::OkStatus();
-      for (const Event& e : it->second) {
-        if (!e.IsComplete()) stream->pending.push_back(e);
-      }
+      for (const Event& e : it->second) AddPending(*stream, e);
       return absl::OkStatus();
     }
     case Cmd::kWaitGate: {
@@ -1070,6 +1150,8 @@ absl::Status WorkerServer::Impl::Execute(const SessionPtr& sp, Message& m,
         if (t.track < 0 || static_cast<size_t>(t.track) >= tracks.size()) {
           continue;
         }
+        // Another session's work is not this one's to see.
+        if (!sp->span_names.contains(t.name)) continue;
         bytes += 24 + tracks[t.track].size() + t.name.size();
         if (bytes > kMaxBlob) break;  // The rest come with the next ask.
         spans.push_back({tracks[t.track], t.name, t.begin_ns, t.end_ns});
@@ -1102,10 +1184,13 @@ absl::Status WorkerServer::Impl::Execute(const SessionPtr& sp, Message& m,
       Message r;
       r.kind = static_cast<uint8_t>(ReplyKind::kResult);
       r.req = m.req;
-      r.text = absl::StrCat(stats_.client_bytes_in, ",",
-                            stats_.client_bytes_out, ",", stats_.peer_bytes_in,
-                            ",", stats_.peer_bytes_out, ",", stats_.sessions,
-                            ",", stats_.buffers, ",", stats_.graphs_defined);
+      // The session's own counters; of the worker, only how many
+      // sessions are open.
+      const WorkerStats& own = sp->stats;
+      r.text = absl::StrCat(own.client_bytes_in, ",", own.client_bytes_out, ",",
+                            own.peer_bytes_in, ",", own.peer_bytes_out, ",",
+                            stats_.sessions, ",", own.buffers, ",",
+                            own.graphs_defined);
       Reply(sp, std::move(r));
       return absl::OkStatus();
     }
@@ -1149,7 +1234,7 @@ absl::Status WorkerServer::Impl::SetTensor(const SessionPtr& sp,
         "buffer ", b->id, " is not on stream ", m.stream, "'s device"));
   }
   FERRY_ASSIGN_OR_RETURN(Target target, ResolveTarget(*b, m));
-  stats_.client_bytes_in += m.size;
+  s.stats.client_bytes_in += m.size;
   if (m.size == 0) return absl::OkStatus();
   Incoming data = std::move(in);
   in = Incoming();
@@ -1242,7 +1327,7 @@ absl::Status WorkerServer::Impl::GetTensor(const SessionPtr& sp,
       std::move(done)(absl::UnavailableError("session closed"));
       return;
     }
-    if (st.ok()) stats_.client_bytes_out += size;
+    if (st.ok()) s->stats.client_bytes_out += size;
     Reply(s, std::move(r), st.ok() ? data : nullptr, st.ok() ? size : 0,
           std::move(done));
   };
@@ -1459,6 +1544,7 @@ absl::Status WorkerServer::Impl::SendToPeer(const SessionPtr& sp,
   header.kind = static_cast<uint8_t>(Cmd::kPeerData);
   header.value = m.value;
   header.id = m.id;
+  header.cap = m.cap;
   std::string address = m.text;
   const uint64_t size = m.size;
   std::weak_ptr<Session> weak = sp;
@@ -1493,17 +1579,21 @@ absl::Status WorkerServer::Impl::SendToPeer(const SessionPtr& sp,
       // Tell the receiver, so its stream fails rather than waits.
       header.set_status(st);
     }
-    WithPeer(address, [this, header, src, size, finish = std::move(finish)](
-                          absl::Status st, ucp_ep_h ep) mutable {
-      if (!st.ok()) {
-        finish(st);
-        return;
-      }
-      const bool ok = header.code == 0;
-      if (ok) stats_.peer_bytes_out += size;
-      loop_->SendAm(ep, kAmPeer, EncodeCommand(header), ok ? src : nullptr,
-                    ok ? size : 0, std::move(finish));
-    });
+    WithPeer(
+        address, [this, header, src, size, weak, finish = std::move(finish)](
+                     absl::Status st, ucp_ep_h ep) mutable {
+          if (!st.ok()) {
+            finish(st);
+            return;
+          }
+          const bool ok = header.code == 0;
+          if (ok) {
+            stats_.peer_bytes_out += size;
+            if (SessionPtr s = weak.lock()) s->stats.peer_bytes_out += size;
+          }
+          loop_->SendAm(ep, kAmPeer, EncodeCommand(header), ok ? src : nullptr,
+                        ok ? size : 0, std::move(finish));
+        });
   });
   return absl::OkStatus();
 }
@@ -1574,14 +1664,29 @@ absl::Status WorkerServer::Impl::RecvFromPeer(const SessionPtr& sp,
 
 void WorkerServer::Impl::PeerData(const SessionPtr& from, const Message& m,
                                   Incoming& in) {
-  (void)from;
   auto it = by_id_.find(m.value);
   if (it == by_id_.end() || it->second->role != Role::kClient) {
     Drop(in);
     return;  // The session ended: nothing waits for these bytes.
   }
+  if (!SameCapability(m.cap, it->second->cap)) {
+    // Not sent for this session: the sender guessed, or is not the worker
+    // the session's client named. It is cut off, and nothing of the
+    // session is touched.
+    Drop(in);
+    std::fprintf(stderr,
+                 "ferry_worker: peer session %llu sent bytes for session "
+                 "%llu without its capability: disconnected\n",
+                 static_cast<unsigned long long>(from->id),
+                 static_cast<unsigned long long>(m.value));
+    CloseSession(from, "peer data without the receiver's capability");
+    return;
+  }
   absl::Status status = m.status();
-  if (status.ok()) stats_.peer_bytes_in += in.length;
+  if (status.ok()) {
+    stats_.peer_bytes_in += in.length;
+    it->second->stats.peer_bytes_in += in.length;
+  }
   TransferArrived(*it->second, m.id, std::move(status), in);
 }
 
@@ -1650,32 +1755,15 @@ absl::Status WorkerServer::Impl::LoadFile(const SessionPtr& sp,
     return absl::PermissionDeniedError(
         "this worker loads no files (start it with --weights_dir)");
   }
-  if (m.text.empty() || m.text[0] == '/' ||
-      m.text.find('\0') != std::string::npos) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("'", m.text, "' is not a relative path"));
+  FERRY_RETURN_IF_ERROR(CheckRelativePath(m.text));
+  if (b->device != stream->device) {
+    return absl::InvalidArgumentError("buffer is not on the stream's device");
   }
-  for (absl::string_view part : absl::StrSplit(m.text, '/')) {
-    if (part == ".." || part.empty()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("'", m.text, "' leaves the weights directory"));
-    }
+  if (m.value > ~uint64_t{0} - m.size) {
+    return absl::OutOfRangeError(absl::StrCat(
+        "'", m.text, "': bytes [", m.value, ", +", m.size, ") overflow"));
   }
-  const std::string path = absl::StrCat(options_.weights_dir, "/", m.text);
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    return absl::NotFoundError(
-        absl::StrCat("cannot open '", m.text, "': ", strerror(errno)));
-  }
-  struct stat st;
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
-      m.value > static_cast<uint64_t>(st.st_size) ||
-      m.size > static_cast<uint64_t>(st.st_size) - m.value) {
-    close(fd);
-    return absl::OutOfRangeError(absl::StrCat("'", m.text, "': bytes [",
-                                              m.value, ", +", m.size,
-                                              ") are outside the file"));
-  }
+  if (m.size == 0) return absl::OkStatus();
   std::shared_ptr<Buffer> staging;
   char* dst;
   std::vector<Event> before;
@@ -1685,58 +1773,48 @@ absl::Status WorkerServer::Impl::LoadFile(const SessionPtr& sp,
     before = Point(*stream);
     gate = Gate(*stream);
   } else {
-    absl::StatusOr<std::shared_ptr<Buffer>> made =
-        Staging(stream->device, m.size);
-    if (!made.ok()) {
-      close(fd);
-      return made.status();
-    }
-    staging = *std::move(made);
+    FERRY_ASSIGN_OR_RETURN(staging, Staging(stream->device, m.size));
     dst = static_cast<char*>(staging->base());
     gate = GateNow(*stream);
     FERRY_RETURN_IF_ERROR(stream->backend->EnqueueSetTensor(
         *target.tensor, staging->base(), target.offset, m.size));
   }
-  UcxLoop* loop = loop_.get();
-  const uint64_t size = m.size, file_offset = m.value;
-  std::string name = m.text;
-  AfterAll(std::move(before), [loop, fd, dst, size, file_offset, gate, staging,
-                               b, name](absl::Status st) mutable {
-    if (!st.ok()) {
-      close(fd);
-      gate->Fail(st);
-      return;
-    }
-    // Read off the loop: a large file must not stall other sessions.
-    std::thread([loop, fd, dst, size, file_offset, gate, staging, b, name] {
-      absl::Status result;
-      uint64_t done = 0;
-      while (done < size) {
-        const ssize_t n =
-            pread(fd, dst + done, size - done, file_offset + done);
-        if (n <= 0) {
-          result = absl::DataLossError(
-              absl::StrCat("reading '", name, "' at ", file_offset + done, ": ",
-                           n == 0 ? "end of file" : strerror(errno)));
-          break;
-        }
-        done += static_cast<uint64_t>(n);
-      }
-      close(fd);
-      if (result.ok()) {
-        (void)gate->Signal(1);
-      } else {
-        gate->Fail(result);
-      }
-    }).detach();
+  // The loop keeps what the read writes into until it is done (released
+  // here, not on the pool's thread).
+  AfterAll({Event(gate, 1)}, [b, staging](absl::Status) mutable {
+    staging.reset();
+    b.reset();
   });
   if (staging != nullptr) {
+    // The upload after the gate reads the staging through the tensor.
     AfterAll(Point(*stream),
              [staging, ref = std::move(target.ref)](absl::Status) mutable {
                staging.reset();
                ref.reset();
              });
   }
+  BlockingPool* pool = pool_.get();
+  AfterAll(std::move(before), [pool, dir = options_.weights_dir, name = m.text,
+                               dst, size = m.size, file_offset = m.value,
+                               gate](absl::Status st) mutable {
+    if (!st.ok()) {
+      gate->Fail(st);
+      return;
+    }
+    // Opened and read off the loop: a slow disk, a large file or a FIFO
+    // must not stall other sessions.
+    absl::Status queued = pool->Run([dir = std::move(dir),
+                                     name = std::move(name), dst, size,
+                                     file_offset, gate] {
+      absl::Status result = ReadFileRange(dir, name, file_offset, size, dst);
+      if (result.ok()) {
+        (void)gate->Signal(1);
+      } else {
+        gate->Fail(result);
+      }
+    });
+    if (!queued.ok()) gate->Fail(queued);
+  });
   return absl::OkStatus();
 }
 

@@ -45,9 +45,14 @@ struct WorkerOptions {
   // session freed (clients ping every second; a hung client keeps its
   // connection open).
   absl::Duration client_timeout = absl::Seconds(30);
+  // Threads that open and read files (kLoadFile) and resolve peer names,
+  // off the loop; loads queued past `max_queued_loads` are refused.
+  int blocking_threads = 2;
+  size_t max_queued_loads = 256;
 };
 
-// Counters, for tests and benchmarks.
+// Counters, for tests and benchmarks. kStats answers a session with its own
+// (of the worker's, only `sessions`).
 struct WorkerStats {
   int64_t client_bytes_in = 0;   // Tensor bytes from clients.
   int64_t client_bytes_out = 0;  // Tensor bytes to clients.

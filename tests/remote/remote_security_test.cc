@@ -38,6 +38,8 @@ Message Command(Cmd cmd) {
   return m;
 }
 
+std::vector<int64_t> WorkerCounters(Connection& c);
+
 class RemoteSecurityTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -365,6 +367,158 @@ TEST_F(RemoteSecurityTest, CancelledTransfersFailOnlyTheirReceive) {
   FERRY_EXPECT_OK(Ping());
 }
 
+// Another session (here: a client of a second worker, which any token
+// holder can make send kPeerData anywhere) names the victim's session and
+// transfer, which count from 1 and are easy to guess. Without the victim's
+// capability its bytes are not written and its failure fails nothing; the
+// victim's own transfer, sent with the capability, still lands.
+TEST_F(RemoteSecurityTest, AnotherSessionCannotWriteOrFailAVictimsTransfer) {
+  FERRY_ASSERT_OK_AND_ASSIGN(auto sender,
+                             WorkerProcess::Start({"--devices=cpu"}));
+  FERRY_ASSERT_OK_AND_ASSIGN(HostPort sender_hp,
+                             ParseHostPort(sender->address()));
+  constexpr uint64_t kSize = 256;
+  FERRY_ASSERT_OK_AND_ASSIGN(uint64_t victim_buffer, Alloc(kSize));
+  Stream victim = NewStream();
+  constexpr uint64_t kTransfer = 7;
+  Message recv = Command(Cmd::kRecvFromPeer);
+  recv.stream = victim.id;
+  recv.buffer = victim_buffer;
+  recv.size = kSize;
+  recv.id = kTransfer;
+  c_->Send(recv);
+  Message record = Command(Cmd::kRecord);
+  record.stream = victim.id;
+  record.value = ++victim.value;
+  c_->Send(record);
+
+  // A session on the sending worker with bytes of its own, and a stream
+  // that has failed (its send then carries the failure).
+  struct Side {
+    std::shared_ptr<Connection> c;
+    uint64_t buffer = 0;
+    uint64_t stream = 0;
+  };
+  auto open_side = [&](char fill) -> absl::StatusOr<Side> {
+    Side side;
+    FERRY_ASSIGN_OR_RETURN(side.c, Connection::Open(sender_hp, kTestToken));
+    Message alloc = Command(Cmd::kAllocBuffer);
+    alloc.size = kSize;
+    FERRY_ASSIGN_OR_RETURN(Message a, side.c->Call(alloc));
+    side.buffer = a.value;
+    FERRY_ASSIGN_OR_RETURN(Message st,
+                           side.c->Call(Command(Cmd::kCreateStream)));
+    side.stream = st.value;
+    Message memset = Command(Cmd::kMemset);
+    memset.buffer = side.buffer;
+    memset.size = kSize;
+    memset.byte = static_cast<uint8_t>(fill);
+    FERRY_RETURN_IF_ERROR(side.c->Call(memset).status());
+    return side;
+  };
+  auto send = [&](Side& side, Capability cap) {
+    Message m = Command(Cmd::kSendToPeer);
+    m.stream = side.stream;
+    m.buffer = side.buffer;
+    m.size = kSize;
+    m.text = worker_->address();
+    m.value = c_->session();
+    m.id = kTransfer;
+    m.cap = cap;
+    side.c->Send(std::move(m));
+  };
+  FERRY_ASSERT_OK_AND_ASSIGN(Side attacker, open_side('\x66'));
+  // Guesses: no capability, and one off by a bit.
+  Capability near = c_->capability();
+  near[1] ^= 1;
+  for (Capability guess : {Capability{0, 0}, near}) send(attacker, guess);
+  // And a failure, from a stream that failed.
+  Message launch = Command(Cmd::kLaunch);
+  launch.stream = attacker.stream;
+  launch.id = 999;
+  attacker.c->Send(launch);
+  send(attacker, Capability{0, 0});
+  EXPECT_THAT(victim.timeline->WaitBlocking(
+                  victim.value, absl::Now() + absl::Milliseconds(500)),
+              StatusIs(absl::StatusCode::kDeadlineExceeded));
+  FERRY_EXPECT_OK(Ping());
+
+  // The victim's own send, with its capability.
+  FERRY_ASSERT_OK_AND_ASSIGN(Side own, open_side('\x11'));
+  send(own, c_->capability());
+  FERRY_ASSERT_OK(victim.timeline->WaitBlocking(
+      victim.value, absl::Now() + absl::Seconds(10)));
+  Stream g = NewStream();
+  std::vector<char> got(kSize);
+  Message get = Command(Cmd::kGetTensor);
+  get.stream = g.id;
+  get.buffer = victim_buffer;
+  get.size = got.size();
+  c_->Get(get, got.data(), g.value + 1);
+  FERRY_ASSERT_OK(Finish(g));
+  EXPECT_EQ(std::string(got.begin(), got.end()), std::string(kSize, '\x11'));
+}
+
+// kStats and kTraceSpans answer for the asking session alone: another
+// session's bytes and buffers are not counted, its spans not returned.
+TEST_F(RemoteSecurityTest, StatsAndTracesArePerSession) {
+  FERRY_ASSERT_OK_AND_ASSIGN(auto other, Connect());
+  const std::vector<int64_t> before = WorkerCounters(*c_);
+  Message alloc = Command(Cmd::kAllocBuffer);
+  alloc.size = 1024;
+  FERRY_ASSERT_OK_AND_ASSIGN(Message b, other->Call(alloc));
+  FERRY_ASSERT_OK(other->Call(alloc).status());
+  EXPECT_EQ(WorkerCounters(*other).at(5), 2);  // Its buffers.
+  EXPECT_EQ(WorkerCounters(*c_).at(5), before.at(5));
+  // The other session traces a graph with a telling name.
+  Message trace = Command(Cmd::kTrace);
+  trace.value = 1;
+  other->Send(trace);
+  c_->Send(trace);
+  Context ctx;
+  FERRY_ASSERT_OK_AND_ASSIGN(Tensor * x, ctx.NewTensor(DType::kF32, {64}, "x"));
+  FERRY_ASSERT_OK_AND_ASSIGN(Tensor * y, Scale(ctx, x, 2.0f));
+  y->name = "secret_op_name";
+  Tensor* nodes[] = {y};
+  auto locate = [&](const Tensor& t) -> absl::StatusOr<WirePlace> {
+    return WirePlace{b.value, &t == x ? 0u : 512u};
+  };
+  WireLocate ref = locate;
+  x->data = reinterpret_cast<void*>(1);
+  y->data = reinterpret_cast<void*>(1);
+  FERRY_ASSERT_OK_AND_ASSIGN(std::string blob, EncodeNodes(nodes, &ref));
+  Message define = Command(Cmd::kDefineGraph);
+  define.blob = blob;
+  FERRY_ASSERT_OK_AND_ASSIGN(Message graph, other->Call(define));
+  FERRY_ASSERT_OK_AND_ASSIGN(Message stream,
+                             other->Call(Command(Cmd::kCreateStream)));
+  auto timeline = std::make_shared<TimelineSemaphore>(0);
+  other->AddStream(stream.value, timeline);
+  Message launch = Command(Cmd::kLaunch);
+  launch.stream = stream.value;
+  launch.id = graph.value;
+  other->Send(launch);
+  Message record = Command(Cmd::kRecord);
+  record.stream = stream.value;
+  record.value = 1;
+  other->Send(record);
+  FERRY_ASSERT_OK(timeline->WaitBlocking(1, absl::Now() + absl::Seconds(10)));
+  auto spans = [](Connection& c) {
+    absl::StatusOr<Message> r = c.Call(Command(Cmd::kTraceSpans));
+    EXPECT_TRUE(r.ok()) << r.status();
+    absl::StatusOr<std::vector<WireSpan>> s =
+        r.ok() ? DecodeTraceSpans(r->blob)
+               : absl::StatusOr<std::vector<WireSpan>>(r.status());
+    std::string names;
+    if (s.ok()) {
+      for (const WireSpan& w : *s) absl::StrAppend(&names, w.name, ";");
+    }
+    return names;
+  };
+  EXPECT_THAT(spans(*other), HasSubstr("secret_op_name"));
+  EXPECT_THAT(spans(*c_), Not(HasSubstr("secret_op_name")));
+}
+
 TEST_F(RemoteSecurityTest, MalformedHeadersGetAnErrorAndTheWorkerLives) {
   // Random bytes, a truncated header, a wrong field mask: the worker
   // answers with an error (the client reports it) and keeps serving others.
@@ -480,7 +634,8 @@ TEST_F(RemoteSecurityTest, AClientThatGoesAwayLeavesNothingBehind) {
     Message m = Command(Cmd::kCreateStream);
     m.device = 1;
     FERRY_ASSERT_OK(gone->Call(std::move(m)).status());
-    EXPECT_EQ(stats().at(5), before.at(5) + 3);  // Buffers.
+    EXPECT_EQ(WorkerCounters(*gone).at(5), 3);   // Its buffers.
+    EXPECT_EQ(stats().at(5), before.at(5));      // Not this session's.
     EXPECT_EQ(stats().at(4), before.at(4) + 1);  // Sessions.
   }  // The connection drops without freeing anything.
   const absl::Time deadline = absl::Now() + absl::Seconds(10);
