@@ -176,6 +176,47 @@ TEST_F(RemoteSecurityTest, StreamWorkOutOfBoundsFailsTheStream) {
   FERRY_EXPECT_OK(Ping());
 }
 
+// Records and waits on a stream held by an unsignalled gate: a stream
+// waiting on itself, or two on each other, copy the gates they wait for.
+// Those copies must not grow with each pair (doubling them ran the worker
+// out of memory in ~60 messages).
+TEST_F(RemoteSecurityTest, WaitsOnRecordsDoNotGrowTheWorker) {
+  Stream a = NewStream();
+  Stream b = NewStream();
+  Message gate = Command(Cmd::kWaitGate);
+  gate.stream = a.id;
+  gate.id = 1;
+  c_->Send(gate);
+  for (int i = 0; i < 200; ++i) {
+    for (Stream* s : {&a, &b}) {
+      Message record = Command(Cmd::kRecord);
+      record.stream = s->id;
+      record.value = ++s->value;
+      c_->Send(record);
+    }
+    Message wait = Command(Cmd::kWaitStream);
+    wait.stream = a.id;
+    wait.src_stream = a.id;
+    wait.value = a.value;
+    c_->Send(wait);
+    wait.stream = b.id;
+    wait.src_stream = a.id;
+    c_->Send(wait);
+    wait.stream = a.id;
+    wait.src_stream = b.id;
+    wait.value = b.value;
+    c_->Send(wait);
+  }
+  const absl::Time start = absl::Now();
+  FERRY_ASSERT_OK(c_->Call(Command(Cmd::kPing), absl::Seconds(5)).status());
+  EXPECT_LT(absl::Now() - start, absl::Seconds(1));
+  Message signal = Command(Cmd::kSignalGate);
+  signal.id = 1;
+  c_->Send(signal);
+  FERRY_EXPECT_OK(Finish(a));
+  FERRY_EXPECT_OK(Finish(b));
+}
+
 // A buffer of the CPU's weights type holds panels: raw bytes in or out, a
 // copy from it, or a ref that leaves it are refused, never misplaced.
 TEST_F(RemoteSecurityTest, WeightsBuffersTakeOnlyNamedTensors) {
