@@ -17,6 +17,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "ferry/backends/backend.h"
@@ -38,12 +39,13 @@ namespace ferry::remote {
 namespace {
 
 constexpr size_t kMaxHeldCommands = 4096;
-constexpr size_t kMaxStreams = 1024;
 constexpr size_t kMaxGraphs = 8192;
 constexpr size_t kMaxEarlyPeerData = 1024;
 constexpr size_t kMaxRecords = 256;
 constexpr size_t kMaxSpanNames = 65536;
 constexpr size_t kMaxPending = 64;
+constexpr size_t kMinTokenBytes = 16;
+constexpr int kFreeAuthFailures = 5;
 
 // Bytes of an incoming message: copied eager bytes, or a rendezvous
 // descriptor the receiver pulls into place.
@@ -76,6 +78,7 @@ struct BufferRec {
 
 struct StreamRec {
   uint64_t id = 0;
+  int threads = 1;  // Counted against the quotas.
   uint32_t device = 0;
   std::unique_ptr<Backend> backend;
   // Client value -> what it covers: the local event and the gates then
@@ -119,6 +122,7 @@ using SessionPtr = std::shared_ptr<Session>;
 struct Held {
   Message m;
   Incoming in;
+  uint64_t bytes = 0;  // Counted against the session's held bytes.
 };
 
 struct Session {
@@ -146,6 +150,10 @@ struct Session {
   // named, never another session's op and tensor names.
   absl::flat_hash_set<std::string> span_names;
   WorkerStats stats;  // Its own counters (kStats).
+  // Against its quotas (WorkerQuotas).
+  uint64_t bytes = 0;       // Of its buffers.
+  int threads = 0;          // Of its streams.
+  uint64_t held_bytes = 0;  // Of commands ahead of their turn.
 };
 
 // A connection to another worker, for kSendToPeer.
@@ -153,6 +161,7 @@ struct Peer {
   std::string address;
   ucp_ep_h ep = nullptr;
   bool ready = false;
+  absl::Time deadline;  // For its hello's answer.
   absl::Status failed;
   std::deque<absl::AnyInvocable<void(absl::Status) &&>> waiting;
 };
@@ -207,6 +216,26 @@ absl::Status RangeError(absl::string_view what, uint64_t offset, uint64_t size,
   return absl::OutOfRangeError(absl::StrCat(
       what, ": bytes [", offset, ", +", size, ") are outside buffer ", b.id,
       " of ", b.buffer->size(), " bytes"));
+}
+
+// The threads a stream of backend `params` runs: its own, and a cpu
+// stream's threads=N (without it, as many as the host has).
+int StreamThreads(absl::string_view params) {
+  int threads = 0;
+  for (absl::string_view param :
+       absl::StrSplit(params, ',', absl::SkipWhitespace())) {
+    std::pair<absl::string_view, absl::string_view> kv =
+        absl::StrSplit(param, absl::MaxSplits('=', 1));
+    int n = 0;
+    if (kv.first == "threads" && absl::SimpleAtoi(kv.second, &n) && n > 0) {
+      threads = std::min(n, 1 << 20);
+    }
+  }
+  if (threads == 0) {
+    threads =
+        static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  }
+  return threads + 1;
 }
 
 // Reads [offset, +size) of `relative` beneath `dir` into `dst` (blocks).
@@ -337,7 +366,26 @@ class WorkerServer::Impl {
   uint64_t next_session_ = 1;
   absl::flat_hash_map<ucp_ep_h, SessionPtr> by_ep_;
   absl::flat_hash_map<uint64_t, SessionPtr> by_id_;
-  absl::flat_hash_map<ucp_ep_h, bool> pending_eps_;  // Before hello.
+  struct PendingEp {
+    absl::Time since;
+    std::string from;  // The client's address, for the log.
+  };
+  absl::flat_hash_map<ucp_ep_h, PendingEp> pending_eps_;  // Before hello.
+  // Failed hellos by address: past a few, connections from there are
+  // refused for a while (doubling, up to a minute).
+  struct AuthFailures {
+    int count = 0;
+    absl::Time until = absl::InfinitePast();
+  };
+  absl::flat_hash_map<std::string, AuthFailures> auth_failures_;
+  void AuthFailed(const std::string& from, absl::string_view why);
+  uint64_t worker_bytes_ = 0;
+  int worker_streams_ = 0;
+  int worker_threads_ = 0;
+  void FailPeer(const std::shared_ptr<Peer>& p, absl::Status status);
+  void ConnectPeer(std::shared_ptr<Peer> peer,
+                   absl::StatusOr<sockaddr_storage> addr);
+  bool PeerAllowed(const std::string& address) const;
   std::map<std::string, std::shared_ptr<Peer>> peers_;
   absl::flat_hash_map<ucp_ep_h, std::shared_ptr<Peer>> peer_by_ep_;
   WorkerStats stats_;
@@ -360,10 +408,29 @@ absl::Status WorkerServer::Impl::Start() {
   if (options_.devices.empty()) {
     return absl::InvalidArgumentError("a worker serves at least one device");
   }
-  if (options_.token.empty()) {
-    return absl::InvalidArgumentError(
-        "a worker needs a token (--token or FERRY_WORKER_TOKEN)");
+  if (options_.token.size() < kMinTokenBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "a worker needs a token of ", kMinTokenBytes,
+        " bytes at least (--token_file, or FERRY_WORKER_TOKEN); this one has ",
+        options_.token.size()));
   }
+  WorkerQuotas& q = options_.quotas;
+  if (q.max_sessions < 1 || q.max_pending_connections < 1 ||
+      q.hello_timeout <= absl::ZeroDuration() || q.max_session_buffers < 1 ||
+      q.max_session_streams < 1 || q.max_worker_streams < 1 ||
+      q.max_session_threads < 1 || q.max_worker_threads < 1 ||
+      q.max_session_transfers < 1) {
+    return absl::InvalidArgumentError("a worker quota is under 1");
+  }
+  uint64_t memory = 0;
+  for (Device* d : options_.devices) memory += d->props().memory_total;
+  if (memory == 0) memory = ~uint64_t{0};
+  if (q.max_worker_bytes == 0) q.max_worker_bytes = memory;
+  if (q.max_session_bytes == 0) q.max_session_bytes = q.max_worker_bytes;
+  // A restarted worker binds its port at once, though connections of the
+  // one before linger in TIME_WAIT (a port some process listens on stays
+  // refused). The environment, if set, still decides.
+  setenv("UCX_TCP_CM_REUSEADDR", "y", /*overwrite=*/0);
   if (options_.idle_spin < absl::ZeroDuration() ||
       options_.idle_spin > absl::Seconds(1)) {
     return absl::InvalidArgumentError(
@@ -407,6 +474,34 @@ absl::Status WorkerServer::Impl::Start() {
 
 void WorkerServer::Impl::OnConnection(ucp_conn_request_h request, void* arg) {
   auto* self = static_cast<Impl*>(arg);
+  std::string from = "unknown";
+  ucp_conn_request_attr_t attr = {};
+  attr.field_mask = UCP_CONN_REQUEST_ATTR_FIELD_CLIENT_ADDR;
+  if (ucp_conn_request_query(request, &attr) == UCS_OK) {
+    char host[INET6_ADDRSTRLEN] = {};
+    const auto* sa = reinterpret_cast<const sockaddr*>(&attr.client_address);
+    const void* raw =
+        sa->sa_family == AF_INET6
+            ? static_cast<const void*>(
+                  &reinterpret_cast<const sockaddr_in6*>(sa)->sin6_addr)
+            : static_cast<const void*>(
+                  &reinterpret_cast<const sockaddr_in*>(sa)->sin_addr);
+    if (inet_ntop(sa->sa_family, raw, host, sizeof(host)) != nullptr) {
+      from = host;
+    }
+  }
+  const absl::Time now = absl::Now();
+  auto failures = self->auth_failures_.find(from);
+  const bool backing_off =
+      failures != self->auth_failures_.end() && failures->second.until > now;
+  if (backing_off ||
+      self->pending_eps_.size() >=
+          static_cast<size_t>(self->options_.quotas.max_pending_connections)) {
+    // Refused before any work: too many wrong tokens from there, or too
+    // many connections that have not said hello.
+    (void)ucp_listener_reject(self->listener_, request);
+    return;
+  }
   ucp_ep_params_t params = {};
   params.field_mask = UCP_EP_PARAM_FIELD_CONN_REQUEST |
                       UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
@@ -417,7 +512,7 @@ void WorkerServer::Impl::OnConnection(ucp_conn_request_h request, void* arg) {
   params.err_handler.arg = self;
   ucp_ep_h ep;
   if (ucp_ep_create(self->loop_->worker(), &params, &ep) == UCS_OK) {
-    self->pending_eps_[ep] = true;
+    self->pending_eps_[ep] = PendingEp{now, std::move(from)};
   }
 }
 
@@ -435,18 +530,9 @@ void WorkerServer::Impl::OnEndpointError(void* arg, ucp_ep_h ep,
     auto peer = self->peer_by_ep_.find(ep);
     if (peer != self->peer_by_ep_.end()) {
       std::shared_ptr<Peer> p = peer->second;
-      p->failed = absl::UnavailableError(
-          absl::StrCat("peer worker ", p->address, ": connection lost (",
-                       ucs_status_string(status), ")"));
-      p->ready = false;
-      self->peer_by_ep_.erase(peer);
-      self->peers_.erase(p->address);
-      while (!p->waiting.empty()) {
-        auto fn = std::move(p->waiting.front());
-        p->waiting.pop_front();
-        std::move(fn)(p->failed);
-      }
-      ucp_ep_close_nb(ep, UCP_EP_CLOSE_MODE_FORCE);
+      self->FailPeer(p,
+                     absl::UnavailableError(absl::StrCat(
+                         "connection lost (", ucs_status_string(status), ")")));
       return;
     }
     if (self->pending_eps_.erase(ep) > 0) {
@@ -520,17 +606,21 @@ ucs_status_t WorkerServer::Impl::Command(ucp_ep_h ep, absl::string_view header,
     return keep;
   }
   if (m->seq != s->next_seq) {
+    const uint64_t bytes = header.size() + length;
     if (m->seq < s->next_seq || s->held.size() >= kMaxHeldCommands ||
-        s->held.count(m->seq) > 0) {
+        s->held.count(m->seq) > 0 ||
+        bytes > options_.quotas.max_held_bytes - s->held_bytes) {
       Drop(in);
       Result(s, 0,
              absl::InvalidArgumentError(absl::StrCat(
                  "command ", CmdName(m->cmd()), ": sequence number ", m->seq,
-                 " is stale, repeated or too far ahead of ", s->next_seq)));
+                 " is stale, repeated or too far ahead of ", s->next_seq,
+                 " (or over the bytes held for later)")));
       return keep;
     }
     const uint64_t seq = m->seq;
-    s->held.emplace(seq, Held{*std::move(m), std::move(in)});
+    s->held_bytes += bytes;
+    s->held.emplace(seq, Held{*std::move(m), std::move(in), bytes});
     return keep;
   }
   Dispatch(s, *m, in);
@@ -540,6 +630,7 @@ ucs_status_t WorkerServer::Impl::Command(ucp_ep_h ep, absl::string_view header,
     if (held == s->held.end()) break;
     Held h = std::move(held->second);
     s->held.erase(held);
+    s->held_bytes -= h.bytes;
     Dispatch(s, h.m, h.in);
   }
   return keep;
@@ -580,8 +671,18 @@ void WorkerServer::Impl::Hello(ucp_ep_h ep, const Message& m) {
             static_cast<unsigned char>(want[i % want.size()]);
   }
   absl::Status status;
+  std::string from;
+  if (auto pending = pending_eps_.find(ep); pending != pending_eps_.end()) {
+    from = pending->second.from;
+  }
   if (diff != 0) {
     status = absl::PermissionDeniedError("wrong token");
+    AuthFailed(from, "wrong token");
+  } else if (by_id_.size() >=
+             static_cast<size_t>(options_.quotas.max_sessions)) {
+    status = absl::ResourceExhaustedError(
+        absl::StrCat("this worker serves ", options_.quotas.max_sessions,
+                     " sessions already (--max_sessions)"));
   } else if (m.value != kProtocolVersion) {
     status = absl::FailedPreconditionError(
         absl::StrCat("protocol version ", m.value, " (this worker speaks ",
@@ -601,6 +702,7 @@ void WorkerServer::Impl::Hello(ucp_ep_h ep, const Message& m) {
         [ep](absl::Status) { ucp_ep_close_nb(ep, UCP_EP_CLOSE_MODE_FLUSH); });
     return;
   }
+  auth_failures_.erase(from);
   reply.id = geteuid();
   auto s = std::make_shared<Session>();
   s->id = next_session_++;
@@ -633,6 +735,21 @@ void WorkerServer::Impl::Hello(ucp_ep_h ep, const Message& m) {
   reply.cap = s->cap;
   reply.blob = EncodeDeviceInfos(infos);
   loop_->SendAm(ep, kAmReply, EncodeReply(reply), nullptr, 0);
+}
+
+void WorkerServer::Impl::AuthFailed(const std::string& from,
+                                    absl::string_view why) {
+  if (auth_failures_.size() >= 4096) auth_failures_.clear();  // Bounded.
+  AuthFailures& f = auth_failures_[from];
+  ++f.count;
+  if (f.count >= kFreeAuthFailures) {
+    const int doublings = std::min(f.count - kFreeAuthFailures, 6);
+    f.until = absl::Now() + absl::Seconds(1 << doublings);
+  }
+  std::fprintf(stderr,
+               "ferry_worker: hello from %s refused (%.*s), %d in a row%s\n",
+               from.c_str(), static_cast<int>(why.size()), why.data(), f.count,
+               f.count >= kFreeAuthFailures ? ": refusing it for a while" : "");
 }
 
 void WorkerServer::Impl::Reply(const SessionPtr& s, Message reply,
@@ -845,6 +962,19 @@ absl::Status WorkerServer::Impl::Execute(const SessionPtr& sp, Message& m,
             absl::StrCat(m.size, " bytes is over ", d->name(), "'s limit of ",
                          type->max_size()));
       }
+      const WorkerQuotas& q = options_.quotas;
+      if (static_cast<int64_t>(s.buffers.size()) >= q.max_session_buffers) {
+        return absl::ResourceExhaustedError(absl::StrCat(
+            "this session has ", s.buffers.size(), " buffers (the limit)"));
+      }
+      if (size > q.max_session_bytes - std::min(s.bytes, q.max_session_bytes) ||
+          size > q.max_worker_bytes -
+                     std::min(worker_bytes_, q.max_worker_bytes)) {
+        return absl::ResourceExhaustedError(absl::StrCat(
+            m.size, " more bytes is over the quota: this session holds ",
+            s.bytes, " of ", q.max_session_bytes, ", the worker ",
+            worker_bytes_, " of ", q.max_worker_bytes));
+      }
       // Checked before allocating: never ask the allocator for the absurd.
       const uint64_t total = d->props().memory_total;
       if (total > 0 && size > total) {
@@ -877,6 +1007,8 @@ absl::Status WorkerServer::Impl::Execute(const SessionPtr& sp, Message& m,
       }
       rec->buffer = std::move(buffer);
       s.buffers[rec->id] = rec;
+      s.bytes += rec->buffer->size();
+      worker_bytes_ += rec->buffer->size();
       ++stats_.buffers;
       ++s.stats.buffers;
       Result(sp, m.req, absl::OkStatus(), rec->id);
@@ -886,6 +1018,8 @@ absl::Status WorkerServer::Impl::Execute(const SessionPtr& sp, Message& m,
       FERRY_ASSIGN_OR_RETURN(std::shared_ptr<BufferRec> b,
                              FindBuffer(s, m.buffer));
       s.buffers.erase(m.buffer);
+      s.bytes -= b->buffer->size();
+      worker_bytes_ -= b->buffer->size();
       --stats_.buffers;
       --s.stats.buffers;
       ReleaseAfterStreams(s, std::move(b));
@@ -895,9 +1029,21 @@ absl::Status WorkerServer::Impl::Execute(const SessionPtr& sp, Message& m,
       if (m.device >= options_.devices.size()) {
         return absl::NotFoundError(absl::StrCat("no device ", m.device));
       }
-      if (s.streams.size() >= kMaxStreams) {
-        return absl::ResourceExhaustedError(
-            absl::StrCat("over ", kMaxStreams, " streams"));
+      const WorkerQuotas& q = options_.quotas;
+      const int threads = StreamThreads(m.text);
+      if (s.streams.size() >= static_cast<size_t>(q.max_session_streams) ||
+          worker_streams_ >= q.max_worker_streams) {
+        return absl::ResourceExhaustedError(absl::StrCat(
+            "streams: this session has ", s.streams.size(), " (limit ",
+            q.max_session_streams, "), the worker ", worker_streams_,
+            " (limit ", q.max_worker_streams, ")"));
+      }
+      if (threads > q.max_session_threads - s.threads ||
+          threads > q.max_worker_threads - worker_threads_) {
+        return absl::ResourceExhaustedError(absl::StrCat(
+            "a stream of ", threads, " threads: this session has ", s.threads,
+            " (limit ", q.max_session_threads, "), the worker ",
+            worker_threads_, " (limit ", q.max_worker_threads, ")"));
       }
       absl::StatusOr<std::unique_ptr<Backend>> made;
       try {
@@ -912,6 +1058,10 @@ absl::Status WorkerServer::Impl::Execute(const SessionPtr& sp, Message& m,
       stream->id = s.next_id++;
       stream->device = m.device;
       stream->backend = std::move(backend);
+      stream->threads = threads;
+      s.threads += threads;
+      worker_threads_ += threads;
+      ++worker_streams_;
       s.streams[stream->id] = stream;
       Result(sp, m.req, absl::OkStatus(), stream->id);
       return absl::OkStatus();
@@ -923,6 +1073,9 @@ absl::Status WorkerServer::Impl::Execute(const SessionPtr& sp, Message& m,
       }
       std::shared_ptr<StreamRec> stream = std::move(it->second);
       s.streams.erase(it);
+      s.threads -= stream->threads;
+      worker_threads_ -= stream->threads;
+      --worker_streams_;
       AfterAll(Point(*stream),
                [stream](absl::Status) mutable { stream.reset(); });
       return absl::OkStatus();
@@ -1412,6 +1565,15 @@ absl::Status WorkerServer::Impl::CopyLocal(Session& s, const Message& m) {
   return stream->backend->EnqueueCopyTensor(*src_stream->backend, from, to);
 }
 
+bool WorkerServer::Impl::PeerAllowed(const std::string& address) const {
+  absl::StatusOr<HostPort> hp = ParseHostPort(address);
+  if (!hp.ok()) return false;
+  for (const std::string& allowed : options_.peers) {
+    if (allowed == hp->host || allowed == address) return true;
+  }
+  return false;
+}
+
 void WorkerServer::Impl::WithPeer(
     const std::string& address,
     absl::AnyInvocable<void(absl::Status, ucp_ep_h) &&> fn) {
@@ -1422,47 +1584,91 @@ void WorkerServer::Impl::WithPeer(
   } else {
     peer = std::make_shared<Peer>();
     peer->address = address;
-    absl::StatusOr<HostPort> hp = ParseHostPort(address);
-    absl::StatusOr<sockaddr_storage> addr =
-        hp.ok() ? ResolveAddress(hp->host, hp->port)
-                : absl::StatusOr<sockaddr_storage>(hp.status());
-    if (!addr.ok()) {
-      std::move(fn)(addr.status(), nullptr);
-      return;
-    }
-    ucp_ep_params_t params = {};
-    params.field_mask =
-        UCP_EP_PARAM_FIELD_FLAGS | UCP_EP_PARAM_FIELD_SOCK_ADDR |
-        UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER;
-    params.flags = UCP_EP_PARAMS_FLAGS_CLIENT_SERVER;
-    params.sockaddr.addr = reinterpret_cast<const sockaddr*>(&*addr);
-    params.sockaddr.addrlen = sizeof(*addr);
-    params.err_mode = UCP_ERR_HANDLING_MODE_PEER;
-    params.err_handler.cb = OnEndpointError;
-    params.err_handler.arg = this;
-    ucs_status_t st = ucp_ep_create(loop_->worker(), &params, &peer->ep);
-    if (st != UCS_OK) {
-      std::move(fn)(UcxStatus(st, absl::StrCat("connecting to peer ", address)),
-                    nullptr);
-      return;
-    }
+    peer->deadline = absl::Now() + options_.quotas.peer_connect_timeout;
     peers_[address] = peer;
-    peer_by_ep_[peer->ep] = peer;
-    Message hello;
-    hello.kind = static_cast<uint8_t>(Cmd::kHello);
-    hello.value = kProtocolVersion;
-    hello.byte = static_cast<uint8_t>(Role::kPeer);
-    hello.text = options_.token;
-    loop_->SendAm(peer->ep, kAmPeer, EncodeCommand(hello), nullptr, 0);
+    absl::StatusOr<HostPort> hp = ParseHostPort(address);
+    if (!hp.ok()) {
+      peers_.erase(address);
+      std::move(fn)(hp.status(), nullptr);
+      return;
+    }
+    // Resolved off the loop: a slow name server must not stall it.
+    UcxLoop* loop = loop_.get();
+    absl::Status queued =
+        pool_->Run([this, loop, peer, host = hp->host, port = hp->port] {
+          absl::StatusOr<sockaddr_storage> addr = ResolveAddress(host, port);
+          loop->Post([this, peer, addr = std::move(addr)]() mutable {
+            ConnectPeer(peer, std::move(addr));
+          });
+        });
+    if (!queued.ok()) {
+      peers_.erase(address);
+      std::move(fn)(queued, nullptr);
+      return;
+    }
   }
   if (peer->ready) {
     std::move(fn)(absl::OkStatus(), peer->ep);
     return;
   }
-  ucp_ep_h ep = peer->ep;
-  peer->waiting.push_back([fn = std::move(fn), ep](absl::Status st) mutable {
-    std::move(fn)(st, st.ok() ? ep : nullptr);
+  peer->waiting.push_back([fn = std::move(fn), peer](absl::Status st) mutable {
+    std::move(fn)(st, st.ok() ? peer->ep : nullptr);
   });
+}
+
+void WorkerServer::Impl::ConnectPeer(std::shared_ptr<Peer> peer,
+                                     absl::StatusOr<sockaddr_storage> addr) {
+  auto it = peers_.find(peer->address);
+  if (it == peers_.end() || it->second != peer) return;  // Failed already.
+  if (!addr.ok()) {
+    FailPeer(peer, addr.status());
+    return;
+  }
+  ucp_ep_params_t params = {};
+  params.field_mask = UCP_EP_PARAM_FIELD_FLAGS | UCP_EP_PARAM_FIELD_SOCK_ADDR |
+                      UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+                      UCP_EP_PARAM_FIELD_ERR_HANDLER;
+  params.flags = UCP_EP_PARAMS_FLAGS_CLIENT_SERVER;
+  params.sockaddr.addr = reinterpret_cast<const sockaddr*>(&*addr);
+  params.sockaddr.addrlen = sizeof(*addr);
+  params.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+  params.err_handler.cb = OnEndpointError;
+  params.err_handler.arg = this;
+  ucs_status_t st = ucp_ep_create(loop_->worker(), &params, &peer->ep);
+  if (st != UCS_OK) {
+    peer->ep = nullptr;
+    FailPeer(peer,
+             UcxStatus(st, absl::StrCat("connecting to peer ", peer->address)));
+    return;
+  }
+  peer_by_ep_[peer->ep] = peer;
+  Message hello;
+  hello.kind = static_cast<uint8_t>(Cmd::kHello);
+  hello.value = kProtocolVersion;
+  hello.byte = static_cast<uint8_t>(Role::kPeer);
+  hello.text = options_.token;
+  loop_->SendAm(peer->ep, kAmPeer, EncodeCommand(hello), nullptr, 0);
+}
+
+void WorkerServer::Impl::FailPeer(const std::shared_ptr<Peer>& p,
+                                  absl::Status status) {
+  p->failed = absl::Status(
+      status.code(),
+      absl::StrCat("peer worker ", p->address, ": ", status.message()));
+  p->ready = false;
+  auto it = peers_.find(p->address);
+  if (it != peers_.end() && it->second == p) peers_.erase(it);
+  if (p->ep != nullptr) {
+    peer_by_ep_.erase(p->ep);
+    ucp_ep_h ep = p->ep;
+    p->ep = nullptr;
+    loop_->Defer([ep] { ucp_ep_close_nb(ep, UCP_EP_CLOSE_MODE_FORCE); });
+  }
+  while (!p->waiting.empty()) {
+    auto fn = std::move(p->waiting.front());
+    p->waiting.pop_front();
+    std::move(fn)(p->failed);
+  }
 }
 
 ucs_status_t WorkerServer::Impl::OnReply(void* arg, const void* header,
@@ -1520,6 +1726,11 @@ absl::Status WorkerServer::Impl::SendToPeer(const SessionPtr& sp,
   FERRY_ASSIGN_OR_RETURN(StreamRec * stream, FindStream(s, m.stream));
   FERRY_ASSIGN_OR_RETURN(std::shared_ptr<BufferRec> b, FindRange(s, m));
   FERRY_RETURN_IF_ERROR(ParseHostPort(m.text).status());
+  if (!PeerAllowed(m.text)) {
+    // The token goes only where the operator said peers are.
+    return absl::PermissionDeniedError(
+        absl::StrCat("peer ", m.text, " is not in this worker's --peers"));
+  }
   if (b->device != stream->device) {
     return absl::InvalidArgumentError("buffer is not on the stream's device");
   }
@@ -1607,7 +1818,9 @@ absl::Status WorkerServer::Impl::RecvFromPeer(const SessionPtr& sp,
     return absl::InvalidArgumentError("buffer is not on the stream's device");
   }
   FERRY_RETURN_IF_ERROR(RefuseWeights(*b, "recv_from_peer"));
-  if (s.transfers.count(m.id) > 0 || s.transfers.size() >= 65536) {
+  if (s.transfers.count(m.id) > 0 ||
+      s.transfers.size() >=
+          static_cast<size_t>(options_.quotas.max_session_transfers)) {
     return absl::InvalidArgumentError(
         absl::StrCat("transfer ", m.id, " is in use (or too many)"));
   }
@@ -1854,6 +2067,14 @@ void WorkerServer::Impl::CloseSession(const SessionPtr& s,
   s->early_peer_data.clear();
   stats_.buffers -= static_cast<int64_t>(s->buffers.size());
   --stats_.sessions;
+  worker_bytes_ -= s->bytes;
+  s->bytes = 0;
+  for (auto& [id, stream] : s->streams) {
+    worker_threads_ -= stream->threads;
+    --worker_streams_;
+  }
+  s->threads = 0;
+  s->held_bytes = 0;
   by_ep_.erase(s->ep);
   by_id_.erase(s->id);
   // Everything goes once the streams have drained (their work may still
@@ -1889,6 +2110,27 @@ void WorkerServer::Impl::Tick() {
   for (const SessionPtr& s : silent) {
     CloseSession(s, absl::StrCat("client silent for ",
                                  absl::FormatDuration(now - s->last_heard)));
+  }
+  // Connections that never said hello, and peers that never answered.
+  std::vector<ucp_ep_h> mute;
+  for (auto& [ep, pending] : pending_eps_) {
+    if (now - pending.since > options_.quotas.hello_timeout) {
+      mute.push_back(ep);
+    }
+  }
+  for (ucp_ep_h ep : mute) {
+    pending_eps_.erase(ep);
+    ucp_ep_close_nb(ep, UCP_EP_CLOSE_MODE_FORCE);
+  }
+  std::vector<std::shared_ptr<Peer>> late;
+  for (auto& [address, peer] : peers_) {
+    if (!peer->ready && now > peer->deadline) late.push_back(peer);
+  }
+  for (const std::shared_ptr<Peer>& peer : late) {
+    FailPeer(peer,
+             absl::DeadlineExceededError(absl::StrCat(
+                 "no answer to hello in ",
+                 absl::FormatDuration(options_.quotas.peer_connect_timeout))));
   }
   for (auto& [id, s] : by_id_) {
     std::vector<uint64_t> expired;

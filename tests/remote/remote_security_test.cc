@@ -2,6 +2,8 @@
 // malformed headers and graphs, paths outside its weights directory, and a
 // client that goes away. Each gets an error (a reply, or its stream fails)
 // and the worker keeps serving; nothing it held for a gone client stays.
+#include <sys/stat.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -732,6 +734,135 @@ TEST_F(RemoteSecurityTest, AClientThatFallsSilentIsDroppedAfterItsTimeout) {
   absl::SleepFor(absl::Seconds(3));
   FERRY_EXPECT_OK(watcher->Call(Command(Cmd::kPing)).status());
   EXPECT_EQ(WorkerCounters(*watcher).at(kSessions), before);
+}
+
+// The token: 16 bytes at least, from a file only its owner can read.
+TEST_F(RemoteSecurityTest, AWorkerRefusesWeakTokensAndOpenTokenFiles) {
+  EXPECT_THAT(WorkerProcess::Start({"--devices=cpu", "--token=short"}),
+              StatusIs(absl::StatusCode::kUnavailable));
+  const std::string file = dir_ + "/token";
+  std::ofstream(file) << kTestToken << "\n";
+  chmod(file.c_str(), 0644);
+  EXPECT_THAT(WorkerProcess::Start(
+                  {"--devices=cpu", "--token=x", "--token_file=" + file}),
+              StatusIs(absl::StatusCode::kUnavailable));
+  chmod(file.c_str(), 0600);
+  FERRY_ASSERT_OK_AND_ASSIGN(
+      auto worker, WorkerProcess::Start(
+                       {"--devices=cpu", "--token=x", "--token_file=" + file}));
+  FERRY_ASSERT_OK_AND_ASSIGN(HostPort hp, ParseHostPort(worker->address()));
+  FERRY_ASSERT_OK_AND_ASSIGN(auto c, Connection::Open(hp, kTestToken));
+  FERRY_EXPECT_OK(c->Call(Command(Cmd::kPing)).status());
+}
+
+// Wrong tokens from one address: after a few, that address is refused for a
+// while, even with the right token.
+TEST_F(RemoteSecurityTest, WrongTokensAreRateLimited) {
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_THAT(Connect("a-wrong-token-guess"),
+                StatusIs(absl::StatusCode::kUnavailable));
+  }
+  EXPECT_THAT(Connect(), Not(::ferry::testing::IsOk()));
+  FERRY_EXPECT_OK(Ping());  // A session that is open keeps working.
+}
+
+// A worker sends tensors, and with them its token, only to --peers.
+TEST_F(RemoteSecurityTest, SendsGoOnlyToConfiguredPeers) {
+  FERRY_ASSERT_OK_AND_ASSIGN(
+      auto sender,
+      WorkerProcess::Start({"--devices=cpu", "--peers=10.255.255.1"}));
+  FERRY_ASSERT_OK_AND_ASSIGN(HostPort hp, ParseHostPort(sender->address()));
+  FERRY_ASSERT_OK_AND_ASSIGN(auto c, Connection::Open(hp, kTestToken));
+  Message alloc = Command(Cmd::kAllocBuffer);
+  alloc.size = 256;
+  FERRY_ASSERT_OK_AND_ASSIGN(Message buffer, c->Call(alloc));
+  FERRY_ASSERT_OK_AND_ASSIGN(Message stream,
+                             c->Call(Command(Cmd::kCreateStream)));
+  auto timeline = std::make_shared<TimelineSemaphore>(0);
+  c->AddStream(stream.value, timeline);
+  Message send = Command(Cmd::kSendToPeer);
+  send.stream = stream.value;
+  send.buffer = buffer.value;
+  send.size = 256;
+  send.text = worker_->address();
+  send.value = c_->session();
+  send.id = 1;
+  send.cap = c_->capability();
+  c->Send(send);
+  Message record = Command(Cmd::kRecord);
+  record.stream = stream.value;
+  record.value = 1;
+  c->Send(record);
+  EXPECT_THAT(
+      timeline->WaitBlocking(1, absl::Now() + absl::Seconds(10)),
+      StatusIs(absl::StatusCode::kPermissionDenied, HasSubstr("--peers")));
+}
+
+TEST_F(RemoteSecurityTest, QuotasRefuseWithResourceExhausted) {
+  FERRY_ASSERT_OK_AND_ASSIGN(
+      auto worker,
+      WorkerProcess::Start(
+          {"--devices=cpu", "--max_sessions=2", "--max_session_bytes=1048576",
+           "--max_worker_bytes=1572864", "--max_session_streams=2",
+           "--max_session_threads=5"}));
+  FERRY_ASSERT_OK_AND_ASSIGN(HostPort hp, ParseHostPort(worker->address()));
+  FERRY_ASSERT_OK_AND_ASSIGN(auto a, Connection::Open(hp, kTestToken));
+  auto alloc = [](Connection& c, uint64_t size) {
+    Message m = Command(Cmd::kAllocBuffer);
+    m.size = size;
+    return c.Call(std::move(m)).status();
+  };
+  auto stream = [](Connection& c, std::string params) {
+    Message m = Command(Cmd::kCreateStream);
+    m.text = std::move(params);
+    return c.Call(std::move(m)).status();
+  };
+  {
+    FERRY_ASSERT_OK_AND_ASSIGN(auto gone, Connection::Open(hp, kTestToken));
+    FERRY_EXPECT_OK(alloc(*gone, 1 << 20));
+    EXPECT_THAT(alloc(*gone, 64),
+                StatusIs(absl::StatusCode::kResourceExhausted));
+    // The worker's bytes: the other session gets what is left.
+    EXPECT_THAT(alloc(*a, 1 << 20),
+                StatusIs(absl::StatusCode::kResourceExhausted));
+    FERRY_EXPECT_OK(stream(*gone, "threads=1"));
+    EXPECT_THAT(
+        stream(*gone, "threads=8"),
+        StatusIs(absl::StatusCode::kResourceExhausted, HasSubstr("threads")));
+    FERRY_EXPECT_OK(stream(*gone, "threads=1"));
+    EXPECT_THAT(
+        stream(*gone, "threads=1"),
+        StatusIs(absl::StatusCode::kResourceExhausted, HasSubstr("streams")));
+    EXPECT_THAT(
+        Connection::Open(hp, kTestToken),
+        StatusIs(absl::StatusCode::kUnavailable, HasSubstr("sessions")));
+  }  // Gone without freeing: what it held is the worker's again.
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  absl::Status again = alloc(*a, 1 << 20);
+  while (!again.ok() && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(50));
+    again = alloc(*a, 1 << 20);
+  }
+  FERRY_EXPECT_OK(again);
+}
+
+// A worker killed and started again on its port binds it at once, though
+// its connections linger (TIME_WAIT).
+TEST_F(RemoteSecurityTest, ARestartedWorkerBindsItsPortAtOnce) {
+  FERRY_ASSERT_OK_AND_ASSIGN(auto worker,
+                             WorkerProcess::Start({"--devices=cpu"}));
+  const int port = worker->port();
+  {
+    FERRY_ASSERT_OK_AND_ASSIGN(HostPort hp, ParseHostPort(worker->address()));
+    FERRY_ASSERT_OK_AND_ASSIGN(auto c, Connection::Open(hp, kTestToken));
+    FERRY_ASSERT_OK(c->Call(Command(Cmd::kPing)).status());
+    worker->Kill();
+  }
+  FERRY_ASSERT_OK_AND_ASSIGN(
+      auto again,
+      WorkerProcess::Start(
+          {"--devices=cpu", absl::StrCat("--listen=127.0.0.1:", port)}));
+  EXPECT_EQ(again->port(), port);
 }
 
 }  // namespace
