@@ -852,17 +852,23 @@ TEST_F(RemoteSecurityTest, ARestartedWorkerBindsItsPortAtOnce) {
   FERRY_ASSERT_OK_AND_ASSIGN(auto worker,
                              WorkerProcess::Start({"--devices=cpu"}));
   const int port = worker->port();
-  {
-    FERRY_ASSERT_OK_AND_ASSIGN(HostPort hp, ParseHostPort(worker->address()));
+  FERRY_ASSERT_OK_AND_ASSIGN(HostPort hp, ParseHostPort(worker->address()));
+  std::vector<std::shared_ptr<Connection>> clients;
+  for (int i = 0; i < 3; ++i) {
     FERRY_ASSERT_OK_AND_ASSIGN(auto c, Connection::Open(hp, kTestToken));
     FERRY_ASSERT_OK(c->Call(Command(Cmd::kPing)).status());
-    worker->Kill();
+    clients.push_back(c);
   }
+  worker->Kill();
+  // Its clients still hold their ends of the old connections.
+  absl::SleepFor(absl::Milliseconds(200));
   FERRY_ASSERT_OK_AND_ASSIGN(
       auto again,
       WorkerProcess::Start(
           {"--devices=cpu", absl::StrCat("--listen=127.0.0.1:", port)}));
   EXPECT_EQ(again->port(), port);
+  FERRY_ASSERT_OK_AND_ASSIGN(auto c, Connection::Open(hp, kTestToken));
+  FERRY_EXPECT_OK(c->Call(Command(Cmd::kPing)).status());
 }
 
 }  // namespace
