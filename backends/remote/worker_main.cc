@@ -94,7 +94,10 @@ int main(int argc, char** argv) {
           max_session_threads = q.max_session_threads,
           max_worker_threads = q.max_worker_threads,
           max_held_bytes = static_cast<int64_t>(q.max_held_bytes),
-          max_session_transfers = q.max_session_transfers;
+          max_session_transfers = q.max_session_transfers,
+          max_session_graph_bytes =
+              static_cast<int64_t>(q.max_session_graph_bytes),
+          max_staging_bytes = static_cast<int64_t>(q.max_staging_bytes);
   const IntFlag int_flags[] = {
       {"max_sessions", &max_sessions},
       {"max_pending_connections", &max_pending},
@@ -108,6 +111,8 @@ int main(int argc, char** argv) {
       {"max_worker_threads", &max_worker_threads},
       {"max_held_bytes", &max_held_bytes},
       {"max_session_transfers", &max_session_transfers},
+      {"max_session_graph_bytes", &max_session_graph_bytes},
+      {"max_staging_bytes", &max_staging_bytes},
   };
   if (const char* env = std::getenv("FERRY_WORKER_TOKEN")) token = env;
   for (int i = 1; i < argc; ++i) {
@@ -154,6 +159,8 @@ int main(int argc, char** argv) {
           "  --max_session_streams=64 --max_worker_streams=512\n"
           "  --max_session_threads=256 --max_worker_threads=1024\n"
           "  --max_held_bytes=67108864 --max_session_transfers=4096\n"
+          "  --max_session_graph_bytes=268435456\n"
+          "  --max_staging_bytes=1073741824\n"
           "Backend params (threads=N) come from each client's stream.\n"
           "--idle_spin_us: how long to poll after traffic before sleeping\n"
           "(shorter round trips; 0 leaves the core to others at once).\n"
@@ -210,6 +217,8 @@ int main(int argc, char** argv) {
   q.max_held_bytes = static_cast<uint64_t>(max_held_bytes);
   q.max_session_transfers =
       static_cast<int>(std::min<int64_t>(max_session_transfers, 1 << 20));
+  q.max_session_graph_bytes = static_cast<uint64_t>(max_session_graph_bytes);
+  q.max_staging_bytes = static_cast<uint64_t>(max_staging_bytes);
   for (absl::string_view peer :
        absl::StrSplit(peers, ',', absl::SkipWhitespace())) {
     options.peers.emplace_back(peer);

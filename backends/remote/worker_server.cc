@@ -92,6 +92,7 @@ struct StreamRec {
 
 struct GraphRec {
   uint32_t device = 0;
+  uint64_t bytes = 0;  // Its encoding's, against the session's quota.
   std::unique_ptr<WireGraph> graph;
   std::vector<std::shared_ptr<BufferRec>> buffers;  // Kept alive.
 };
@@ -151,9 +152,10 @@ struct Session {
   absl::flat_hash_set<std::string> span_names;
   WorkerStats stats;  // Its own counters (kStats).
   // Against its quotas (WorkerQuotas).
-  uint64_t bytes = 0;       // Of its buffers.
-  int threads = 0;          // Of its streams.
-  uint64_t held_bytes = 0;  // Of commands ahead of their turn.
+  uint64_t bytes = 0;        // Of its buffers.
+  int threads = 0;           // Of its streams.
+  uint64_t held_bytes = 0;   // Of commands ahead of their turn.
+  uint64_t graph_bytes = 0;  // Of its graphs' encodings.
 };
 
 // A connection to another worker, for kSendToPeer.
@@ -390,7 +392,8 @@ class WorkerServer::Impl {
   absl::flat_hash_map<ucp_ep_h, std::shared_ptr<Peer>> peer_by_ep_;
   WorkerStats stats_;
   // Staging for device memory, reused: up to 16 weight pieces in flight.
-  StagingPool staging_pool_{size_t{64} << 20};
+  StagingPool staging_pool_{size_t{64} << 20,
+                            options_.quotas.max_staging_bytes};
   absl::Time last_tick_ = absl::InfinitePast();
   // Sessions recording trace spans: the process's recorder is on while
   // any is.
@@ -1102,9 +1105,18 @@ absl::Status WorkerServer::Impl::Execute(const SessionPtr& sp, Message& m,
         return absl::ResourceExhaustedError(
             absl::StrCat("over ", kMaxGraphs, " graphs"));
       }
+      if (m.blob.size() >
+          options_.quotas.max_session_graph_bytes -
+              std::min(s.graph_bytes,
+                       options_.quotas.max_session_graph_bytes)) {
+        return absl::ResourceExhaustedError(absl::StrCat(
+            "a graph of ", m.blob.size(), " bytes: this session's graphs take ",
+            s.graph_bytes, " of ", options_.quotas.max_session_graph_bytes));
+      }
       Device* d = options_.devices[m.device];
       auto rec = std::make_shared<GraphRec>();
       rec->device = m.device;
+      rec->bytes = m.blob.size();
       auto lookup_fn = [&](uint64_t id) {
         return DeviceBuffer(s, *d, id, &rec->buffers);
       };
@@ -1124,6 +1136,7 @@ absl::Status WorkerServer::Impl::Execute(const SessionPtr& sp, Message& m,
         if (s.span_names.size() >= kMaxSpanNames) break;
         if (IsComputeOp(node->op)) s.span_names.insert(NodeSpanName(*node));
       }
+      s.graph_bytes += rec->bytes;
       s.graphs[id] = std::move(rec);
       ++stats_.graphs_defined;
       ++s.stats.graphs_defined;
@@ -1137,6 +1150,7 @@ absl::Status WorkerServer::Impl::Execute(const SessionPtr& sp, Message& m,
       }
       std::shared_ptr<GraphRec> graph = std::move(it->second);
       s.graphs.erase(it);
+      s.graph_bytes -= graph->bytes;
       ReleaseAfterStreams(s, std::move(graph));
       return absl::OkStatus();
     }

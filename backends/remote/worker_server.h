@@ -48,6 +48,11 @@ struct WorkerQuotas {
   uint64_t max_held_bytes = uint64_t{64} << 20;
   // Receives from peers not yet done.
   int max_session_transfers = 4096;
+  // Encoded graphs a session keeps defined (kDefineGraph's bytes).
+  uint64_t max_session_graph_bytes = uint64_t{256} << 20;
+  // Pinned host memory for bytes on their way to or from device memory,
+  // over all sessions.
+  uint64_t max_staging_bytes = uint64_t{1} << 30;
   // A peer worker that has not answered its hello in this time fails the
   // sends that wait for it.
   absl::Duration peer_connect_timeout = absl::Seconds(10);
