@@ -200,6 +200,7 @@ absl::Status Connection::Connect(bool cross_memory_attach) {
   FERRY_ASSIGN_OR_RETURN(Message reply, hello->result);
   FERRY_RETURN_IF_ERROR(reply.status());
   session_ = reply.value;
+  capability_ = reply.cap;
   worker_user_ = static_cast<uid_t>(reply.id);
   FERRY_ASSIGN_OR_RETURN(devices_, DecodeDeviceInfos(reply.blob));
   said_hello_.store(true, std::memory_order_release);

@@ -82,6 +82,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   const HostPort& worker() const { return worker_; }
   uint64_t session() const { return session_; }
+  // What another worker must present to deliver bytes into this session
+  // (kSendToPeer passes it on).
+  const Capability& capability() const { return capability_; }
   const std::vector<DeviceInfo>& devices() const { return devices_; }
   // The UCX transports the endpoint uses ("cma,tcp": cross-memory attach
   // for bulk bytes on one host, TCP for the rest), as of the hello.
@@ -185,6 +188,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::unique_ptr<UcxLoop> loop_;
   ucp_ep_h ep_ = nullptr;
   uint64_t session_ = 0;
+  Capability capability_ = {0, 0};
   std::atomic<bool> said_hello_{false};  // The loop pings only after.
   std::vector<DeviceInfo> devices_;
   std::string transports_;  // Set on the loop before the hello completes.

@@ -1,5 +1,8 @@
 #include "ferry/backends/remote/protocol.h"
 
+#include <sys/random.h>
+
+#include <cerrno>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -11,6 +14,29 @@ absl::Status Message::status() const {
   if (code == 0) return absl::OkStatus();
   const uint32_t c = code <= 16 ? code : 2;  // Unknown codes: kUnknown.
   return absl::Status(static_cast<absl::StatusCode>(c), text);
+}
+
+absl::StatusOr<Capability> NewCapability() {
+  Capability cap;
+  char* p = reinterpret_cast<char*>(cap.data());
+  size_t got = 0;
+  while (got < sizeof(cap)) {
+    const ssize_t n = getrandom(p + got, sizeof(cap) - got, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      return absl::InternalError(
+          absl::StrCat("getrandom: ", std::strerror(errno)));
+    }
+    got += static_cast<size_t>(n);
+  }
+  return cap;
+}
+
+bool SameCapability(const Capability& a, const Capability& b) {
+  // No early exit: the time taken says nothing about where they differ.
+  volatile uint64_t diff = 0;
+  for (size_t i = 0; i < a.size(); ++i) diff = diff | (a[i] ^ b[i]);
+  return diff == 0;
 }
 
 void Message::set_status(const absl::Status& status) {
@@ -57,7 +83,7 @@ uint32_t CommandFields(Cmd cmd) {
     case Cmd::kResetStream:
       return kS | kFReq | kFStream;
     case Cmd::kSendToPeer:
-      return kS | kFStream | kRange | kFText | kFValue | kFId;
+      return kS | kFStream | kRange | kFText | kFValue | kFId | kFCap;
     case Cmd::kRecvFromPeer:
       return kS | kFStream | kRange | kFId;
     case Cmd::kLoadFile:
@@ -67,7 +93,7 @@ uint32_t CommandFields(Cmd cmd) {
     case Cmd::kSupportsOp:
       return kS | kFReq | kFDevice | kFBlob;
     case Cmd::kPeerData:
-      return kFValue | kFId | kFCode | kFText;
+      return kFValue | kFId | kFCode | kFText | kFCap;
     case Cmd::kStats:
       return kS | kFReq;
     case Cmd::kBlobPart:
@@ -89,7 +115,7 @@ uint32_t CommandFields(Cmd cmd) {
 uint32_t ReplyFields(ReplyKind kind) {
   switch (kind) {
     case ReplyKind::kHello:
-      return kFCode | kFText | kFValue | kFBlob | kFId;
+      return kFCode | kFText | kFValue | kFBlob | kFId | kFCap;
     case ReplyKind::kResult:
       return kFReq | kFCode | kFText | kFValue;
     case ReplyKind::kSignaled:
@@ -221,6 +247,10 @@ std::string Encode(const Message& m, uint32_t mask) {
   if (mask & kFCode) w.U32(m.code);
   if (mask & kFText) w.Str(m.text.substr(0, kMaxText));
   if (mask & kFBlob) w.Str(m.blob);
+  if (mask & kFCap) {
+    w.U64(m.cap[0]);
+    w.U64(m.cap[1]);
+  }
   return std::move(w.out());
 }
 
@@ -267,6 +297,10 @@ absl::StatusOr<Message> Decode(absl::string_view header, bool reply) {
   if (mask & kFBlob) {
     FERRY_RETURN_IF_ERROR(
         r.Str(&m.blob, reply ? kMaxBlob : kBlobChunk, "blob"));
+  }
+  if (mask & kFCap) {
+    FERRY_RETURN_IF_ERROR(r.U64(&m.cap[0]));
+    FERRY_RETURN_IF_ERROR(r.U64(&m.cap[1]));
   }
   if (!r.done()) {
     return absl::InvalidArgumentError(

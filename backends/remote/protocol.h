@@ -16,6 +16,7 @@
 #ifndef FERRY_BACKENDS_REMOTE_PROTOCOL_H_
 #define FERRY_BACKENDS_REMOTE_PROTOCOL_H_
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -28,7 +29,7 @@
 
 namespace ferry::remote {
 
-inline constexpr uint32_t kProtocolVersion = 6;
+inline constexpr uint32_t kProtocolVersion = 7;
 
 enum AmId : unsigned { kAmCommand = 1, kAmReply = 2, kAmPeer = 3 };
 
@@ -59,7 +60,8 @@ enum class Cmd : uint8_t {
   kSignalGate,      // id: gate, code, text: message
   kResetStream,     // req, stream
   kSendToPeer,      // stream, buffer, offset, size, text: peer address,
-                    // value: peer session, id: transfer
+                    // value: peer session, id: transfer, cap: the peer
+                    // session's capability (its hello reply's)
   kRecvFromPeer,    // stream, buffer, offset, size, id: transfer
   kLoadFile,        // stream, buffer, offset, size, text: path, value: file
                     // offset, blob: as kSetTensor
@@ -67,8 +69,9 @@ enum class Cmd : uint8_t {
   kSupportsOp,      // req, device, blob: wire graph of one node, placed
                     // where its tensors are already on the worker; the
                     // reply's value is 1, or its code and text say why not
-  kPeerData,        // (peer) value: session, id: transfer, code, text;
-                    // payload: the bytes when code is OK
+  kPeerData,        // (peer) value: session, id: transfer, code, text,
+                    // cap: the receiving session's capability (the bytes
+                    // go nowhere without it); payload: the bytes when OK
   kStats,           // req
   kBlobPart,        // blob: leading bytes of the next command's blob
   kAllocSize,       // req, device, blob: a tensor ref (unplaced); the reply's
@@ -97,7 +100,9 @@ enum class Role : uint8_t { kClient = 1, kPeer = 2 };
 
 enum class ReplyKind : uint8_t {
   kHello = 1,      // code, text, value: session, blob: device infos,
-                   // id: the worker's effective user id
+                   // id: the worker's effective user id, cap: the
+                   // session's capability (random, 128 bits): what a peer
+                   // worker must present to deliver bytes into it
   kResult,         // req, code, text, value
   kSignaled,       // stream, value
   kStreamFailed,   // stream, value, code, text
@@ -126,7 +131,16 @@ enum Field : uint32_t {
   kFCode = 1u << 13,
   kFText = 1u << 14,
   kFBlob = 1u << 15,
+  kFCap = 1u << 16,
 };
+
+// An unguessable 128-bit capability (two little-endian words).
+using Capability = std::array<uint64_t, 2>;
+// 128 bits from the kernel's CSPRNG (getrandom); fails only if the kernel
+// cannot give them.
+absl::StatusOr<Capability> NewCapability();
+// Constant-time comparison.
+bool SameCapability(const Capability& a, const Capability& b);
 
 inline constexpr size_t kMaxText = 2048;
 // Blobs longer than this travel as kBlobPart messages before their command:
@@ -153,6 +167,7 @@ struct Message {
   uint32_t code = 0;  // absl::StatusCode.
   std::string text;
   std::string blob;
+  Capability cap = {0, 0};
 
   Cmd cmd() const { return static_cast<Cmd>(kind); }
   ReplyKind reply() const { return static_cast<ReplyKind>(kind); }

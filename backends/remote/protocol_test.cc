@@ -53,6 +53,27 @@ TEST(ProtocolTest, CommandsRoundTripAndAreStrict) {
       StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("unknown")));
 }
 
+// A capability is fresh randomness each time and travels whole in the
+// messages that carry one.
+TEST(ProtocolTest, CapabilitiesAreRandomAndTravelWhole) {
+  FERRY_ASSERT_OK_AND_ASSIGN(Capability a, NewCapability());
+  FERRY_ASSERT_OK_AND_ASSIGN(Capability b, NewCapability());
+  EXPECT_FALSE(SameCapability(a, b));
+  EXPECT_TRUE(SameCapability(a, a));
+  EXPECT_NE(a, (Capability{0, 0}));
+  Message m;
+  m.kind = static_cast<uint8_t>(Cmd::kPeerData);
+  m.value = 3;
+  m.id = 9;
+  m.cap = a;
+  FERRY_ASSERT_OK_AND_ASSIGN(Message back, DecodeCommand(EncodeCommand(m)));
+  EXPECT_EQ(back.cap, a);
+  // Cut short inside the capability: refused.
+  std::string cut = EncodeCommand(m);
+  cut.resize(cut.size() - 1);
+  EXPECT_FALSE(DecodeCommand(cut).ok());
+}
+
 TEST(ProtocolTest, LengthsAreBoundedBeforeTheyAreRead) {
   Writer w;
   w.U8(static_cast<uint8_t>(Cmd::kDefineGraph));

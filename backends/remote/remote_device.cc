@@ -843,6 +843,7 @@ absl::Status RemoteBackend::EnqueueCopyTensor(Backend& src_backend,
   send.size = bytes;
   send.text = connection_->worker().ToString();
   send.value = connection_->session();
+  send.cap = connection_->capability();
   send.id = transfer;
   // Should the sending stream fail before it has sent (its worker died, or
   // cannot reach this one), this worker is told at once rather than

@@ -22,8 +22,10 @@ namespace ferry::remote {
 // is gone (they are then freed).
 class StagingPool {
  public:
-  // Keeps at most `max_kept_bytes` of released buffers.
-  explicit StagingPool(size_t max_kept_bytes);
+  // Keeps at most `max_kept_bytes` of released buffers, and hands out at
+  // most `max_in_use_bytes` at once (past it: ResourceExhausted).
+  explicit StagingPool(size_t max_kept_bytes,
+                       size_t max_in_use_bytes = ~size_t{0});
 
   // A buffer of `type` of at least `size` bytes; it comes back to the pool
   // when its last reference goes. Sizes up to 16 MiB round up to a power
@@ -32,14 +34,17 @@ class StagingPool {
   absl::StatusOr<std::shared_ptr<Buffer>> Acquire(BufferType& type,
                                                   size_t size);
 
-  // Bytes of released buffers kept now.
+  // Bytes of released buffers kept now, and of buffers handed out.
   size_t kept_bytes() const;
+  size_t in_use_bytes() const;
 
  private:
   struct Kept {
     mutable std::mutex mu;
     size_t max_bytes = 0;
     size_t bytes ABSL_GUARDED_BY(mu) = 0;
+    size_t max_in_use = 0;
+    size_t in_use ABSL_GUARDED_BY(mu) = 0;
     std::map<std::pair<BufferType*, size_t>,
              std::vector<std::unique_ptr<Buffer>>>
         free ABSL_GUARDED_BY(mu);

@@ -82,5 +82,22 @@ TEST(StagingPoolTest, BuffersOutliveThePoolAndComeBackFromAnyThread) {
   survivor.reset();
 }
 
+TEST(StagingPoolTest, RefusesPastItsInUseLimit) {
+  HostBufferType type("staging_test", 64, nullptr);
+  StagingPool pool(size_t{64} << 20, size_t{40} << 20);
+  FERRY_ASSERT_OK_AND_ASSIGN(std::shared_ptr<Buffer> a,
+                             pool.Acquire(type, 3 << 20));
+  FERRY_ASSERT_OK_AND_ASSIGN(std::shared_ptr<Buffer> b,
+                             pool.Acquire(type, 32 << 20));
+  EXPECT_EQ(pool.in_use_bytes(), size_t{36} << 20);
+  EXPECT_THAT(pool.Acquire(type, 8 << 20),
+              ::ferry::testing::StatusIs(absl::StatusCode::kResourceExhausted));
+  b.reset();
+  EXPECT_EQ(pool.in_use_bytes(), size_t{4} << 20);
+  FERRY_EXPECT_OK(pool.Acquire(type, 8 << 20).status());
+  a.reset();
+  EXPECT_EQ(pool.in_use_bytes(), 0u);
+}
+
 }  // namespace
 }  // namespace ferry::remote

@@ -7,23 +7,30 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstring>
 #include <deque>
 #include <map>
+#include <system_error>
 #include <thread>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "ferry/backends/backend.h"
 #include "ferry/backends/buffer.h"
 #include "ferry/backends/host_buffer.h"
 #include "ferry/backends/remote/address.h"
+#include "ferry/backends/remote/blocking_pool.h"
+#include "ferry/backends/remote/open_beneath.h"
 #include "ferry/backends/remote/protocol.h"
 #include "ferry/backends/remote/staging_pool.h"
 #include "ferry/backends/remote/ucx_loop.h"
 #include "ferry/backends/remote/wire_graph.h"
+#include "ferry/graph/graph.h"
 #include "ferry/runtime/status_macros.h"
 #include "ferry/runtime/timeline_semaphore.h"
 #include "ferry/runtime/trace.h"
@@ -32,10 +39,13 @@ namespace ferry::remote {
 namespace {
 
 constexpr size_t kMaxHeldCommands = 4096;
-constexpr size_t kMaxStreams = 1024;
 constexpr size_t kMaxGraphs = 8192;
 constexpr size_t kMaxEarlyPeerData = 1024;
 constexpr size_t kMaxRecords = 256;
+constexpr size_t kMaxSpanNames = 65536;
+constexpr size_t kMaxPending = 64;
+constexpr size_t kMinTokenBytes = 16;
+constexpr int kFreeAuthFailures = 5;
 
 // Bytes of an incoming message: copied eager bytes, or a rendezvous
 // descriptor the receiver pulls into place.
@@ -68,6 +78,7 @@ struct BufferRec {
 
 struct StreamRec {
   uint64_t id = 0;
+  int threads = 1;  // Counted against the quotas.
   uint32_t device = 0;
   std::unique_ptr<Backend> backend;
   // Client value -> what it covers: the local event and the gates then
@@ -81,6 +92,7 @@ struct StreamRec {
 
 struct GraphRec {
   uint32_t device = 0;
+  uint64_t bytes = 0;  // Its encoding's, against the session's quota.
   std::unique_ptr<WireGraph> graph;
   std::vector<std::shared_ptr<BufferRec>> buffers;  // Kept alive.
 };
@@ -111,10 +123,14 @@ using SessionPtr = std::shared_ptr<Session>;
 struct Held {
   Message m;
   Incoming in;
+  uint64_t bytes = 0;  // Counted against the session's held bytes.
 };
 
 struct Session {
   uint64_t id = 0;
+  // What a peer must present to deliver bytes into this session: only its
+  // client learns it (the hello reply), and passes it to the sending worker.
+  Capability cap = {0, 0};
   Role role = Role::kClient;
   ucp_ep_h ep = nullptr;
   bool closed = false;
@@ -131,6 +147,15 @@ struct Session {
   std::string blob_parts;     // kBlobPart bytes for the next blob command.
   bool tracing = false;       // kTrace 1 received (and no kTrace 0 since).
   int64_t trace_from_ns = 0;  // Spans from here are the next kTraceSpans'.
+  // The span names of its graphs' nodes: kTraceSpans returns only spans so
+  // named, never another session's op and tensor names.
+  absl::flat_hash_set<std::string> span_names;
+  WorkerStats stats;  // Its own counters (kStats).
+  // Against its quotas (WorkerQuotas).
+  uint64_t bytes = 0;        // Of its buffers.
+  int threads = 0;           // Of its streams.
+  uint64_t held_bytes = 0;   // Of commands ahead of their turn.
+  uint64_t graph_bytes = 0;  // Of its graphs' encodings.
 };
 
 // A connection to another worker, for kSendToPeer.
@@ -138,6 +163,7 @@ struct Peer {
   std::string address;
   ucp_ep_h ep = nullptr;
   bool ready = false;
+  absl::Time deadline;  // For its hello's answer.
   absl::Status failed;
   std::deque<absl::AnyInvocable<void(absl::Status) &&>> waiting;
 };
@@ -192,6 +218,54 @@ absl::Status RangeError(absl::string_view what, uint64_t offset, uint64_t size,
   return absl::OutOfRangeError(absl::StrCat(
       what, ": bytes [", offset, ", +", size, ") are outside buffer ", b.id,
       " of ", b.buffer->size(), " bytes"));
+}
+
+// The threads a stream of backend `params` runs: its own, and a cpu
+// stream's threads=N (without it, as many as the host has).
+int StreamThreads(absl::string_view params) {
+  int threads = 0;
+  for (absl::string_view param :
+       absl::StrSplit(params, ',', absl::SkipWhitespace())) {
+    std::pair<absl::string_view, absl::string_view> kv =
+        absl::StrSplit(param, absl::MaxSplits('=', 1));
+    int n = 0;
+    if (kv.first == "threads" && absl::SimpleAtoi(kv.second, &n) && n > 0) {
+      threads = std::min(n, 1 << 20);
+    }
+  }
+  if (threads == 0) {
+    threads =
+        static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  }
+  return threads + 1;
+}
+
+// Reads [offset, +size) of `relative` beneath `dir` into `dst` (blocks).
+absl::Status ReadFileRange(const std::string& dir, const std::string& relative,
+                           uint64_t offset, uint64_t size, char* dst) {
+  FERRY_ASSIGN_OR_RETURN(int fd, OpenBeneath(dir, relative));
+  struct stat st;
+  absl::Status result;
+  if (fstat(fd, &st) != 0 || offset > static_cast<uint64_t>(st.st_size) ||
+      size > static_cast<uint64_t>(st.st_size) - offset) {
+    result = absl::OutOfRangeError(absl::StrCat("'", relative, "': bytes [",
+                                                offset, ", +", size,
+                                                ") are outside the file"));
+  }
+  uint64_t done = 0;
+  while (result.ok() && done < size) {
+    const ssize_t n = pread(fd, dst + done, size - done, offset + done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      result = absl::DataLossError(
+          absl::StrCat("reading '", relative, "' at ", offset + done, ": ",
+                       n == 0 ? "end of file" : strerror(errno)));
+      break;
+    }
+    done += static_cast<uint64_t>(n);
+  }
+  close(fd);
+  return result;
 }
 
 }  // namespace
@@ -250,6 +324,8 @@ class WorkerServer::Impl {
   // enqueued (Flush), or given to the local backend at once (GateNow).
   std::shared_ptr<TimelineSemaphore> Gate(StreamRec& stream);
   std::shared_ptr<TimelineSemaphore> GateNow(StreamRec& stream);
+  // Adds `e` to the stream's pending gates, once.
+  void AddPending(StreamRec& stream, const Event& e);
   // Hands the pending gates to the local backend (before local work).
   void Flush(StreamRec& stream);
   // Events covering everything the stream has so far.
@@ -292,17 +368,39 @@ class WorkerServer::Impl {
   uint64_t next_session_ = 1;
   absl::flat_hash_map<ucp_ep_h, SessionPtr> by_ep_;
   absl::flat_hash_map<uint64_t, SessionPtr> by_id_;
-  absl::flat_hash_map<ucp_ep_h, bool> pending_eps_;  // Before hello.
+  struct PendingEp {
+    absl::Time since;
+    std::string from;  // The client's address, for the log.
+  };
+  absl::flat_hash_map<ucp_ep_h, PendingEp> pending_eps_;  // Before hello.
+  // Failed hellos by address: past a few, connections from there are
+  // refused for a while (doubling, up to a minute).
+  struct AuthFailures {
+    int count = 0;
+    absl::Time until = absl::InfinitePast();
+  };
+  absl::flat_hash_map<std::string, AuthFailures> auth_failures_;
+  void AuthFailed(const std::string& from, absl::string_view why);
+  uint64_t worker_bytes_ = 0;
+  int worker_streams_ = 0;
+  int worker_threads_ = 0;
+  void FailPeer(const std::shared_ptr<Peer>& p, absl::Status status);
+  void ConnectPeer(std::shared_ptr<Peer> peer,
+                   absl::StatusOr<sockaddr_storage> addr);
+  bool PeerAllowed(const std::string& address) const;
   std::map<std::string, std::shared_ptr<Peer>> peers_;
   absl::flat_hash_map<ucp_ep_h, std::shared_ptr<Peer>> peer_by_ep_;
   WorkerStats stats_;
   // Staging for device memory, reused: up to 16 weight pieces in flight.
-  StagingPool staging_pool_{size_t{64} << 20};
+  StagingPool staging_pool_{size_t{64} << 20,
+                            options_.quotas.max_staging_bytes};
   absl::Time last_tick_ = absl::InfinitePast();
   // Sessions recording trace spans: the process's recorder is on while
   // any is.
   int tracing_sessions_ = 0;
   void SetTracing(Session& s, bool on);
+  // File reads and name lookups (last: joined before the loop goes).
+  std::unique_ptr<BlockingPool> pool_;
 };
 
 WorkerServer::Impl::~Impl() {
@@ -313,10 +411,29 @@ absl::Status WorkerServer::Impl::Start() {
   if (options_.devices.empty()) {
     return absl::InvalidArgumentError("a worker serves at least one device");
   }
-  if (options_.token.empty()) {
-    return absl::InvalidArgumentError(
-        "a worker needs a token (--token or FERRY_WORKER_TOKEN)");
+  if (options_.token.size() < kMinTokenBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "a worker needs a token of ", kMinTokenBytes,
+        " bytes at least (--token_file, or FERRY_WORKER_TOKEN); this one has ",
+        options_.token.size()));
   }
+  WorkerQuotas& q = options_.quotas;
+  if (q.max_sessions < 1 || q.max_pending_connections < 1 ||
+      q.hello_timeout <= absl::ZeroDuration() || q.max_session_buffers < 1 ||
+      q.max_session_streams < 1 || q.max_worker_streams < 1 ||
+      q.max_session_threads < 1 || q.max_worker_threads < 1 ||
+      q.max_session_transfers < 1) {
+    return absl::InvalidArgumentError("a worker quota is under 1");
+  }
+  uint64_t memory = 0;
+  for (Device* d : options_.devices) memory += d->props().memory_total;
+  if (memory == 0) memory = ~uint64_t{0};
+  if (q.max_worker_bytes == 0) q.max_worker_bytes = memory;
+  if (q.max_session_bytes == 0) q.max_session_bytes = q.max_worker_bytes;
+  // A restarted worker binds its port at once, though connections of the
+  // one before linger in TIME_WAIT (a port some process listens on stays
+  // refused). The environment, if set, still decides.
+  setenv("UCX_TCP_CM_REUSEADDR", "y", /*overwrite=*/0);
   if (options_.idle_spin < absl::ZeroDuration() ||
       options_.idle_spin > absl::Seconds(1)) {
     return absl::InvalidArgumentError(
@@ -329,6 +446,9 @@ absl::Status WorkerServer::Impl::Start() {
         " is under 2s (clients ping every second)"));
   }
   FERRY_ASSIGN_OR_RETURN(loop_, UcxLoop::Create());
+  FERRY_ASSIGN_OR_RETURN(pool_,
+                         BlockingPool::Create(options_.blocking_threads,
+                                              options_.max_queued_loads));
   for (unsigned id : {kAmCommand, kAmPeer}) {
     FERRY_RETURN_IF_ERROR(loop_->SetAmHandler(id, OnCommand, this));
   }
@@ -357,6 +477,34 @@ absl::Status WorkerServer::Impl::Start() {
 
 void WorkerServer::Impl::OnConnection(ucp_conn_request_h request, void* arg) {
   auto* self = static_cast<Impl*>(arg);
+  std::string from = "unknown";
+  ucp_conn_request_attr_t attr = {};
+  attr.field_mask = UCP_CONN_REQUEST_ATTR_FIELD_CLIENT_ADDR;
+  if (ucp_conn_request_query(request, &attr) == UCS_OK) {
+    char host[INET6_ADDRSTRLEN] = {};
+    const auto* sa = reinterpret_cast<const sockaddr*>(&attr.client_address);
+    const void* raw =
+        sa->sa_family == AF_INET6
+            ? static_cast<const void*>(
+                  &reinterpret_cast<const sockaddr_in6*>(sa)->sin6_addr)
+            : static_cast<const void*>(
+                  &reinterpret_cast<const sockaddr_in*>(sa)->sin_addr);
+    if (inet_ntop(sa->sa_family, raw, host, sizeof(host)) != nullptr) {
+      from = host;
+    }
+  }
+  const absl::Time now = absl::Now();
+  auto failures = self->auth_failures_.find(from);
+  const bool backing_off =
+      failures != self->auth_failures_.end() && failures->second.until > now;
+  if (backing_off ||
+      self->pending_eps_.size() >=
+          static_cast<size_t>(self->options_.quotas.max_pending_connections)) {
+    // Refused before any work: too many wrong tokens from there, or too
+    // many connections that have not said hello.
+    (void)ucp_listener_reject(self->listener_, request);
+    return;
+  }
   ucp_ep_params_t params = {};
   params.field_mask = UCP_EP_PARAM_FIELD_CONN_REQUEST |
                       UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
@@ -367,7 +515,7 @@ void WorkerServer::Impl::OnConnection(ucp_conn_request_h request, void* arg) {
   params.err_handler.arg = self;
   ucp_ep_h ep;
   if (ucp_ep_create(self->loop_->worker(), &params, &ep) == UCS_OK) {
-    self->pending_eps_[ep] = true;
+    self->pending_eps_[ep] = PendingEp{now, std::move(from)};
   }
 }
 
@@ -385,18 +533,9 @@ void WorkerServer::Impl::OnEndpointError(void* arg, ucp_ep_h ep,
     auto peer = self->peer_by_ep_.find(ep);
     if (peer != self->peer_by_ep_.end()) {
       std::shared_ptr<Peer> p = peer->second;
-      p->failed = absl::UnavailableError(
-          absl::StrCat("peer worker ", p->address, ": connection lost (",
-                       ucs_status_string(status), ")"));
-      p->ready = false;
-      self->peer_by_ep_.erase(peer);
-      self->peers_.erase(p->address);
-      while (!p->waiting.empty()) {
-        auto fn = std::move(p->waiting.front());
-        p->waiting.pop_front();
-        std::move(fn)(p->failed);
-      }
-      ucp_ep_close_nb(ep, UCP_EP_CLOSE_MODE_FORCE);
+      self->FailPeer(p,
+                     absl::UnavailableError(absl::StrCat(
+                         "connection lost (", ucs_status_string(status), ")")));
       return;
     }
     if (self->pending_eps_.erase(ep) > 0) {
@@ -470,17 +609,21 @@ ucs_status_t WorkerServer::Impl::Command(ucp_ep_h ep, absl::string_view header,
     return keep;
   }
   if (m->seq != s->next_seq) {
+    const uint64_t bytes = header.size() + length;
     if (m->seq < s->next_seq || s->held.size() >= kMaxHeldCommands ||
-        s->held.count(m->seq) > 0) {
+        s->held.count(m->seq) > 0 ||
+        bytes > options_.quotas.max_held_bytes - s->held_bytes) {
       Drop(in);
       Result(s, 0,
              absl::InvalidArgumentError(absl::StrCat(
                  "command ", CmdName(m->cmd()), ": sequence number ", m->seq,
-                 " is stale, repeated or too far ahead of ", s->next_seq)));
+                 " is stale, repeated or too far ahead of ", s->next_seq,
+                 " (or over the bytes held for later)")));
       return keep;
     }
     const uint64_t seq = m->seq;
-    s->held.emplace(seq, Held{*std::move(m), std::move(in)});
+    s->held_bytes += bytes;
+    s->held.emplace(seq, Held{*std::move(m), std::move(in), bytes});
     return keep;
   }
   Dispatch(s, *m, in);
@@ -490,6 +633,7 @@ ucs_status_t WorkerServer::Impl::Command(ucp_ep_h ep, absl::string_view header,
     if (held == s->held.end()) break;
     Held h = std::move(held->second);
     s->held.erase(held);
+    s->held_bytes -= h.bytes;
     Dispatch(s, h.m, h.in);
   }
   return keep;
@@ -530,8 +674,18 @@ void WorkerServer::Impl::Hello(ucp_ep_h ep, const Message& m) {
             static_cast<unsigned char>(want[i % want.size()]);
   }
   absl::Status status;
+  std::string from;
+  if (auto pending = pending_eps_.find(ep); pending != pending_eps_.end()) {
+    from = pending->second.from;
+  }
   if (diff != 0) {
     status = absl::PermissionDeniedError("wrong token");
+    AuthFailed(from, "wrong token");
+  } else if (by_id_.size() >=
+             static_cast<size_t>(options_.quotas.max_sessions)) {
+    status = absl::ResourceExhaustedError(
+        absl::StrCat("this worker serves ", options_.quotas.max_sessions,
+                     " sessions already (--max_sessions)"));
   } else if (m.value != kProtocolVersion) {
     status = absl::FailedPreconditionError(
         absl::StrCat("protocol version ", m.value, " (this worker speaks ",
@@ -540,6 +694,9 @@ void WorkerServer::Impl::Hello(ucp_ep_h ep, const Message& m) {
              m.byte != static_cast<uint8_t>(Role::kPeer)) {
     status = absl::InvalidArgumentError(absl::StrCat("role ", m.byte));
   }
+  absl::StatusOr<Capability> cap =
+      status.ok() ? NewCapability() : absl::StatusOr<Capability>(status);
+  if (!cap.ok()) status = cap.status();
   pending_eps_.erase(ep);
   if (!status.ok()) {
     reply.set_status(status);
@@ -548,9 +705,11 @@ void WorkerServer::Impl::Hello(ucp_ep_h ep, const Message& m) {
         [ep](absl::Status) { ucp_ep_close_nb(ep, UCP_EP_CLOSE_MODE_FLUSH); });
     return;
   }
+  auth_failures_.erase(from);
   reply.id = geteuid();
   auto s = std::make_shared<Session>();
   s->id = next_session_++;
+  s->cap = *cap;
   s->last_heard = absl::Now();
   s->role = static_cast<Role>(m.byte);
   s->ep = ep;
@@ -576,8 +735,24 @@ void WorkerServer::Impl::Hello(ucp_ep_h ep, const Message& m) {
     infos.push_back(std::move(info));
   }
   reply.value = s->id;
+  reply.cap = s->cap;
   reply.blob = EncodeDeviceInfos(infos);
   loop_->SendAm(ep, kAmReply, EncodeReply(reply), nullptr, 0);
+}
+
+void WorkerServer::Impl::AuthFailed(const std::string& from,
+                                    absl::string_view why) {
+  if (auth_failures_.size() >= 4096) auth_failures_.clear();  // Bounded.
+  AuthFailures& f = auth_failures_[from];
+  ++f.count;
+  if (f.count >= kFreeAuthFailures) {
+    const int doublings = std::min(f.count - kFreeAuthFailures, 6);
+    f.until = absl::Now() + absl::Seconds(1 << doublings);
+  }
+  std::fprintf(stderr,
+               "ferry_worker: hello from %s refused (%.*s), %d in a row%s\n",
+               from.c_str(), static_cast<int>(why.size()), why.data(), f.count,
+               f.count >= kFreeAuthFailures ? ": refusing it for a while" : "");
 }
 
 void WorkerServer::Impl::Reply(const SessionPtr& s, Message reply,
@@ -679,8 +854,19 @@ void WorkerServer::Impl::FailStream(StreamRec& stream, absl::Status status) {
 
 std::shared_ptr<TimelineSemaphore> WorkerServer::Impl::Gate(StreamRec& stream) {
   auto gate = std::make_shared<TimelineSemaphore>(0);
-  stream.pending.push_back(Event(gate, 1));
+  AddPending(stream, Event(gate, 1));
   return gate;
+}
+
+void WorkerServer::Impl::AddPending(StreamRec& stream, const Event& e) {
+  if (e.IsComplete() && e.timeline()->status().ok()) return;
+  for (const Event& p : stream.pending) {
+    if (p.timeline() == e.timeline() && p.value() >= e.value()) return;
+  }
+  // Each record copies the pending gates: past a few, they go to the local
+  // backend now, so waits chained across streams cannot grow them.
+  if (stream.pending.size() >= kMaxPending) Flush(stream);
+  stream.pending.push_back(e);
 }
 
 std::shared_ptr<TimelineSemaphore> WorkerServer::Impl::GateNow(
@@ -779,6 +965,19 @@ absl::Status WorkerServer::Impl::Execute(const SessionPtr& sp, Message& m,
             absl::StrCat(m.size, " bytes is over ", d->name(), "'s limit of ",
                          type->max_size()));
       }
+      const WorkerQuotas& q = options_.quotas;
+      if (static_cast<int64_t>(s.buffers.size()) >= q.max_session_buffers) {
+        return absl::ResourceExhaustedError(absl::StrCat(
+            "this session has ", s.buffers.size(), " buffers (the limit)"));
+      }
+      if (size > q.max_session_bytes - std::min(s.bytes, q.max_session_bytes) ||
+          size > q.max_worker_bytes -
+                     std::min(worker_bytes_, q.max_worker_bytes)) {
+        return absl::ResourceExhaustedError(absl::StrCat(
+            m.size, " more bytes is over the quota: this session holds ",
+            s.bytes, " of ", q.max_session_bytes, ", the worker ",
+            worker_bytes_, " of ", q.max_worker_bytes));
+      }
       // Checked before allocating: never ask the allocator for the absurd.
       const uint64_t total = d->props().memory_total;
       if (total > 0 && size > total) {
@@ -811,7 +1010,10 @@ absl::Status WorkerServer::Impl::Execute(const SessionPtr& sp, Message& m,
       }
       rec->buffer = std::move(buffer);
       s.buffers[rec->id] = rec;
+      s.bytes += rec->buffer->size();
+      worker_bytes_ += rec->buffer->size();
       ++stats_.buffers;
+      ++s.stats.buffers;
       Result(sp, m.req, absl::OkStatus(), rec->id);
       return absl::OkStatus();
     }
@@ -819,7 +1021,10 @@ absl::Status WorkerServer::Impl::Execute(const SessionPtr& sp, Message& m,
       FERRY_ASSIGN_OR_RETURN(std::shared_ptr<BufferRec> b,
                              FindBuffer(s, m.buffer));
       s.buffers.erase(m.buffer);
+      s.bytes -= b->buffer->size();
+      worker_bytes_ -= b->buffer->size();
       --stats_.buffers;
+      --s.stats.buffers;
       ReleaseAfterStreams(s, std::move(b));
       return absl::OkStatus();
     }
@@ -827,16 +1032,39 @@ absl::Status WorkerServer::Impl::Execute(const SessionPtr& sp, Message& m,
       if (m.device >= options_.devices.size()) {
         return absl::NotFoundError(absl::StrCat("no device ", m.device));
       }
-      if (s.streams.size() >= kMaxStreams) {
-        return absl::ResourceExhaustedError(
-            absl::StrCat("over ", kMaxStreams, " streams"));
+      const WorkerQuotas& q = options_.quotas;
+      const int threads = StreamThreads(m.text);
+      if (s.streams.size() >= static_cast<size_t>(q.max_session_streams) ||
+          worker_streams_ >= q.max_worker_streams) {
+        return absl::ResourceExhaustedError(absl::StrCat(
+            "streams: this session has ", s.streams.size(), " (limit ",
+            q.max_session_streams, "), the worker ", worker_streams_,
+            " (limit ", q.max_worker_streams, ")"));
       }
-      FERRY_ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend,
-                             options_.devices[m.device]->CreateBackend(m.text));
+      if (threads > q.max_session_threads - s.threads ||
+          threads > q.max_worker_threads - worker_threads_) {
+        return absl::ResourceExhaustedError(absl::StrCat(
+            "a stream of ", threads, " threads: this session has ", s.threads,
+            " (limit ", q.max_session_threads, "), the worker ",
+            worker_threads_, " (limit ", q.max_worker_threads, ")"));
+      }
+      absl::StatusOr<std::unique_ptr<Backend>> made;
+      try {
+        made = options_.devices[m.device]->CreateBackend(m.text);
+      } catch (const std::system_error& e) {
+        // Out of threads: this stream is refused, the worker lives.
+        made = absl::ResourceExhaustedError(
+            absl::StrCat("starting the stream's threads: ", e.what()));
+      }
+      FERRY_ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend, std::move(made));
       auto stream = std::make_shared<StreamRec>();
       stream->id = s.next_id++;
       stream->device = m.device;
       stream->backend = std::move(backend);
+      stream->threads = threads;
+      s.threads += threads;
+      worker_threads_ += threads;
+      ++worker_streams_;
       s.streams[stream->id] = stream;
       Result(sp, m.req, absl::OkStatus(), stream->id);
       return absl::OkStatus();
@@ -848,6 +1076,9 @@ absl::Status WorkerServer::Impl::Execute(const SessionPtr& sp, Message& m,
       }
       std::shared_ptr<StreamRec> stream = std::move(it->second);
       s.streams.erase(it);
+      s.threads -= stream->threads;
+      worker_threads_ -= stream->threads;
+      --worker_streams_;
       AfterAll(Point(*stream),
                [stream](absl::Status) mutable { stream.reset(); });
       return absl::OkStatus();
@@ -874,9 +1105,18 @@ absl::Status WorkerServer::Impl::Execute(const SessionPtr& sp, Message& m,
         return absl::ResourceExhaustedError(
             absl::StrCat("over ", kMaxGraphs, " graphs"));
       }
+      if (m.blob.size() >
+          options_.quotas.max_session_graph_bytes -
+              std::min(s.graph_bytes,
+                       options_.quotas.max_session_graph_bytes)) {
+        return absl::ResourceExhaustedError(absl::StrCat(
+            "a graph of ", m.blob.size(), " bytes: this session's graphs take ",
+            s.graph_bytes, " of ", options_.quotas.max_session_graph_bytes));
+      }
       Device* d = options_.devices[m.device];
       auto rec = std::make_shared<GraphRec>();
       rec->device = m.device;
+      rec->bytes = m.blob.size();
       auto lookup_fn = [&](uint64_t id) {
         return DeviceBuffer(s, *d, id, &rec->buffers);
       };
@@ -892,8 +1132,14 @@ absl::Status WorkerServer::Impl::Execute(const SessionPtr& sp, Message& m,
         }
       }
       const uint64_t id = s.next_id++;
+      for (Tensor* node : rec->graph->nodes) {
+        if (s.span_names.size() >= kMaxSpanNames) break;
+        if (IsComputeOp(node->op)) s.span_names.insert(NodeSpanName(*node));
+      }
+      s.graph_bytes += rec->bytes;
       s.graphs[id] = std::move(rec);
       ++stats_.graphs_defined;
+      ++s.stats.graphs_defined;
       Result(sp, m.req, absl::OkStatus(), id);
       return absl::OkStatus();
     }
@@ -904,6 +1150,7 @@ absl::Status WorkerServer::Impl::Execute(const SessionPtr& sp, Message& m,
       }
       std::shared_ptr<GraphRec> graph = std::move(it->second);
       s.graphs.erase(it);
+      s.graph_bytes -= graph->bytes;
       ReleaseAfterStreams(s, std::move(graph));
       return absl::OkStatus();
     }
@@ -951,12 +1198,12 @@ absl::Status WorkerServer::Impl::Execute(const SessionPtr& sp, Message& m,
             "wait for value ", m.value, " of stream ", m.src_stream,
             ", which recorded only up to ", src->last_value));
       }
+      // A stream is after its own records already.
+      if (stream == src) return absl::OkStatus();
       auto it = src->records.find(m.value);
       // Older records were dropped once later ones completed.
       if (it == src->records.end()) return absl::OkStatus();
-      for (const Event& e : it->second) {
-        if (!e.IsComplete()) stream->pending.push_back(e);
-      }
+      for (const Event& e : it->second) AddPending(*stream, e);
       return absl::OkStatus();
     }
     case Cmd::kWaitGate: {
@@ -1070,6 +1317,8 @@ absl::Status WorkerServer::Impl::Execute(const SessionPtr& sp, Message& m,
         if (t.track < 0 || static_cast<size_t>(t.track) >= tracks.size()) {
           continue;
         }
+        // Another session's work is not this one's to see.
+        if (!sp->span_names.contains(t.name)) continue;
         bytes += 24 + tracks[t.track].size() + t.name.size();
         if (bytes > kMaxBlob) break;  // The rest come with the next ask.
         spans.push_back({tracks[t.track], t.name, t.begin_ns, t.end_ns});
@@ -1102,10 +1351,13 @@ absl::Status WorkerServer::Impl::Execute(const SessionPtr& sp, Message& m,
       Message r;
       r.kind = static_cast<uint8_t>(ReplyKind::kResult);
       r.req = m.req;
-      r.text = absl::StrCat(stats_.client_bytes_in, ",",
-                            stats_.client_bytes_out, ",", stats_.peer_bytes_in,
-                            ",", stats_.peer_bytes_out, ",", stats_.sessions,
-                            ",", stats_.buffers, ",", stats_.graphs_defined);
+      // The session's own counters; of the worker, only how many
+      // sessions are open.
+      const WorkerStats& own = sp->stats;
+      r.text = absl::StrCat(own.client_bytes_in, ",", own.client_bytes_out, ",",
+                            own.peer_bytes_in, ",", own.peer_bytes_out, ",",
+                            stats_.sessions, ",", own.buffers, ",",
+                            own.graphs_defined);
       Reply(sp, std::move(r));
       return absl::OkStatus();
     }
@@ -1149,7 +1401,7 @@ absl::Status WorkerServer::Impl::SetTensor(const SessionPtr& sp,
         "buffer ", b->id, " is not on stream ", m.stream, "'s device"));
   }
   FERRY_ASSIGN_OR_RETURN(Target target, ResolveTarget(*b, m));
-  stats_.client_bytes_in += m.size;
+  s.stats.client_bytes_in += m.size;
   if (m.size == 0) return absl::OkStatus();
   Incoming data = std::move(in);
   in = Incoming();
@@ -1242,7 +1494,7 @@ absl::Status WorkerServer::Impl::GetTensor(const SessionPtr& sp,
       std::move(done)(absl::UnavailableError("session closed"));
       return;
     }
-    if (st.ok()) stats_.client_bytes_out += size;
+    if (st.ok()) s->stats.client_bytes_out += size;
     Reply(s, std::move(r), st.ok() ? data : nullptr, st.ok() ? size : 0,
           std::move(done));
   };
@@ -1327,6 +1579,15 @@ absl::Status WorkerServer::Impl::CopyLocal(Session& s, const Message& m) {
   return stream->backend->EnqueueCopyTensor(*src_stream->backend, from, to);
 }
 
+bool WorkerServer::Impl::PeerAllowed(const std::string& address) const {
+  absl::StatusOr<HostPort> hp = ParseHostPort(address);
+  if (!hp.ok()) return false;
+  for (const std::string& allowed : options_.peers) {
+    if (allowed == hp->host || allowed == address) return true;
+  }
+  return false;
+}
+
 void WorkerServer::Impl::WithPeer(
     const std::string& address,
     absl::AnyInvocable<void(absl::Status, ucp_ep_h) &&> fn) {
@@ -1337,47 +1598,91 @@ void WorkerServer::Impl::WithPeer(
   } else {
     peer = std::make_shared<Peer>();
     peer->address = address;
-    absl::StatusOr<HostPort> hp = ParseHostPort(address);
-    absl::StatusOr<sockaddr_storage> addr =
-        hp.ok() ? ResolveAddress(hp->host, hp->port)
-                : absl::StatusOr<sockaddr_storage>(hp.status());
-    if (!addr.ok()) {
-      std::move(fn)(addr.status(), nullptr);
-      return;
-    }
-    ucp_ep_params_t params = {};
-    params.field_mask =
-        UCP_EP_PARAM_FIELD_FLAGS | UCP_EP_PARAM_FIELD_SOCK_ADDR |
-        UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER;
-    params.flags = UCP_EP_PARAMS_FLAGS_CLIENT_SERVER;
-    params.sockaddr.addr = reinterpret_cast<const sockaddr*>(&*addr);
-    params.sockaddr.addrlen = sizeof(*addr);
-    params.err_mode = UCP_ERR_HANDLING_MODE_PEER;
-    params.err_handler.cb = OnEndpointError;
-    params.err_handler.arg = this;
-    ucs_status_t st = ucp_ep_create(loop_->worker(), &params, &peer->ep);
-    if (st != UCS_OK) {
-      std::move(fn)(UcxStatus(st, absl::StrCat("connecting to peer ", address)),
-                    nullptr);
-      return;
-    }
+    peer->deadline = absl::Now() + options_.quotas.peer_connect_timeout;
     peers_[address] = peer;
-    peer_by_ep_[peer->ep] = peer;
-    Message hello;
-    hello.kind = static_cast<uint8_t>(Cmd::kHello);
-    hello.value = kProtocolVersion;
-    hello.byte = static_cast<uint8_t>(Role::kPeer);
-    hello.text = options_.token;
-    loop_->SendAm(peer->ep, kAmPeer, EncodeCommand(hello), nullptr, 0);
+    absl::StatusOr<HostPort> hp = ParseHostPort(address);
+    if (!hp.ok()) {
+      peers_.erase(address);
+      std::move(fn)(hp.status(), nullptr);
+      return;
+    }
+    // Resolved off the loop: a slow name server must not stall it.
+    UcxLoop* loop = loop_.get();
+    absl::Status queued =
+        pool_->Run([this, loop, peer, host = hp->host, port = hp->port] {
+          absl::StatusOr<sockaddr_storage> addr = ResolveAddress(host, port);
+          loop->Post([this, peer, addr = std::move(addr)]() mutable {
+            ConnectPeer(peer, std::move(addr));
+          });
+        });
+    if (!queued.ok()) {
+      peers_.erase(address);
+      std::move(fn)(queued, nullptr);
+      return;
+    }
   }
   if (peer->ready) {
     std::move(fn)(absl::OkStatus(), peer->ep);
     return;
   }
-  ucp_ep_h ep = peer->ep;
-  peer->waiting.push_back([fn = std::move(fn), ep](absl::Status st) mutable {
-    std::move(fn)(st, st.ok() ? ep : nullptr);
+  peer->waiting.push_back([fn = std::move(fn), peer](absl::Status st) mutable {
+    std::move(fn)(st, st.ok() ? peer->ep : nullptr);
   });
+}
+
+void WorkerServer::Impl::ConnectPeer(std::shared_ptr<Peer> peer,
+                                     absl::StatusOr<sockaddr_storage> addr) {
+  auto it = peers_.find(peer->address);
+  if (it == peers_.end() || it->second != peer) return;  // Failed already.
+  if (!addr.ok()) {
+    FailPeer(peer, addr.status());
+    return;
+  }
+  ucp_ep_params_t params = {};
+  params.field_mask = UCP_EP_PARAM_FIELD_FLAGS | UCP_EP_PARAM_FIELD_SOCK_ADDR |
+                      UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+                      UCP_EP_PARAM_FIELD_ERR_HANDLER;
+  params.flags = UCP_EP_PARAMS_FLAGS_CLIENT_SERVER;
+  params.sockaddr.addr = reinterpret_cast<const sockaddr*>(&*addr);
+  params.sockaddr.addrlen = sizeof(*addr);
+  params.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+  params.err_handler.cb = OnEndpointError;
+  params.err_handler.arg = this;
+  ucs_status_t st = ucp_ep_create(loop_->worker(), &params, &peer->ep);
+  if (st != UCS_OK) {
+    peer->ep = nullptr;
+    FailPeer(peer,
+             UcxStatus(st, absl::StrCat("connecting to peer ", peer->address)));
+    return;
+  }
+  peer_by_ep_[peer->ep] = peer;
+  Message hello;
+  hello.kind = static_cast<uint8_t>(Cmd::kHello);
+  hello.value = kProtocolVersion;
+  hello.byte = static_cast<uint8_t>(Role::kPeer);
+  hello.text = options_.token;
+  loop_->SendAm(peer->ep, kAmPeer, EncodeCommand(hello), nullptr, 0);
+}
+
+void WorkerServer::Impl::FailPeer(const std::shared_ptr<Peer>& p,
+                                  absl::Status status) {
+  p->failed = absl::Status(
+      status.code(),
+      absl::StrCat("peer worker ", p->address, ": ", status.message()));
+  p->ready = false;
+  auto it = peers_.find(p->address);
+  if (it != peers_.end() && it->second == p) peers_.erase(it);
+  if (p->ep != nullptr) {
+    peer_by_ep_.erase(p->ep);
+    ucp_ep_h ep = p->ep;
+    p->ep = nullptr;
+    loop_->Defer([ep] { ucp_ep_close_nb(ep, UCP_EP_CLOSE_MODE_FORCE); });
+  }
+  while (!p->waiting.empty()) {
+    auto fn = std::move(p->waiting.front());
+    p->waiting.pop_front();
+    std::move(fn)(p->failed);
+  }
 }
 
 ucs_status_t WorkerServer::Impl::OnReply(void* arg, const void* header,
@@ -1435,6 +1740,11 @@ absl::Status WorkerServer::Impl::SendToPeer(const SessionPtr& sp,
   FERRY_ASSIGN_OR_RETURN(StreamRec * stream, FindStream(s, m.stream));
   FERRY_ASSIGN_OR_RETURN(std::shared_ptr<BufferRec> b, FindRange(s, m));
   FERRY_RETURN_IF_ERROR(ParseHostPort(m.text).status());
+  if (!PeerAllowed(m.text)) {
+    // The token goes only where the operator said peers are.
+    return absl::PermissionDeniedError(
+        absl::StrCat("peer ", m.text, " is not in this worker's --peers"));
+  }
   if (b->device != stream->device) {
     return absl::InvalidArgumentError("buffer is not on the stream's device");
   }
@@ -1459,6 +1769,7 @@ absl::Status WorkerServer::Impl::SendToPeer(const SessionPtr& sp,
   header.kind = static_cast<uint8_t>(Cmd::kPeerData);
   header.value = m.value;
   header.id = m.id;
+  header.cap = m.cap;
   std::string address = m.text;
   const uint64_t size = m.size;
   std::weak_ptr<Session> weak = sp;
@@ -1493,17 +1804,21 @@ absl::Status WorkerServer::Impl::SendToPeer(const SessionPtr& sp,
       // Tell the receiver, so its stream fails rather than waits.
       header.set_status(st);
     }
-    WithPeer(address, [this, header, src, size, finish = std::move(finish)](
-                          absl::Status st, ucp_ep_h ep) mutable {
-      if (!st.ok()) {
-        finish(st);
-        return;
-      }
-      const bool ok = header.code == 0;
-      if (ok) stats_.peer_bytes_out += size;
-      loop_->SendAm(ep, kAmPeer, EncodeCommand(header), ok ? src : nullptr,
-                    ok ? size : 0, std::move(finish));
-    });
+    WithPeer(
+        address, [this, header, src, size, weak, finish = std::move(finish)](
+                     absl::Status st, ucp_ep_h ep) mutable {
+          if (!st.ok()) {
+            finish(st);
+            return;
+          }
+          const bool ok = header.code == 0;
+          if (ok) {
+            stats_.peer_bytes_out += size;
+            if (SessionPtr s = weak.lock()) s->stats.peer_bytes_out += size;
+          }
+          loop_->SendAm(ep, kAmPeer, EncodeCommand(header), ok ? src : nullptr,
+                        ok ? size : 0, std::move(finish));
+        });
   });
   return absl::OkStatus();
 }
@@ -1517,7 +1832,9 @@ absl::Status WorkerServer::Impl::RecvFromPeer(const SessionPtr& sp,
     return absl::InvalidArgumentError("buffer is not on the stream's device");
   }
   FERRY_RETURN_IF_ERROR(RefuseWeights(*b, "recv_from_peer"));
-  if (s.transfers.count(m.id) > 0 || s.transfers.size() >= 65536) {
+  if (s.transfers.count(m.id) > 0 ||
+      s.transfers.size() >=
+          static_cast<size_t>(options_.quotas.max_session_transfers)) {
     return absl::InvalidArgumentError(
         absl::StrCat("transfer ", m.id, " is in use (or too many)"));
   }
@@ -1574,14 +1891,29 @@ absl::Status WorkerServer::Impl::RecvFromPeer(const SessionPtr& sp,
 
 void WorkerServer::Impl::PeerData(const SessionPtr& from, const Message& m,
                                   Incoming& in) {
-  (void)from;
   auto it = by_id_.find(m.value);
   if (it == by_id_.end() || it->second->role != Role::kClient) {
     Drop(in);
     return;  // The session ended: nothing waits for these bytes.
   }
+  if (!SameCapability(m.cap, it->second->cap)) {
+    // Not sent for this session: the sender guessed, or is not the worker
+    // the session's client named. It is cut off, and nothing of the
+    // session is touched.
+    Drop(in);
+    std::fprintf(stderr,
+                 "ferry_worker: peer session %llu sent bytes for session "
+                 "%llu without its capability: disconnected\n",
+                 static_cast<unsigned long long>(from->id),
+                 static_cast<unsigned long long>(m.value));
+    CloseSession(from, "peer data without the receiver's capability");
+    return;
+  }
   absl::Status status = m.status();
-  if (status.ok()) stats_.peer_bytes_in += in.length;
+  if (status.ok()) {
+    stats_.peer_bytes_in += in.length;
+    it->second->stats.peer_bytes_in += in.length;
+  }
   TransferArrived(*it->second, m.id, std::move(status), in);
 }
 
@@ -1650,32 +1982,15 @@ absl::Status WorkerServer::Impl::LoadFile(const SessionPtr& sp,
     return absl::PermissionDeniedError(
         "this worker loads no files (start it with --weights_dir)");
   }
-  if (m.text.empty() || m.text[0] == '/' ||
-      m.text.find('\0') != std::string::npos) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("'", m.text, "' is not a relative path"));
+  FERRY_RETURN_IF_ERROR(CheckRelativePath(m.text));
+  if (b->device != stream->device) {
+    return absl::InvalidArgumentError("buffer is not on the stream's device");
   }
-  for (absl::string_view part : absl::StrSplit(m.text, '/')) {
-    if (part == ".." || part.empty()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("'", m.text, "' leaves the weights directory"));
-    }
+  if (m.value > ~uint64_t{0} - m.size) {
+    return absl::OutOfRangeError(absl::StrCat(
+        "'", m.text, "': bytes [", m.value, ", +", m.size, ") overflow"));
   }
-  const std::string path = absl::StrCat(options_.weights_dir, "/", m.text);
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    return absl::NotFoundError(
-        absl::StrCat("cannot open '", m.text, "': ", strerror(errno)));
-  }
-  struct stat st;
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
-      m.value > static_cast<uint64_t>(st.st_size) ||
-      m.size > static_cast<uint64_t>(st.st_size) - m.value) {
-    close(fd);
-    return absl::OutOfRangeError(absl::StrCat("'", m.text, "': bytes [",
-                                              m.value, ", +", m.size,
-                                              ") are outside the file"));
-  }
+  if (m.size == 0) return absl::OkStatus();
   std::shared_ptr<Buffer> staging;
   char* dst;
   std::vector<Event> before;
@@ -1685,58 +2000,48 @@ absl::Status WorkerServer::Impl::LoadFile(const SessionPtr& sp,
     before = Point(*stream);
     gate = Gate(*stream);
   } else {
-    absl::StatusOr<std::shared_ptr<Buffer>> made =
-        Staging(stream->device, m.size);
-    if (!made.ok()) {
-      close(fd);
-      return made.status();
-    }
-    staging = *std::move(made);
+    FERRY_ASSIGN_OR_RETURN(staging, Staging(stream->device, m.size));
     dst = static_cast<char*>(staging->base());
     gate = GateNow(*stream);
     FERRY_RETURN_IF_ERROR(stream->backend->EnqueueSetTensor(
         *target.tensor, staging->base(), target.offset, m.size));
   }
-  UcxLoop* loop = loop_.get();
-  const uint64_t size = m.size, file_offset = m.value;
-  std::string name = m.text;
-  AfterAll(std::move(before), [loop, fd, dst, size, file_offset, gate, staging,
-                               b, name](absl::Status st) mutable {
-    if (!st.ok()) {
-      close(fd);
-      gate->Fail(st);
-      return;
-    }
-    // Read off the loop: a large file must not stall other sessions.
-    std::thread([loop, fd, dst, size, file_offset, gate, staging, b, name] {
-      absl::Status result;
-      uint64_t done = 0;
-      while (done < size) {
-        const ssize_t n =
-            pread(fd, dst + done, size - done, file_offset + done);
-        if (n <= 0) {
-          result = absl::DataLossError(
-              absl::StrCat("reading '", name, "' at ", file_offset + done, ": ",
-                           n == 0 ? "end of file" : strerror(errno)));
-          break;
-        }
-        done += static_cast<uint64_t>(n);
-      }
-      close(fd);
-      if (result.ok()) {
-        (void)gate->Signal(1);
-      } else {
-        gate->Fail(result);
-      }
-    }).detach();
+  // The loop keeps what the read writes into until it is done (released
+  // here, not on the pool's thread).
+  AfterAll({Event(gate, 1)}, [b, staging](absl::Status) mutable {
+    staging.reset();
+    b.reset();
   });
   if (staging != nullptr) {
+    // The upload after the gate reads the staging through the tensor.
     AfterAll(Point(*stream),
              [staging, ref = std::move(target.ref)](absl::Status) mutable {
                staging.reset();
                ref.reset();
              });
   }
+  BlockingPool* pool = pool_.get();
+  AfterAll(std::move(before), [pool, dir = options_.weights_dir, name = m.text,
+                               dst, size = m.size, file_offset = m.value,
+                               gate](absl::Status st) mutable {
+    if (!st.ok()) {
+      gate->Fail(st);
+      return;
+    }
+    // Opened and read off the loop: a slow disk, a large file or a FIFO
+    // must not stall other sessions.
+    absl::Status queued = pool->Run([dir = std::move(dir),
+                                     name = std::move(name), dst, size,
+                                     file_offset, gate] {
+      absl::Status result = ReadFileRange(dir, name, file_offset, size, dst);
+      if (result.ok()) {
+        (void)gate->Signal(1);
+      } else {
+        gate->Fail(result);
+      }
+    });
+    if (!queued.ok()) gate->Fail(queued);
+  });
   return absl::OkStatus();
 }
 
@@ -1776,6 +2081,14 @@ void WorkerServer::Impl::CloseSession(const SessionPtr& s,
   s->early_peer_data.clear();
   stats_.buffers -= static_cast<int64_t>(s->buffers.size());
   --stats_.sessions;
+  worker_bytes_ -= s->bytes;
+  s->bytes = 0;
+  for (auto& [id, stream] : s->streams) {
+    worker_threads_ -= stream->threads;
+    --worker_streams_;
+  }
+  s->threads = 0;
+  s->held_bytes = 0;
   by_ep_.erase(s->ep);
   by_id_.erase(s->id);
   // Everything goes once the streams have drained (their work may still
@@ -1811,6 +2124,27 @@ void WorkerServer::Impl::Tick() {
   for (const SessionPtr& s : silent) {
     CloseSession(s, absl::StrCat("client silent for ",
                                  absl::FormatDuration(now - s->last_heard)));
+  }
+  // Connections that never said hello, and peers that never answered.
+  std::vector<ucp_ep_h> mute;
+  for (auto& [ep, pending] : pending_eps_) {
+    if (now - pending.since > options_.quotas.hello_timeout) {
+      mute.push_back(ep);
+    }
+  }
+  for (ucp_ep_h ep : mute) {
+    pending_eps_.erase(ep);
+    ucp_ep_close_nb(ep, UCP_EP_CLOSE_MODE_FORCE);
+  }
+  std::vector<std::shared_ptr<Peer>> late;
+  for (auto& [address, peer] : peers_) {
+    if (!peer->ready && now > peer->deadline) late.push_back(peer);
+  }
+  for (const std::shared_ptr<Peer>& peer : late) {
+    FailPeer(peer,
+             absl::DeadlineExceededError(absl::StrCat(
+                 "no answer to hello in ",
+                 absl::FormatDuration(options_.quotas.peer_connect_timeout))));
   }
   for (auto& [id, s] : by_id_) {
     std::vector<uint64_t> expired;

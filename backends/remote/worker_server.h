@@ -27,10 +27,46 @@
 
 namespace ferry::remote {
 
+// What one session, and all sessions together, may hold. Past a limit the
+// command gets ResourceExhausted (a stream's work: its stream fails) and the
+// worker serves on. SECURITY.md lists them with the flags that set them.
+struct WorkerQuotas {
+  int max_sessions = 64;
+  // Connections that have not yet said hello, and how long one may wait.
+  int max_pending_connections = 16;
+  absl::Duration hello_timeout = absl::Seconds(5);
+  int64_t max_session_buffers = 16384;
+  // Buffer bytes; 0: the served devices' memory together.
+  uint64_t max_session_bytes = 0;
+  uint64_t max_worker_bytes = 0;
+  int max_session_streams = 64;
+  int max_worker_streams = 512;
+  // Threads of streams (a cpu stream's threads=N, plus its own).
+  int max_session_threads = 256;
+  int max_worker_threads = 1024;
+  // Commands (and their bytes) that came ahead of their turn.
+  uint64_t max_held_bytes = uint64_t{64} << 20;
+  // Receives from peers not yet done.
+  int max_session_transfers = 4096;
+  // Encoded graphs a session keeps defined (kDefineGraph's bytes).
+  uint64_t max_session_graph_bytes = uint64_t{256} << 20;
+  // Pinned host memory for bytes on their way to or from device memory,
+  // over all sessions.
+  uint64_t max_staging_bytes = uint64_t{1} << 30;
+  // A peer worker that has not answered its hello in this time fails the
+  // sends that wait for it.
+  absl::Duration peer_connect_timeout = absl::Seconds(10);
+};
+
 struct WorkerOptions {
   std::string host = "0.0.0.0";  // Address to listen on.
   int port = 0;                  // 0: any free port (see port()).
-  std::string token;             // Clients and peers must present it.
+  std::string token;  // Clients and peers must present it (16 bytes at least).
+  // Where kSendToPeer may connect (and so send the token): "HOST" (any
+  // port) or "HOST:PORT", as clients name the receiving worker. Empty:
+  // worker-to-worker copies are refused.
+  std::vector<std::string> peers;
+  WorkerQuotas quotas;
   std::vector<Device*> devices;  // Served, as device 0, 1, ... by name.
   // Root for kLoadFile (worker-local weights); empty refuses every load.
   std::string weights_dir;
@@ -45,9 +81,14 @@ struct WorkerOptions {
   // session freed (clients ping every second; a hung client keeps its
   // connection open).
   absl::Duration client_timeout = absl::Seconds(30);
+  // Threads that open and read files (kLoadFile) and resolve peer names,
+  // off the loop; loads queued past `max_queued_loads` are refused.
+  int blocking_threads = 2;
+  size_t max_queued_loads = 256;
 };
 
-// Counters, for tests and benchmarks.
+// Counters, for tests and benchmarks. kStats answers a session with its own
+// (of the worker's, only `sessions`).
 struct WorkerStats {
   int64_t client_bytes_in = 0;   // Tensor bytes from clients.
   int64_t client_bytes_out = 0;  // Tensor bytes to clients.

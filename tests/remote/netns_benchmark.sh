@@ -30,7 +30,7 @@ export UCX_TLS=tcp FERRY_WORKER_TOKEN="netns-benchmark-$$"
 for n in 2 3; do
   ns="$ns_w1"
   ((n == 3)) && ns="$ns_w2"
-  ip netns exec "$ns" "$worker" --listen="10.77.0.$n:7070" --devices=cpu \
+  ip netns exec "$ns" "$worker" --listen="10.77.0.$n:7070" --devices=cpu --peers=10.77.0.1,10.77.0.2,10.77.0.3,10.77.0.4 \
     --weights_dir="$dir" >"$dir/worker$n.out" 2>&1 &
   pids+=($!)
   for _ in $(seq 1 200); do

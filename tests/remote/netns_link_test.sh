@@ -15,9 +15,9 @@ cleanup() {
 }
 trap cleanup EXIT
 netns_hosts_up 1gbit || skip "$netns_skip_reason"
-export UCX_TLS=tcp FERRY_WORKER_TOKEN=netns-test
+export UCX_TLS=tcp FERRY_WORKER_TOKEN=netns-link-test-token
 out=$(mktemp)
-ip netns exec "$ns_w1" "$worker" --listen=10.77.0.2:7070 --devices=cpu >"$out" 2>&1 &
+ip netns exec "$ns_w1" "$worker" --listen=10.77.0.2:7070 --devices=cpu --peers=10.77.0.1,10.77.0.2,10.77.0.3 >"$out" 2>&1 &
 wpid=$!
 for _ in $(seq 50); do grep -q listening "$out" && break; sleep 0.1; done
 grep -q listening "$out" || { cat "$out"; echo "worker did not start"; exit 1; }

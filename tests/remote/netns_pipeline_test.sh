@@ -28,7 +28,7 @@ source "$(dirname "$0")/program_test_lib.sh"
 
 # start_worker N NS ADDRESS
 start_worker() {
-  ip netns exec "$2" "$worker" --listen="$3:7070" --devices=cpu \
+  ip netns exec "$2" "$worker" --listen="$3:7070" --devices=cpu --peers=10.77.0.1,10.77.0.2,10.77.0.3,10.77.0.4 \
     >"$tmp/worker$1.out" 2>"$tmp/worker$1.err" &
   pids+=($!)
   for _ in $(seq 1 200); do

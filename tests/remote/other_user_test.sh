@@ -13,7 +13,7 @@ fail() { echo "FAIL: $*"; exit 1; }
 [[ $(id -u) == 0 ]] || skip "needs root to start a worker as another user"
 command -v setpriv >/dev/null || skip "needs setpriv"
 unset UCX_TLS UCX_CMA_MEMORY_INVALIDATE
-export FERRY_WORKER_TOKEN=other-user-test
+export FERRY_WORKER_TOKEN=other-user-test-token
 # The user nobody cannot reach the runfiles under root's home.
 dir=$(mktemp -d /tmp/ferry_other_user.XXXXXX)
 pids=()
@@ -30,7 +30,7 @@ chmod 755 "$dir/ferry_worker"
 start() {
   local name=$1
   shift
-  "$@" "$dir/ferry_worker" --listen=127.0.0.1:0 --devices=cpu,sim0 >"$dir/$name.log" 2>&1 &
+  "$@" "$dir/ferry_worker" --listen=127.0.0.1:0 --peers=127.0.0.1 --devices=cpu,sim0 >"$dir/$name.log" 2>&1 &
   pids+=($!)
   for _ in $(seq 50); do grep -q listening "$dir/$name.log" && break; sleep 0.1; done
   addr=$(sed -n 's/.*listening on \([0-9.]*:[0-9]*\).*/\1/p' "$dir/$name.log")

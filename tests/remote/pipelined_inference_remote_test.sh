@@ -19,7 +19,7 @@ trap cleanup EXIT
 
 # start_worker N: a worker on a free port; sets port_N.
 start_worker() {
-  "$worker" --listen=127.0.0.1:0 --devices=cpu >"$tmp/worker$1.out" \
+  "$worker" --listen=127.0.0.1:0 --peers=127.0.0.1 --devices=cpu >"$tmp/worker$1.out" \
     2>"$tmp/worker$1.err" &
   pids+=($!)
   for _ in $(seq 1 200); do

@@ -2,6 +2,8 @@
 // malformed headers and graphs, paths outside its weights directory, and a
 // client that goes away. Each gets an error (a reply, or its stream fails)
 // and the worker keeps serving; nothing it held for a gone client stays.
+#include <sys/stat.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -37,6 +39,8 @@ Message Command(Cmd cmd) {
   m.kind = static_cast<uint8_t>(cmd);
   return m;
 }
+
+std::vector<int64_t> WorkerCounters(Connection& c);
 
 class RemoteSecurityTest : public ::testing::Test {
  protected:
@@ -172,6 +176,47 @@ TEST_F(RemoteSecurityTest, StreamWorkOutOfBoundsFailsTheStream) {
   EXPECT_THAT(Finish(s4), StatusIs(absl::StatusCode::kInvalidArgument,
                                    HasSubstr("recorded only")));
   FERRY_EXPECT_OK(Ping());
+}
+
+// Records and waits on a stream held by an unsignalled gate: a stream
+// waiting on itself, or two on each other, copy the gates they wait for.
+// Those copies must not grow with each pair (doubling them ran the worker
+// out of memory in ~60 messages).
+TEST_F(RemoteSecurityTest, WaitsOnRecordsDoNotGrowTheWorker) {
+  Stream a = NewStream();
+  Stream b = NewStream();
+  Message gate = Command(Cmd::kWaitGate);
+  gate.stream = a.id;
+  gate.id = 1;
+  c_->Send(gate);
+  for (int i = 0; i < 200; ++i) {
+    for (Stream* s : {&a, &b}) {
+      Message record = Command(Cmd::kRecord);
+      record.stream = s->id;
+      record.value = ++s->value;
+      c_->Send(record);
+    }
+    Message wait = Command(Cmd::kWaitStream);
+    wait.stream = a.id;
+    wait.src_stream = a.id;
+    wait.value = a.value;
+    c_->Send(wait);
+    wait.stream = b.id;
+    wait.src_stream = a.id;
+    c_->Send(wait);
+    wait.stream = a.id;
+    wait.src_stream = b.id;
+    wait.value = b.value;
+    c_->Send(wait);
+  }
+  const absl::Time start = absl::Now();
+  FERRY_ASSERT_OK(c_->Call(Command(Cmd::kPing), absl::Seconds(5)).status());
+  EXPECT_LT(absl::Now() - start, absl::Seconds(1));
+  Message signal = Command(Cmd::kSignalGate);
+  signal.id = 1;
+  c_->Send(signal);
+  FERRY_EXPECT_OK(Finish(a));
+  FERRY_EXPECT_OK(Finish(b));
 }
 
 // A buffer of the CPU's weights type holds panels: raw bytes in or out, a
@@ -365,6 +410,158 @@ TEST_F(RemoteSecurityTest, CancelledTransfersFailOnlyTheirReceive) {
   FERRY_EXPECT_OK(Ping());
 }
 
+// Another session (here: a client of a second worker, which any token
+// holder can make send kPeerData anywhere) names the victim's session and
+// transfer, which count from 1 and are easy to guess. Without the victim's
+// capability its bytes are not written and its failure fails nothing; the
+// victim's own transfer, sent with the capability, still lands.
+TEST_F(RemoteSecurityTest, AnotherSessionCannotWriteOrFailAVictimsTransfer) {
+  FERRY_ASSERT_OK_AND_ASSIGN(auto sender,
+                             WorkerProcess::Start({"--devices=cpu"}));
+  FERRY_ASSERT_OK_AND_ASSIGN(HostPort sender_hp,
+                             ParseHostPort(sender->address()));
+  constexpr uint64_t kSize = 256;
+  FERRY_ASSERT_OK_AND_ASSIGN(uint64_t victim_buffer, Alloc(kSize));
+  Stream victim = NewStream();
+  constexpr uint64_t kTransfer = 7;
+  Message recv = Command(Cmd::kRecvFromPeer);
+  recv.stream = victim.id;
+  recv.buffer = victim_buffer;
+  recv.size = kSize;
+  recv.id = kTransfer;
+  c_->Send(recv);
+  Message record = Command(Cmd::kRecord);
+  record.stream = victim.id;
+  record.value = ++victim.value;
+  c_->Send(record);
+
+  // A session on the sending worker with bytes of its own, and a stream
+  // that has failed (its send then carries the failure).
+  struct Side {
+    std::shared_ptr<Connection> c;
+    uint64_t buffer = 0;
+    uint64_t stream = 0;
+  };
+  auto open_side = [&](char fill) -> absl::StatusOr<Side> {
+    Side side;
+    FERRY_ASSIGN_OR_RETURN(side.c, Connection::Open(sender_hp, kTestToken));
+    Message alloc = Command(Cmd::kAllocBuffer);
+    alloc.size = kSize;
+    FERRY_ASSIGN_OR_RETURN(Message a, side.c->Call(alloc));
+    side.buffer = a.value;
+    FERRY_ASSIGN_OR_RETURN(Message st,
+                           side.c->Call(Command(Cmd::kCreateStream)));
+    side.stream = st.value;
+    Message memset = Command(Cmd::kMemset);
+    memset.buffer = side.buffer;
+    memset.size = kSize;
+    memset.byte = static_cast<uint8_t>(fill);
+    FERRY_RETURN_IF_ERROR(side.c->Call(memset).status());
+    return side;
+  };
+  auto send = [&](Side& side, Capability cap) {
+    Message m = Command(Cmd::kSendToPeer);
+    m.stream = side.stream;
+    m.buffer = side.buffer;
+    m.size = kSize;
+    m.text = worker_->address();
+    m.value = c_->session();
+    m.id = kTransfer;
+    m.cap = cap;
+    side.c->Send(std::move(m));
+  };
+  FERRY_ASSERT_OK_AND_ASSIGN(Side attacker, open_side('\x66'));
+  // Guesses: no capability, and one off by a bit.
+  Capability near = c_->capability();
+  near[1] ^= 1;
+  for (Capability guess : {Capability{0, 0}, near}) send(attacker, guess);
+  // And a failure, from a stream that failed.
+  Message launch = Command(Cmd::kLaunch);
+  launch.stream = attacker.stream;
+  launch.id = 999;
+  attacker.c->Send(launch);
+  send(attacker, Capability{0, 0});
+  EXPECT_THAT(victim.timeline->WaitBlocking(
+                  victim.value, absl::Now() + absl::Milliseconds(500)),
+              StatusIs(absl::StatusCode::kDeadlineExceeded));
+  FERRY_EXPECT_OK(Ping());
+
+  // The victim's own send, with its capability.
+  FERRY_ASSERT_OK_AND_ASSIGN(Side own, open_side('\x11'));
+  send(own, c_->capability());
+  FERRY_ASSERT_OK(victim.timeline->WaitBlocking(
+      victim.value, absl::Now() + absl::Seconds(10)));
+  Stream g = NewStream();
+  std::vector<char> got(kSize);
+  Message get = Command(Cmd::kGetTensor);
+  get.stream = g.id;
+  get.buffer = victim_buffer;
+  get.size = got.size();
+  c_->Get(get, got.data(), g.value + 1);
+  FERRY_ASSERT_OK(Finish(g));
+  EXPECT_EQ(std::string(got.begin(), got.end()), std::string(kSize, '\x11'));
+}
+
+// kStats and kTraceSpans answer for the asking session alone: another
+// session's bytes and buffers are not counted, its spans not returned.
+TEST_F(RemoteSecurityTest, StatsAndTracesArePerSession) {
+  FERRY_ASSERT_OK_AND_ASSIGN(auto other, Connect());
+  const std::vector<int64_t> before = WorkerCounters(*c_);
+  Message alloc = Command(Cmd::kAllocBuffer);
+  alloc.size = 1024;
+  FERRY_ASSERT_OK_AND_ASSIGN(Message b, other->Call(alloc));
+  FERRY_ASSERT_OK(other->Call(alloc).status());
+  EXPECT_EQ(WorkerCounters(*other).at(5), 2);  // Its buffers.
+  EXPECT_EQ(WorkerCounters(*c_).at(5), before.at(5));
+  // The other session traces a graph with a telling name.
+  Message trace = Command(Cmd::kTrace);
+  trace.value = 1;
+  other->Send(trace);
+  c_->Send(trace);
+  Context ctx;
+  FERRY_ASSERT_OK_AND_ASSIGN(Tensor * x, ctx.NewTensor(DType::kF32, {64}, "x"));
+  FERRY_ASSERT_OK_AND_ASSIGN(Tensor * y, Scale(ctx, x, 2.0f));
+  y->name = "secret_op_name";
+  Tensor* nodes[] = {y};
+  auto locate = [&](const Tensor& t) -> absl::StatusOr<WirePlace> {
+    return WirePlace{b.value, &t == x ? 0u : 512u};
+  };
+  WireLocate ref = locate;
+  x->data = reinterpret_cast<void*>(1);
+  y->data = reinterpret_cast<void*>(1);
+  FERRY_ASSERT_OK_AND_ASSIGN(std::string blob, EncodeNodes(nodes, &ref));
+  Message define = Command(Cmd::kDefineGraph);
+  define.blob = blob;
+  FERRY_ASSERT_OK_AND_ASSIGN(Message graph, other->Call(define));
+  FERRY_ASSERT_OK_AND_ASSIGN(Message stream,
+                             other->Call(Command(Cmd::kCreateStream)));
+  auto timeline = std::make_shared<TimelineSemaphore>(0);
+  other->AddStream(stream.value, timeline);
+  Message launch = Command(Cmd::kLaunch);
+  launch.stream = stream.value;
+  launch.id = graph.value;
+  other->Send(launch);
+  Message record = Command(Cmd::kRecord);
+  record.stream = stream.value;
+  record.value = 1;
+  other->Send(record);
+  FERRY_ASSERT_OK(timeline->WaitBlocking(1, absl::Now() + absl::Seconds(10)));
+  auto spans = [](Connection& c) {
+    absl::StatusOr<Message> r = c.Call(Command(Cmd::kTraceSpans));
+    EXPECT_TRUE(r.ok()) << r.status();
+    absl::StatusOr<std::vector<WireSpan>> s =
+        r.ok() ? DecodeTraceSpans(r->blob)
+               : absl::StatusOr<std::vector<WireSpan>>(r.status());
+    std::string names;
+    if (s.ok()) {
+      for (const WireSpan& w : *s) absl::StrAppend(&names, w.name, ";");
+    }
+    return names;
+  };
+  EXPECT_THAT(spans(*other), HasSubstr("secret_op_name"));
+  EXPECT_THAT(spans(*c_), Not(HasSubstr("secret_op_name")));
+}
+
 TEST_F(RemoteSecurityTest, MalformedHeadersGetAnErrorAndTheWorkerLives) {
   // Random bytes, a truncated header, a wrong field mask: the worker
   // answers with an error (the client reports it) and keeps serving others.
@@ -480,7 +677,8 @@ TEST_F(RemoteSecurityTest, AClientThatGoesAwayLeavesNothingBehind) {
     Message m = Command(Cmd::kCreateStream);
     m.device = 1;
     FERRY_ASSERT_OK(gone->Call(std::move(m)).status());
-    EXPECT_EQ(stats().at(5), before.at(5) + 3);  // Buffers.
+    EXPECT_EQ(WorkerCounters(*gone).at(5), 3);   // Its buffers.
+    EXPECT_EQ(stats().at(5), before.at(5));      // Not this session's.
     EXPECT_EQ(stats().at(4), before.at(4) + 1);  // Sessions.
   }  // The connection drops without freeing anything.
   const absl::Time deadline = absl::Now() + absl::Seconds(10);
@@ -536,6 +734,141 @@ TEST_F(RemoteSecurityTest, AClientThatFallsSilentIsDroppedAfterItsTimeout) {
   absl::SleepFor(absl::Seconds(3));
   FERRY_EXPECT_OK(watcher->Call(Command(Cmd::kPing)).status());
   EXPECT_EQ(WorkerCounters(*watcher).at(kSessions), before);
+}
+
+// The token: 16 bytes at least, from a file only its owner can read.
+TEST_F(RemoteSecurityTest, AWorkerRefusesWeakTokensAndOpenTokenFiles) {
+  EXPECT_THAT(WorkerProcess::Start({"--devices=cpu", "--token=short"}),
+              StatusIs(absl::StatusCode::kUnavailable));
+  const std::string file = dir_ + "/token";
+  std::ofstream(file) << kTestToken << "\n";
+  chmod(file.c_str(), 0644);
+  EXPECT_THAT(WorkerProcess::Start(
+                  {"--devices=cpu", "--token=x", "--token_file=" + file}),
+              StatusIs(absl::StatusCode::kUnavailable));
+  chmod(file.c_str(), 0600);
+  FERRY_ASSERT_OK_AND_ASSIGN(
+      auto worker, WorkerProcess::Start(
+                       {"--devices=cpu", "--token=x", "--token_file=" + file}));
+  FERRY_ASSERT_OK_AND_ASSIGN(HostPort hp, ParseHostPort(worker->address()));
+  FERRY_ASSERT_OK_AND_ASSIGN(auto c, Connection::Open(hp, kTestToken));
+  FERRY_EXPECT_OK(c->Call(Command(Cmd::kPing)).status());
+}
+
+// Wrong tokens from one address: after a few, that address is refused for a
+// while, even with the right token.
+TEST_F(RemoteSecurityTest, WrongTokensAreRateLimited) {
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_THAT(Connect("a-wrong-token-guess"),
+                StatusIs(absl::StatusCode::kUnavailable));
+  }
+  EXPECT_THAT(Connect(), Not(::ferry::testing::IsOk()));
+  FERRY_EXPECT_OK(Ping());  // A session that is open keeps working.
+}
+
+// A worker sends tensors, and with them its token, only to --peers.
+TEST_F(RemoteSecurityTest, SendsGoOnlyToConfiguredPeers) {
+  FERRY_ASSERT_OK_AND_ASSIGN(
+      auto sender,
+      WorkerProcess::Start({"--devices=cpu", "--peers=10.255.255.1"}));
+  FERRY_ASSERT_OK_AND_ASSIGN(HostPort hp, ParseHostPort(sender->address()));
+  FERRY_ASSERT_OK_AND_ASSIGN(auto c, Connection::Open(hp, kTestToken));
+  Message alloc = Command(Cmd::kAllocBuffer);
+  alloc.size = 256;
+  FERRY_ASSERT_OK_AND_ASSIGN(Message buffer, c->Call(alloc));
+  FERRY_ASSERT_OK_AND_ASSIGN(Message stream,
+                             c->Call(Command(Cmd::kCreateStream)));
+  auto timeline = std::make_shared<TimelineSemaphore>(0);
+  c->AddStream(stream.value, timeline);
+  Message send = Command(Cmd::kSendToPeer);
+  send.stream = stream.value;
+  send.buffer = buffer.value;
+  send.size = 256;
+  send.text = worker_->address();
+  send.value = c_->session();
+  send.id = 1;
+  send.cap = c_->capability();
+  c->Send(send);
+  Message record = Command(Cmd::kRecord);
+  record.stream = stream.value;
+  record.value = 1;
+  c->Send(record);
+  EXPECT_THAT(
+      timeline->WaitBlocking(1, absl::Now() + absl::Seconds(10)),
+      StatusIs(absl::StatusCode::kPermissionDenied, HasSubstr("--peers")));
+}
+
+TEST_F(RemoteSecurityTest, QuotasRefuseWithResourceExhausted) {
+  FERRY_ASSERT_OK_AND_ASSIGN(
+      auto worker,
+      WorkerProcess::Start(
+          {"--devices=cpu", "--max_sessions=2", "--max_session_bytes=1048576",
+           "--max_worker_bytes=1572864", "--max_session_streams=2",
+           "--max_session_threads=5"}));
+  FERRY_ASSERT_OK_AND_ASSIGN(HostPort hp, ParseHostPort(worker->address()));
+  FERRY_ASSERT_OK_AND_ASSIGN(auto a, Connection::Open(hp, kTestToken));
+  auto alloc = [](Connection& c, uint64_t size) {
+    Message m = Command(Cmd::kAllocBuffer);
+    m.size = size;
+    return c.Call(std::move(m)).status();
+  };
+  auto stream = [](Connection& c, std::string params) {
+    Message m = Command(Cmd::kCreateStream);
+    m.text = std::move(params);
+    return c.Call(std::move(m)).status();
+  };
+  {
+    FERRY_ASSERT_OK_AND_ASSIGN(auto gone, Connection::Open(hp, kTestToken));
+    FERRY_EXPECT_OK(alloc(*gone, 1 << 20));
+    EXPECT_THAT(alloc(*gone, 64),
+                StatusIs(absl::StatusCode::kResourceExhausted));
+    // The worker's bytes: the other session gets what is left.
+    EXPECT_THAT(alloc(*a, 1 << 20),
+                StatusIs(absl::StatusCode::kResourceExhausted));
+    FERRY_EXPECT_OK(stream(*gone, "threads=1"));
+    EXPECT_THAT(
+        stream(*gone, "threads=8"),
+        StatusIs(absl::StatusCode::kResourceExhausted, HasSubstr("threads")));
+    FERRY_EXPECT_OK(stream(*gone, "threads=1"));
+    EXPECT_THAT(
+        stream(*gone, "threads=1"),
+        StatusIs(absl::StatusCode::kResourceExhausted, HasSubstr("streams")));
+    EXPECT_THAT(
+        Connection::Open(hp, kTestToken),
+        StatusIs(absl::StatusCode::kUnavailable, HasSubstr("sessions")));
+  }  // Gone without freeing: what it held is the worker's again.
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  absl::Status again = alloc(*a, 1 << 20);
+  while (!again.ok() && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(50));
+    again = alloc(*a, 1 << 20);
+  }
+  FERRY_EXPECT_OK(again);
+}
+
+// A worker killed and started again on its port binds it at once, though
+// its connections linger (TIME_WAIT).
+TEST_F(RemoteSecurityTest, ARestartedWorkerBindsItsPortAtOnce) {
+  FERRY_ASSERT_OK_AND_ASSIGN(auto worker,
+                             WorkerProcess::Start({"--devices=cpu"}));
+  const int port = worker->port();
+  FERRY_ASSERT_OK_AND_ASSIGN(HostPort hp, ParseHostPort(worker->address()));
+  std::vector<std::shared_ptr<Connection>> clients;
+  for (int i = 0; i < 3; ++i) {
+    FERRY_ASSERT_OK_AND_ASSIGN(auto c, Connection::Open(hp, kTestToken));
+    FERRY_ASSERT_OK(c->Call(Command(Cmd::kPing)).status());
+    clients.push_back(c);
+  }
+  worker->Kill();
+  // Its clients still hold their ends of the old connections.
+  absl::SleepFor(absl::Milliseconds(200));
+  FERRY_ASSERT_OK_AND_ASSIGN(
+      auto again,
+      WorkerProcess::Start(
+          {"--devices=cpu", absl::StrCat("--listen=127.0.0.1:", port)}));
+  EXPECT_EQ(again->port(), port);
+  FERRY_ASSERT_OK_AND_ASSIGN(auto c, Connection::Open(hp, kTestToken));
+  FERRY_EXPECT_OK(c->Call(Command(Cmd::kPing)).status());
 }
 
 }  // namespace

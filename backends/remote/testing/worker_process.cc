@@ -31,7 +31,9 @@ absl::StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::Start(
     std::vector<std::string> args) {
   setenv("FERRY_WORKER_TOKEN", kTestToken, /*overwrite=*/1);
   const std::string binary = WorkerBinary();
-  std::vector<std::string> argv = {binary, "--listen=127.0.0.1:0"};
+  // Peers on this host: the workers a test starts send to each other.
+  std::vector<std::string> argv = {binary, "--listen=127.0.0.1:0",
+                                   "--peers=127.0.0.1"};
   argv.insert(argv.end(), args.begin(), args.end());
   int out[2];
   if (pipe(out) != 0) return absl::InternalError("pipe failed");
