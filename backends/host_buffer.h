@@ -44,7 +44,9 @@ class HostBufferType : public BufferType {
   size_t max_size_;
 };
 
-// A buffer of host memory; owns it unless made by WrapHostMemory.
+// A buffer of host memory; owns it unless made by WrapHostMemory. Other
+// host-memory buffers (sim's pinned memory, the fake device's) derive from
+// it for its memcpy transfers and own their memory themselves.
 // Thread-compatible.
 class HostBuffer : public Buffer {
  public:
@@ -59,12 +61,16 @@ class HostBuffer : public Buffer {
   absl::Status CopyTensorFrom(const Tensor& src, Tensor& dst) override;
   absl::Status Clear(uint8_t value) override;
 
+ protected:
+  // Frees `base` with std::free on destruction if `owned`; a subclass that
+  // passes false releases its memory itself.
+  HostBuffer(BufferType* type, void* base, size_t size, bool owned)
+      : Buffer(type, base, size), owned_(owned) {}
+
  private:
   friend class HostBufferType;
   friend absl::StatusOr<std::unique_ptr<Buffer>> WrapHostMemory(BufferType*,
                                                                 void*, size_t);
-  HostBuffer(BufferType* type, void* base, size_t size, bool owned)
-      : Buffer(type, base, size), owned_(owned) {}
 
   bool owned_;
 };

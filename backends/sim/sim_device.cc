@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "ferry/backends/host/kernels/kernels.h"
+#include "ferry/backends/host_buffer.h"
 #include "ferry/backends/registry.h"
 #include "ferry/backends/sim/internal/sim_backend.h"
 #include "ferry/backends/sim/internal/sim_engine.h"
@@ -145,42 +146,15 @@ namespace {
 // Pinned host memory: page-aligned, registered as pinned while it lives;
 // or the caller's memory registered in place (mapped == 0: not owned), as
 // cudaHostRegister does. Thread-compatible.
-class SimPinnedBuffer final : public Buffer {
+class SimPinnedBuffer final : public HostBuffer {
  public:
   SimPinnedBuffer(BufferType* type, void* base, size_t size, size_t mapped)
-      : Buffer(type, base, size), mapped_(mapped) {
+      : HostBuffer(type, base, size, /*owned=*/false), mapped_(mapped) {
     sim_internal::PinnedRanges::Global().Add(base, size);
   }
   ~SimPinnedBuffer() override {
     sim_internal::PinnedRanges::Global().Remove(base());
     if (mapped_ > 0) munmap(base(), mapped_);
-  }
-
-  absl::Status SetTensor(Tensor& tensor, const void* data, size_t offset,
-                         size_t size) override {
-    std::memcpy(static_cast<char*>(tensor.data) + offset, data, size);
-    return absl::OkStatus();
-  }
-  absl::Status GetTensor(const Tensor& tensor, void* data, size_t offset,
-                         size_t size) override {
-    std::memcpy(data, static_cast<const char*>(tensor.data) + offset, size);
-    return absl::OkStatus();
-  }
-  absl::Status MemsetTensor(Tensor& tensor, uint8_t value, size_t offset,
-                            size_t size) override {
-    std::memset(static_cast<char*>(tensor.data) + offset, value, size);
-    return absl::OkStatus();
-  }
-  absl::Status CopyTensorFrom(const Tensor& src, Tensor& dst) override {
-    if (src.buffer == nullptr || !src.buffer->is_host()) {
-      return Buffer::CopyTensorFrom(src, dst);
-    }
-    std::memcpy(dst.data, src.data, static_cast<size_t>(src.NumBytes()));
-    return absl::OkStatus();
-  }
-  absl::Status Clear(uint8_t value) override {
-    std::memset(base(), value, size());
-    return absl::OkStatus();
   }
 
  private:

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "ferry/backends/host/kernels/kernel_runner.h"
 #include "ferry/backends/host/kernels/kernels.h"
+#include "ferry/backends/host_buffer.h"
 #include "ferry/backends/node_snapshot.h"
 #include "ferry/graph/op.h"
 #include "ferry/runtime/status_macros.h"
@@ -36,31 +37,18 @@ void Unpin(const void* data) {
 // callers), pinned host memory, or a caller's memory registered in place.
 // `release` runs when it goes (frees, unpins, gives back the device's
 // memory account).
-class FakeBuffer final : public Buffer {
+class FakeBuffer final : public HostBuffer {
  public:
   FakeBuffer(BufferType* type, void* base, size_t size,
              std::function<void()> release)
-      : Buffer(type, base, size), release_(std::move(release)) {}
+      : HostBuffer(type, base, size, /*owned=*/false),
+        release_(std::move(release)) {}
   ~FakeBuffer() override { release_(); }
 
-  absl::Status SetTensor(Tensor& tensor, const void* data, size_t offset,
-                         size_t size) override {
-    std::memcpy(static_cast<char*>(tensor.data) + offset, data, size);
-    return absl::OkStatus();
-  }
-  absl::Status GetTensor(const Tensor& tensor, void* data, size_t offset,
-                         size_t size) override {
-    std::memcpy(data, static_cast<const char*>(tensor.data) + offset, size);
-    return absl::OkStatus();
-  }
-  absl::Status MemsetTensor(Tensor& tensor, uint8_t value, size_t offset,
-                            size_t size) override {
-    std::memset(static_cast<char*>(tensor.data) + offset, value, size);
-    return absl::OkStatus();
-  }
-  absl::Status Clear(uint8_t value) override {
-    std::memset(base(), value, size());
-    return absl::OkStatus();
+  // No direct copies, as a real device's buffer: Buffer's default (the
+  // caller stages through the host), not HostBuffer's memcpy.
+  absl::Status CopyTensorFrom(const Tensor& src, Tensor& dst) override {
+    return Buffer::CopyTensorFrom(src, dst);
   }
 
  private:

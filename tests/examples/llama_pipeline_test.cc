@@ -17,6 +17,7 @@
 #include "ferry/models/llama/llama_graph.h"
 #include "ferry/models/llama/llama_kv_cache.h"
 #include "ferry/models/llama/llama_model.h"
+#include "ferry/models/llama/testing/llama_testing.h"
 #include "ferry/runtime/status_matchers.h"
 #include "ferry/sched/scheduler.h"
 #include "gtest/gtest.h"
@@ -24,24 +25,10 @@
 namespace ferry::llama {
 namespace {
 
-constexpr LlamaConfig kConfig = {.n_layer = 4,
-                                 .n_embd = 64,
-                                 .n_head = 4,
-                                 .n_head_kv = 2,
-                                 .n_ff = 96,
-                                 .n_vocab = 64,
-                                 .n_ctx = 32};
+using ::ferry::testing::TinyPrompt;
+constexpr LlamaConfig kConfig = ::ferry::testing::TinyLlamaConfig();
 constexpr int64_t kUbatch = 8;
 constexpr int kMicroBatches = 6;
-
-std::vector<int32_t> Prompt(int k, int64_t n) {
-  std::vector<int32_t> out;
-  for (int64_t i = 0; i < n; ++i) {
-    out.push_back(
-        static_cast<int32_t>((k * 31 + i * 17 + 5) % kConfig.n_vocab));
-  }
-  return out;
-}
 
 class LlamaPipelineTest : public ::testing::Test {
  protected:
@@ -93,7 +80,8 @@ class LlamaPipelineTest : public ::testing::Test {
       if (n_copies == 1 && k > 0) {
         EXPECT_TRUE(previous.WaitBlocking().ok());
       }
-      EXPECT_TRUE(SetLlamaInputs(*g, kConfig.n_vocab, Prompt(k, kUbatch)).ok());
+      EXPECT_TRUE(
+          SetLlamaInputs(*g, kConfig.n_vocab, TinyPrompt(k, kUbatch)).ok());
       auto done = (*sched)->Submit(g->graph);
       EXPECT_TRUE(done.ok()) << done.status();
       if (done.ok()) previous = *done;
@@ -298,7 +286,7 @@ TEST_P(LlamaKvCacheTest, KvCacheMatchesFullRecompute) {
   std::vector<int32_t> cells;
   for (int32_t c = 0; c < kConfig.n_ctx; ++c) cells.push_back(c);
   FERRY_ASSERT_OK_AND_ASSIGN(auto sched, Scheduler::Create(backends));
-  std::vector<int32_t> context = Prompt(1, kUbatch);
+  std::vector<int32_t> context = TinyPrompt(1, kUbatch);
   std::vector<int32_t> next = context;
   int64_t n_past = 0;
   for (int step = 0; step < 5; ++step) {

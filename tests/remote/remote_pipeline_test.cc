@@ -27,6 +27,7 @@
 #include "ferry/graph/testing/reference.h"
 #include "ferry/models/llama/llama_graph.h"
 #include "ferry/models/llama/llama_model.h"
+#include "ferry/models/llama/testing/llama_testing.h"
 #include "ferry/runtime/status_matchers.h"
 #include "ferry/runtime/timeline_semaphore.h"
 #include "ferry/runtime/trace.h"
@@ -43,24 +44,10 @@ using llama::SetLlamaInputs;
 using remote::testing::WorkerProcess;
 using ::testing::HasSubstr;
 
-constexpr LlamaConfig kConfig = {.n_layer = 4,
-                                 .n_embd = 64,
-                                 .n_head = 4,
-                                 .n_head_kv = 2,
-                                 .n_ff = 96,
-                                 .n_vocab = 64,
-                                 .n_ctx = 32};
+using ::ferry::testing::TinyPrompt;
+constexpr LlamaConfig kConfig = ::ferry::testing::TinyLlamaConfig();
 constexpr int64_t kUbatch = 8;
 constexpr int kMicroBatches = 6;
-
-std::vector<int32_t> Prompt(int k, int64_t n) {
-  std::vector<int32_t> out;
-  for (int64_t i = 0; i < n; ++i) {
-    out.push_back(
-        static_cast<int32_t>((k * 31 + i * 17 + 5) % kConfig.n_vocab));
-  }
-  return out;
-}
 
 class RemotePipelineTest : public ::testing::Test {
  protected:
@@ -125,7 +112,7 @@ class RemotePipelineTest : public ::testing::Test {
       if (n_copies == 1 && k > 0)
         FERRY_RETURN_IF_ERROR(previous.WaitBlocking());
       FERRY_RETURN_IF_ERROR(
-          SetLlamaInputs(g, kConfig.n_vocab, Prompt(k, kUbatch)));
+          SetLlamaInputs(g, kConfig.n_vocab, TinyPrompt(k, kUbatch)));
       FERRY_ASSIGN_OR_RETURN(previous, sched->Submit(g.graph));
       FERRY_RETURN_IF_ERROR(out->EnqueueGetTensor(*g.logits, dst[k], 0, bytes));
       if (k == n_copies - 1 && after_warmup != nullptr) {
@@ -427,10 +414,10 @@ TEST_F(RemotePipelineTest, AKilledWorkerFailsTheRunWithUnavailable) {
   FERRY_ASSERT_OK_AND_ASSIGN(auto sched,
                              Scheduler::Create(backends, {.n_copies = 2}));
   FERRY_ASSERT_OK(sched->AllocGraph(g.graph));
-  FERRY_ASSERT_OK(SetLlamaInputs(g, kConfig.n_vocab, Prompt(0, kUbatch)));
+  FERRY_ASSERT_OK(SetLlamaInputs(g, kConfig.n_vocab, TinyPrompt(0, kUbatch)));
   FERRY_ASSERT_OK(sched->Compute(g.graph));  // Works before the kill.
   const std::string victim = workers_[1]->address();
-  FERRY_ASSERT_OK(SetLlamaInputs(g, kConfig.n_vocab, Prompt(1, kUbatch)));
+  FERRY_ASSERT_OK(SetLlamaInputs(g, kConfig.n_vocab, TinyPrompt(1, kUbatch)));
   absl::StatusOr<Event> batch = sched->Submit(g.graph);
   workers_[1]->Kill();
   const absl::Time start = absl::Now();

@@ -13,6 +13,7 @@
 #include "ferry/backends/sim/sim_device.h"
 #include "ferry/models/llama/llama_graph.h"
 #include "ferry/models/llama/llama_model.h"
+#include "ferry/models/llama/testing/llama_testing.h"
 #include "ferry/runtime/executor.h"
 #include "ferry/runtime/status_matchers.h"
 #include "ferry/runtime/sync_wait.h"
@@ -31,13 +32,7 @@ using llama::LlamaInputs;
 using llama::LlamaModel;
 using llama::MakeLlamaInputs;
 
-constexpr LlamaConfig kConfig = {.n_layer = 4,
-                                 .n_embd = 64,
-                                 .n_head = 4,
-                                 .n_head_kv = 2,
-                                 .n_ff = 96,
-                                 .n_vocab = 64,
-                                 .n_ctx = 32};
+constexpr LlamaConfig kConfig = ::ferry::testing::TinyLlamaConfig();
 constexpr int64_t kTokens = 8;
 constexpr int kBatches = 64;
 

@@ -7,6 +7,14 @@
 
 namespace ferry::testing {
 
+std::vector<int32_t> TinyPrompt(int k, int64_t n, int64_t n_vocab) {
+  std::vector<int32_t> out;
+  for (int64_t i = 0; i < n; ++i) {
+    out.push_back(static_cast<int32_t>((k * 31 + i * 17 + 5) % n_vocab));
+  }
+  return out;
+}
+
 void FakePlaceWeights(Context& ctx) {
   // Never dereferenced; 4096-aligned so any alignment check passes.
   static char* const kFake = reinterpret_cast<char*>(uintptr_t{1} << 40);

@@ -13,6 +13,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "ferry/runtime/guarded_mapping.h"
 
 namespace ferry::fake_cuda_internal {
 namespace {
@@ -89,38 +90,15 @@ typename Map::const_iterator DeviceMemory::Containing(const Map& map,
 }
 
 absl::StatusOr<void*> DeviceMemory::Allocate(int device, size_t size) {
-  const size_t mapped = RoundUpToPages(size);
-  char* address = nullptr;
-  char* alias = nullptr;
-  if (!guarded_) {
-    void* p = mmap(nullptr, mapped, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (p == MAP_FAILED) return ErrnoError("mmap", size, errno);
-    address = alias = static_cast<char*>(p);
-  } else {
-    const int fd = memfd_create("ferry-fake-cuda", MFD_CLOEXEC);
-    if (fd < 0) return ErrnoError("memfd_create", size, errno);
-    if (ftruncate(fd, static_cast<off_t>(mapped)) != 0) {
-      const int error = errno;
-      close(fd);
-      return ErrnoError("ftruncate", size, error);
-    }
-    void* d =
-        mmap(nullptr, mapped, PROT_NONE, MAP_SHARED | MAP_NORESERVE, fd, 0);
-    const int d_error = errno;
-    void* a = d == MAP_FAILED ? MAP_FAILED
-                              : mmap(nullptr, mapped, PROT_READ | PROT_WRITE,
-                                     MAP_SHARED | MAP_NORESERVE, fd, 0);
-    const int a_error = errno;
-    close(fd);  // The mappings keep the memory.
-    if (d == MAP_FAILED) return ErrnoError("mmap", size, d_error);
-    if (a == MAP_FAILED) {
-      munmap(d, mapped);
-      return ErrnoError("mmap", size, a_error);
-    }
-    address = static_cast<char*>(d);
-    alias = static_cast<char*>(a);
+  absl::StatusOr<GuardedMapping> m =
+      MapGuarded(size, guarded_, "ferry-fake-cuda");
+  if (!m.ok()) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("fake CUDA: ", m.status().message()));
   }
+  char* const address = m->device;
+  char* const alias = m->alias;
+  const size_t mapped = m->mapped;
   std::memset(alias, 0xff, size);  // Poison: cudaMalloc does not clear.
   std::lock_guard<std::mutex> lock(mu_);
   live_[reinterpret_cast<uintptr_t>(address)] =
