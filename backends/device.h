@@ -68,11 +68,6 @@ struct DeviceCounters {
   int64_t ops = 0;      // Operations completed.
   int64_t bytes = 0;    // Bytes copied (copy engines).
 };
-// The old name, which collided with engine::EngineStats. Kept only while
-// backends/remote, examples and tests/{remote,sched} (edited in parallel)
-// move to DeviceCounters; remove it then.
-using EngineStats = DeviceCounters;
-
 // Thread-safe.
 class Device {
  public:

@@ -376,10 +376,10 @@ std::vector<Device*> Devices(const Backends& b) {
   return out;
 }
 
-std::vector<EngineStats> AllEngineStats(const Backends& b) {
-  std::vector<EngineStats> out;
+std::vector<DeviceCounters> AllEngineStats(const Backends& b) {
+  std::vector<DeviceCounters> out;
   for (const Device* d : Devices(b)) {
-    for (EngineStats& s : d->engine_stats()) out.push_back(std::move(s));
+    for (DeviceCounters& s : d->engine_stats()) out.push_back(std::move(s));
   }
   return out;
 }
@@ -414,7 +414,7 @@ absl::StatusOr<RunResult> RunOnce(const llama::LlamaModel& model,
   int64_t total = 0;
   for (const auto& q : requests) total += q.max_new_tokens;
   Progress progress(config.label, total);
-  const std::vector<EngineStats> before = AllEngineStats(backends);
+  const std::vector<DeviceCounters> before = AllEngineStats(backends);
   TraceRecorder::Global().SetEnabled(config.trace);
   const int64_t t0 = eng->NowNanos();
   const auto wall0 = std::chrono::steady_clock::now();
@@ -434,7 +434,7 @@ absl::StatusOr<RunResult> RunOnce(const llama::LlamaModel& model,
   if (config.trace) TraceRecorder::Global().SetEnabled(false);
   r.stats = eng->stats();
   r.seconds = static_cast<double>(t1 - t0) / 1e9;
-  const std::vector<EngineStats> after = AllEngineStats(backends);
+  const std::vector<DeviceCounters> after = AllEngineStats(backends);
   for (size_t i = 0; i < after.size() && i < before.size(); ++i) {
     const double busy =
         static_cast<double>(after[i].busy_ns - before[i].busy_ns);

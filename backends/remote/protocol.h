@@ -77,7 +77,7 @@ enum class Cmd : uint8_t {
   kAllocSize,       // req, device, blob: a tensor ref (unplaced); the reply's
                     // value is the bytes the weights type gives it
   kEngineStats,     // req, device; the reply's text: one line per engine of
-                    // the device, "name\tbusy_ns\tops\tbytes" (EngineStats)
+                    // the device, "name\tbusy_ns\tops\tbytes" (DeviceCounters)
   kTrace,           // value: 1 to record trace spans of the worker's devices
                     // for this session, 0 to stop
   kTraceSpans,      // req; the reply's data: the spans recorded since the

@@ -242,7 +242,7 @@ class RemoteDevice final : public Device {
   absl::Status CheckOp(const Tensor& node) const override;
   // The worker device's engines, named under this device (a round trip;
   // empty while the worker cannot answer).
-  std::vector<EngineStats> engine_stats() const override;
+  std::vector<DeviceCounters> engine_stats() const override;
   // The worker device's spans (recorded while this process's recorder was
   // on), on its tracks under this device's name, moved to this host's clock
   // by the offset a few pings measure.
@@ -1055,18 +1055,18 @@ RemoteTraffic GetRemoteTraffic() {
                        Connection::bytes_received.load()};
 }
 
-std::vector<EngineStats> RemoteDevice::engine_stats() const {
+std::vector<DeviceCounters> RemoteDevice::engine_stats() const {
   std::shared_ptr<Connection> c = current_connection();
   if (!c->alive()) return {};
   Message m = Command(Cmd::kEngineStats);
   m.device = index();
   absl::StatusOr<Message> reply = c->Call(std::move(m), absl::Seconds(10));
   if (!reply.ok()) return {};
-  std::vector<EngineStats> out;
+  std::vector<DeviceCounters> out;
   for (absl::string_view line :
        absl::StrSplit(reply->text, '\n', absl::SkipEmpty())) {
     std::vector<absl::string_view> f = absl::StrSplit(line, '\t');
-    EngineStats e;
+    DeviceCounters e;
     if (f.size() != 4 || !absl::SimpleAtoi(f[1], &e.busy_ns) ||
         !absl::SimpleAtoi(f[2], &e.ops) || !absl::SimpleAtoi(f[3], &e.bytes)) {
       return {};

@@ -350,7 +350,7 @@ void BM_Llama8(benchmark::State& state) {
         continue;
       }
       seen.push_back(&b->device());
-      for (const EngineStats& e : b->device().engine_stats()) {
+      for (const DeviceCounters& e : b->device().engine_stats()) {
         total += e.busy_ns;
       }
     }

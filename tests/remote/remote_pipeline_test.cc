@@ -158,9 +158,9 @@ TEST_F(RemotePipelineTest, TwoWorkersAsStagesMatchTheLocalRun) {
                              GetWorkerStats(w1->device()));
   // Each worker's compute engine, as the worker counts it, under the
   // remote device's name.
-  std::vector<EngineStats> engines_before;
+  std::vector<DeviceCounters> engines_before;
   for (Backend* b : {w0.get(), w1.get()}) {
-    std::vector<EngineStats> e = b->device().engine_stats();
+    std::vector<DeviceCounters> e = b->device().engine_stats();
     ASSERT_EQ(e.size(), 1u) << b->device().name();
     EXPECT_EQ(e[0].name, absl::StrCat(b->device().name(), "/compute"));
     engines_before.push_back(e[0]);
@@ -188,7 +188,7 @@ TEST_F(RemotePipelineTest, TwoWorkersAsStagesMatchTheLocalRun) {
   }
   for (int i = 0; i < 2; ++i) {
     Backend* b = i == 0 ? w0.get() : w1.get();
-    std::vector<EngineStats> e = b->device().engine_stats();
+    std::vector<DeviceCounters> e = b->device().engine_stats();
     ASSERT_EQ(e.size(), 1u) << b->device().name();
     EXPECT_GT(e[0].ops, engines_before[i].ops) << b->device().name();
     EXPECT_GT(e[0].busy_ns, engines_before[i].busy_ns) << b->device().name();

@@ -163,7 +163,7 @@ class PlacementMatrixTest : public ::testing::Test {
       }
     };
     for (auto& device : devices_) {
-      for (const EngineStats& e : device->engine_stats()) {
+      for (const DeviceCounters& e : device->engine_stats()) {
         note(e.name, static_cast<double>(e.busy_ns));
       }
       for (SimEngineKind kind : {SimEngineKind::kCompute, SimEngineKind::kH2D,
