@@ -44,6 +44,7 @@ absl::StatusOr<std::optional<tokenizer::ChatTemplate>> PickTemplate(
 struct Prepared {
   std::unique_ptr<tokenizer::Tokenizer> tokenizer;
   std::optional<tokenizer::ChatTemplate> chat_template;
+  std::string bos_token;  // "": the tokenizer's BOS.
 };
 
 absl::StatusOr<Prepared> PrepareHf(const std::string& dir,
@@ -54,6 +55,7 @@ absl::StatusOr<Prepared> PrepareHf(const std::string& dir,
                          tokenizer::TokenizerFromHfDirectory(dir));
   Prepared out;
   out.tokenizer = std::move(tok.tokenizer);
+  out.bos_token = tok.bos_token;
   FERRY_ASSIGN_OR_RETURN(
       out.chat_template,
       PickTemplate(options.chat_template, tok.chat_template,
@@ -97,7 +99,9 @@ absl::StatusOr<OpenedModel> OpenModel(const std::string& path,
                              : PrepareGguf(path, options));
   out.tokenizer = std::move(prepared.tokenizer);
   out.chat_template = std::move(prepared.chat_template);
-  if (const int32_t bos = out.tokenizer->bos_id(); bos >= 0) {
+  out.bos_token = prepared.bos_token;
+  if (const int32_t bos = out.tokenizer->bos_id();
+      out.bos_token.empty() && bos >= 0) {
     out.bos_token = std::string(out.tokenizer->IdToToken(bos));
   }
 

@@ -53,7 +53,8 @@ struct OpenedModel {
   std::unique_ptr<tokenizer::Tokenizer> tokenizer;
   // Absent when the model has none (or the caller said "none").
   std::optional<tokenizer::ChatTemplate> chat_template;
-  // The text of the BOS token a template renders ("" if none).
+  // The text of the BOS token a template renders: tokenizer_config.json's
+  // bos_token, else the tokenizer's BOS ("" if none).
   std::string bos_token;
   // "loaded PATH with io_uring: 103.0 MiB of tensors ... in 0.2 s".
   std::string summary;

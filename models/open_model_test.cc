@@ -1,7 +1,10 @@
 #include "ferry/models/open_model.h"
 
 #include <cstdio>
+#include <fstream>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "ferry/backends/cpu/cpu_backend.h"
@@ -10,6 +13,7 @@
 #include "ferry/runtime/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 
 namespace ferry {
 namespace {
@@ -61,6 +65,39 @@ TEST_F(OpenModelTest, CallerPicksOrDropsTheTemplate) {
   absl::StatusOr<OpenedModel> bad = OpenModel(path, {cpu_.get()}, options);
   EXPECT_THAT(bad, StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_THAT(bad.status().message(), HasSubstr("alpaca"));
+}
+
+// Each tiny model directory (tools/make_tiny_models.py) opens with its
+// family's template, whose text for the reference conversation equals
+// transformers' apply_chat_template.
+TEST_F(OpenModelTest, OpensHfDirectoriesWithTheirTemplates) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"llama", "llama3"}, {"qwen2", "chatml"}, {"qwen3", "chatml"},
+      {"phi3", "phi3"},    {"gemma2", "gemma"},
+  };
+  for (const auto& [family, template_name] : cases) {
+    SCOPED_TRACE(family);
+    const std::string dir = absl::StrCat("models/testdata/tiny/", family);
+    FERRY_ASSERT_OK_AND_ASSIGN(OpenedModel m, OpenModel(dir, {cpu_.get()}));
+    EXPECT_EQ(m.format, ModelFormat::kHuggingFace);
+    EXPECT_EQ(m.model->config().arch, family);
+    ASSERT_NE(m.tokenizer, nullptr);
+    ASSERT_TRUE(m.chat_template.has_value());
+    EXPECT_EQ(m.chat_template->name(), template_name);
+    std::ifstream in(absl::StrCat(dir, "/reference.json"));
+    std::stringstream text;
+    text << in.rdbuf();
+    const auto ref = nlohmann::json::parse(text.str());
+    std::vector<tokenizer::ChatMessage> messages;
+    for (const auto& msg : ref["messages"]) {
+      messages.push_back({msg["role"], msg["content"]});
+    }
+    tokenizer::ChatTemplate::ApplyOptions options;
+    options.bos_token = m.bos_token;
+    FERRY_ASSERT_OK_AND_ASSIGN(std::string chat,
+                               m.chat_template->Apply(messages, options));
+    EXPECT_EQ(chat, ref["chat_text"].get<std::string>());
+  }
 }
 
 TEST_F(OpenModelTest, ErrorsNameThePathBeforeLoading) {
