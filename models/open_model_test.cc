@@ -100,6 +100,29 @@ TEST_F(OpenModelTest, OpensHfDirectoriesWithTheirTemplates) {
   }
 }
 
+// The same models converted to GGUF by llama.cpp's converter: the
+// template and tokenizer come from the file's metadata.
+TEST_F(OpenModelTest, OpensGgufsWithTheirTemplates) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"llama", "llama3"}, {"qwen2", "chatml"}, {"qwen3", "chatml"},
+      {"phi3", "phi3"},    {"gemma2", "gemma"},
+  };
+  for (const auto& [family, template_name] : cases) {
+    SCOPED_TRACE(family);
+    FERRY_ASSERT_OK_AND_ASSIGN(
+        OpenedModel m,
+        OpenModel(absl::StrCat("models/testdata/tiny/", family, ".gguf"),
+                  {cpu_.get()}));
+    EXPECT_EQ(m.format, ModelFormat::kGguf);
+    EXPECT_EQ(m.model->config().arch, family);
+    ASSERT_TRUE(m.chat_template.has_value());
+    EXPECT_EQ(m.chat_template->name(), template_name);
+    FERRY_ASSERT_OK_AND_ASSIGN(std::vector<int32_t> ids,
+                               m.tokenizer->Encode("Hello there!"));
+    EXPECT_FALSE(ids.empty());
+  }
+}
+
 TEST_F(OpenModelTest, ErrorsNameThePathBeforeLoading) {
   EXPECT_THAT(OpenModel("/nonexistent/model.gguf", {cpu_.get()}),
               StatusIs(absl::StatusCode::kNotFound));

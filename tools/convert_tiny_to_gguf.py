@@ -22,7 +22,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 TINY = ROOT / "models/testdata/tiny"
 # The tokenizer each tiny model has, as the pre-tokenizer llama.cpp names.
 PRE = {"llama": "llama-bpe", "qwen2": "qwen2", "qwen3": "qwen2",
-       "phi3": "smollm", "gemma2": "qwen2"}
+       "phi3": "qwen2", "gemma2": "qwen2"}
 
 
 def main():
@@ -43,7 +43,9 @@ def main():
         base.TextModel.get_vocab_base_pre = lambda self, tok, pre=pre: pre
         out = TINY / f"{family}.gguf"
         sys.argv = ["convert_hf_to_gguf.py", str(TINY / family), "--outtype",
-                    "f32", "--outfile", str(out)]
+                    "f32", "--outfile", str(out),
+                    # Not "phi3": llama.cpp then expects </s>, <unk>, <s>.
+                    "--model-name", "ferry tiny model"]
         convert.main()
         print(f"{family}: {out.stat().st_size / 1024:.0f} KiB")
 

@@ -15,12 +15,19 @@ q/k norms, its own head size), phi3 (fused QKV and gate/up), gemma2
 (GeGLU, post-norms, soft-capping, sliding-window layers, scaled
 embeddings). Seeded: the same versions make the same bytes.
 
-Setup (a venv outside the repository; torch from PyPI needs the CUDA
-libraries it links, which a machine with the CUDA toolkit mostly has):
+Setup (a venv outside the repository). torch from PyPI links CUDA's
+libraries even on the CPU; with the CUDA 13 toolkit in /usr/local the
+missing few come from their own wheels, without pulling the full CUDA
+stack through torch's dependencies:
   python3 -m venv ~/.cache/ferry/venv-ref
-  ~/.cache/ferry/venv-ref/bin/pip install torch==2.15.0 transformers==5.24.0 \\
-      safetensors tokenizers numpy
+  pip=~/.cache/ferry/venv-ref/bin/pip
+  $pip install --no-deps torch==2.15.0 nvidia-cusparselt-cu13==0.8.1 \\
+      nvidia-nvshmem-cu13==3.7.2 nvidia-nccl-cu13==2.30.7 \\
+      "nvidia-cufile==1.17.1.22.*"
+  $pip install filelock typing-extensions sympy networkx jinja2 fsspec \\
+      numpy transformers==5.24.0 safetensors tokenizers gguf diskcache
   ~/.cache/ferry/venv-ref/bin/python tools/make_tiny_models.py
+then tools/convert_tiny_to_gguf.py and tools/llama_cpp_tiny_logits.py.
 """
 import json
 import pathlib
@@ -66,7 +73,7 @@ def families():
                              sliding_window=None,
                              rope_parameters=dict(rope_type="default",
                                                   rope_theta=10000.0)), \
-        "bytelevel", "phi3.5.jinja"
+        "qwen2_style", "phi3.5.jinja"
     yield "gemma2", Gemma2Config(**COMMON, head_dim=32,
                                  query_pre_attn_scalar=32, sliding_window=4,
                                  attn_logit_softcapping=3.0,
