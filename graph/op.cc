@@ -9,7 +9,7 @@ constexpr std::array<absl::string_view, kNumOps> kOpNames = {
     "none",  "mul_mat",  "add",  "sub",      "mul",      "div",
     "scale", "rms_norm", "norm", "soft_max", "rope",     "get_rows",
     "cpy",   "cont",     "view", "reshape",  "permute",  "transpose",
-    "silu",  "gelu",     "relu", "concat",   "set_rows",
+    "silu",  "gelu",     "relu", "concat",   "set_rows", "tanh",
 };
 
 }  // namespace
@@ -42,6 +42,7 @@ bool OpCanRunInPlace(Op op) {
     case Op::kSilu:
     case Op::kGelu:
     case Op::kRelu:
+    case Op::kTanh:
     case Op::kRmsNorm:
     case Op::kNorm:
     case Op::kSoftMax:

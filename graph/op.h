@@ -38,9 +38,10 @@ enum class Op : uint8_t {
   kRelu,
   kConcat,
   kSetRows,
+  kTanh,
 };
 
-inline constexpr int kNumOps = static_cast<int>(Op::kSetRows) + 1;
+inline constexpr int kNumOps = static_cast<int>(Op::kTanh) + 1;
 
 // Returns the op's lower-case name ("mul_mat", "soft_max", ...), or "unknown"
 // for a value outside the enum.

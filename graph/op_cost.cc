@@ -28,6 +28,8 @@ int64_t OpFlops(const Tensor& node) {
       return 4 * n;  // neg, exp, add, div.
     case Op::kGelu:
       return 8 * n;  // cube, fma, mul, tanh, add, 2 mul.
+    case Op::kTanh:
+      return 4 * n;  // exp, add, div, sub.
     case Op::kRmsNorm:
       return 3 * n;  // square, sum, scale.
     case Op::kNorm:

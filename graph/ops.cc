@@ -208,7 +208,8 @@ absl::StatusOr<Tensor*> SoftMax(Context& ctx, Tensor* a, Tensor* mask,
 }
 
 absl::StatusOr<Tensor*> Rope(Context& ctx, Tensor* a, Tensor* pos, int n_dims,
-                             RopeMode mode, float freq_base, float freq_scale) {
+                             RopeMode mode, float freq_base, float freq_scale,
+                             Tensor* freq_factors) {
   constexpr Op kOp = Op::kRope;
   FERRY_RETURN_IF_ERROR(CheckNotNull(kOp, "a", a));
   FERRY_RETURN_IF_ERROR(CheckNotNull(kOp, "pos", pos));
@@ -235,8 +236,18 @@ absl::StatusOr<Tensor*> Rope(Context& ctx, Tensor* a, Tensor* pos, int n_dims,
                                    " must be finite and > 0, freq_scale = ",
                                    freq_scale, " finite"));
   }
+  if (freq_factors != nullptr) {
+    FERRY_RETURN_IF_ERROR(
+        CheckDType(kOp, "freq_factors", *freq_factors, {DType::kF32}));
+    if (freq_factors->NumElements() != n_dims / 2 ||
+        freq_factors->ne[0] != n_dims / 2 || !freq_factors->IsContiguous()) {
+      return Error(kOp, absl::StrCat(Describe("freq_factors", *freq_factors),
+                                     " must be contiguous [n_dims / 2 = ",
+                                     n_dims / 2, "]"));
+    }
+  }
   Tensor t = NewResult(kOp, DType::kF32, a->ne);
-  t.src = {a, pos};
+  t.src = {a, pos, freq_factors};
   t.SetParamI32(0, n_dims);
   t.SetParamI32(1, static_cast<int32_t>(mode));
   t.SetParamF32(2, freq_base);
@@ -514,6 +525,9 @@ absl::StatusOr<Tensor*> Gelu(Context& ctx, Tensor* a) {
 }
 absl::StatusOr<Tensor*> Relu(Context& ctx, Tensor* a) {
   return Unary(ctx, Op::kRelu, a);
+}
+absl::StatusOr<Tensor*> Tanh(Context& ctx, Tensor* a) {
+  return Unary(ctx, Op::kTanh, a);
 }
 
 absl::StatusOr<Tensor*> Concat(Context& ctx, Tensor* a, Tensor* b, int dim) {

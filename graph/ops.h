@@ -81,10 +81,14 @@ enum class RopeMode : int32_t {
 // [0, n_dims/2) of token t: theta = pos[t] * freq_scale *
 // freq_base^(-2i/n_dims); (x0, x1) -> (x0 cos - x1 sin, x0 sin + x1 cos).
 // Params: i32[0] = n_dims, i32[1] = mode, f32[2] = freq_base,
-// f32[3] = freq_scale. src = {a, pos}. In place.
+// f32[3] = freq_scale. freq_factors, when given (llama-3 rope scaling), is
+// f32 contiguous [n_dims / 2]: pair i's theta is divided by
+// freq_factors[i]. src = {a, pos, freq_factors} (src[2] null without).
+// In place.
 absl::StatusOr<Tensor*> Rope(Context& ctx, Tensor* a, Tensor* pos, int n_dims,
                              RopeMode mode, float freq_base = 10000.0f,
-                             float freq_scale = 1.0f);
+                             float freq_scale = 1.0f,
+                             Tensor* freq_factors = nullptr);
 
 // Gathers rows. a: [E, R, A2, A3] f32/f16/bf16 or quantized (rows are
 // dequantized), rows contiguous; ids: i32
@@ -153,10 +157,11 @@ absl::StatusOr<Tensor*> Transpose(Context& ctx, Tensor* a);
 // Element-wise activations; a f32 rows contiguous, result f32 a's shape.
 // silu(x) = x / (1 + exp(-x)); relu(x) = max(x, 0); gelu uses the tanh
 // approximation 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), like
-// ggml. src = {a}. In place.
+// ggml; tanh soft-caps scores (gemma2). src = {a}. In place.
 absl::StatusOr<Tensor*> Silu(Context& ctx, Tensor* a);
 absl::StatusOr<Tensor*> Gelu(Context& ctx, Tensor* a);
 absl::StatusOr<Tensor*> Relu(Context& ctx, Tensor* a);
+absl::StatusOr<Tensor*> Tanh(Context& ctx, Tensor* a);
 
 // Concatenates a and b along `dim` (0..3): same unquantized dtype, equal ne in
 // every other dim; any strides. Result contiguous, a's dtype, ne[dim] =

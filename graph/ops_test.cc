@@ -188,6 +188,26 @@ TEST_F(OpsTest, Rope) {
               StatusIs(kInvalid, HasSubstr("unknown mode")));
   EXPECT_THAT(Rope(ctx_, a, pos, 64, RopeMode::kNormal, 0.0f),
               StatusIs(kInvalid, HasSubstr("freq_base")));
+  // Frequency factors: f32 [n_dims / 2].
+  Tensor* factors = F32({16});
+  FERRY_ASSERT_OK_AND_ASSIGN(
+      Tensor * scaled,
+      Rope(ctx_, a, pos, 32, RopeMode::kNeox, 10000.0f, 1.0f, factors));
+  EXPECT_EQ(scaled->src[2], factors);
+  EXPECT_EQ(r->src[2], nullptr);
+  EXPECT_THAT(
+      Rope(ctx_, a, pos, 32, RopeMode::kNeox, 10000.0f, 1.0f, F32({32})),
+      StatusIs(kInvalid, HasSubstr("n_dims / 2 = 16")));
+  EXPECT_THAT(Rope(ctx_, a, pos, 32, RopeMode::kNeox, 10000.0f, 1.0f,
+                   T(DType::kI32, {16})),
+              StatusIs(kInvalid, HasSubstr("must be f32")));
+}
+
+TEST_F(OpsTest, Tanh) {
+  FERRY_ASSERT_OK_AND_ASSIGN(Tensor * t, Tanh(ctx_, F32({8, 3})));
+  EXPECT_EQ(t->op, Op::kTanh);
+  EXPECT_EQ(OpName(t->op), "tanh");
+  EXPECT_EQ(t->ne, (Shape{8, 3, 1, 1}));
 }
 
 TEST_F(OpsTest, GetRows) {

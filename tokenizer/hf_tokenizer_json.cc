@@ -563,6 +563,8 @@ absl::StatusOr<HfDirectoryTokenizer> TokenizerFromHfDirectory(
     }
     FERRY_ASSIGN_OR_RETURN(eos_token,
                            ConfigToken(root, "eos_token", config_path));
+    FERRY_ASSIGN_OR_RETURN(out.bos_token,
+                           ConfigToken(root, "bos_token", config_path));
     auto tmpl = root.find("chat_template");
     if (tmpl != root.end() && tmpl->is_string()) {
       out.chat_template = tmpl->get<std::string>();

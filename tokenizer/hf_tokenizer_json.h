@@ -50,6 +50,8 @@ struct HfDirectoryTokenizer {
   std::unique_ptr<Tokenizer> tokenizer;
   // tokenizer_config.json's chat_template (a Jinja template), "" if none.
   std::string chat_template;
+  // tokenizer_config.json's bos_token, which templates render; "" if none.
+  std::string bos_token;
 };
 
 // Reads `dir`/tokenizer.json and `dir`/tokenizer_config.json. Errors name

@@ -453,6 +453,15 @@ absl::Status CudaDevice::CheckOp(const Tensor& node) const {
         absl::StrCat(name_, ": no CUDA kernel writes block dtype ",
                      DTypeName(node.dtype), " ('", node.name, "')"));
   }
+  // The CPU ropes with frequency factors, the CUDA kernel does not (yet):
+  // such a node goes to the CPU.
+  if (node.op == Op::kRope && node.src[2] != nullptr) {
+    return absl::UnimplementedError(
+        absl::StrCat(name_,
+                     ": no CUDA kernel for rope with frequency "
+                     "factors ('",
+                     node.name, "')"));
+  }
   return cpu_kernels::CheckSupported(node);
 }
 

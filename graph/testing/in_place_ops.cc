@@ -22,6 +22,8 @@ absl::Span<const InPlaceOpBuilder> InPlaceOpBuilders() {
        [](Context& c, Tensor* a, Tensor*, Tensor*) { return Gelu(c, a); }},
       {"relu",
        [](Context& c, Tensor* a, Tensor*, Tensor*) { return Relu(c, a); }},
+      {"tanh",
+       [](Context& c, Tensor* a, Tensor*, Tensor*) { return Tanh(c, a); }},
       {"rms_norm", [](Context& c, Tensor* a, Tensor*,
                       Tensor*) { return RmsNorm(c, a, 1e-5f); }},
       {"norm", [](Context& c, Tensor* a, Tensor*,

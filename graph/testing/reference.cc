@@ -227,7 +227,8 @@ absl::Status Compute(Tensor& node, std::vector<double>& out) {
     case Op::kScale:
     case Op::kSilu:
     case Op::kGelu:
-    case Op::kRelu: {
+    case Op::kRelu:
+    case Op::kTanh: {
       const double s = node.ParamF32(0);
       ForEachIndex(ne, [&](const Index& i) {
         const double x = Load(*a, i);
@@ -241,6 +242,9 @@ absl::Status Compute(Tensor& node, std::vector<double>& out) {
             break;
           case Op::kGelu:
             r = Gelu(x);
+            break;
+          case Op::kTanh:
+            r = std::tanh(x);
             break;
           default:
             r = x > 0 ? x : 0.0;
@@ -307,8 +311,11 @@ absl::Status Compute(Tensor& node, std::vector<double>& out) {
       ForEachIndex(ne, [&](const Index& i) { out[Flat(ne, i)] = Load(*a, i); });
       ForEachIndex({1, ne[1], ne[2], ne[3]}, [&](const Index& row) {
         const double p = Load(*b, {row[2], 0, 0, 0});
+        const Tensor* factors = node.src[2];
         for (int64_t k = 0; k < n_dims / 2; ++k) {
-          const double theta = p * freq_scale *
+          const double factor =
+              factors != nullptr ? Load(*factors, {k, 0, 0, 0}) : 1.0;
+          const double theta = p * freq_scale / factor *
                                std::pow(base, -2.0 * static_cast<double>(k) /
                                                   static_cast<double>(n_dims));
           Index i0 = row;

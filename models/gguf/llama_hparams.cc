@@ -1,7 +1,9 @@
 #include "ferry/models/gguf/llama_hparams.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -64,7 +66,7 @@ absl::Status LlamaHParams::Validate() const {
   FERRY_RETURN_IF_ERROR(CheckRange("n_ff", n_ff, 1, kMaxWidth));
   FERRY_RETURN_IF_ERROR(CheckRange("n_ctx_train", n_ctx_train, 1, kMaxContext));
   FERRY_RETURN_IF_ERROR(CheckRange("n_vocab", n_vocab, 1, kMaxVocab));
-  if (n_embd % n_head != 0) {
+  if (n_embd_head == 0 && n_embd % n_head != 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "n_embd ", n_embd, " is not a multiple of n_head ", n_head));
   }
@@ -72,6 +74,7 @@ absl::Status LlamaHParams::Validate() const {
     return absl::InvalidArgumentError(absl::StrCat(
         "n_head ", n_head, " is not a multiple of n_head_kv ", n_head_kv));
   }
+  FERRY_RETURN_IF_ERROR(CheckRange("n_embd_head", n_embd_head, 0, kMaxWidth));
   FERRY_RETURN_IF_ERROR(CheckRange("n_rot", n_rot, 2, head_dim()));
   if (n_rot % 2 != 0) {
     return absl::InvalidArgumentError(absl::StrCat("n_rot ", n_rot, " is odd"));
@@ -96,55 +99,85 @@ absl::Status LlamaHParams::Validate() const {
 absl::StatusOr<LlamaHParams> ReadLlamaHParams(const GgufFile& file) {
   FERRY_ASSIGN_OR_RETURN(std::string arch,
                          file.GetString("general.architecture"));
-  if (arch != "llama") {
+  if (arch != "llama" && arch != "qwen2" && arch != "qwen3" && arch != "phi3" &&
+      arch != "gemma2") {
     return file.Error(
-        absl::StatusCode::kInvalidArgument,
-        absl::StrCat("general.architecture is '", arch, "', not 'llama'"));
+        absl::StatusCode::kUnimplemented,
+        absl::StrCat("general.architecture is '", arch,
+                     "', not one ferry runs (llama, qwen2, qwen3, phi3, "
+                     "gemma2)"));
   }
+  const std::string p = arch + ".";
   LlamaHParams hp;
-  FERRY_ASSIGN_OR_RETURN(hp.n_layer, IntKey(file, "llama.block_count"));
-  FERRY_ASSIGN_OR_RETURN(hp.n_embd, IntKey(file, "llama.embedding_length"));
-  FERRY_ASSIGN_OR_RETURN(hp.n_head, IntKey(file, "llama.attention.head_count"));
+  hp.arch = arch;
+  FERRY_ASSIGN_OR_RETURN(hp.n_layer, IntKey(file, p + "block_count"));
+  FERRY_ASSIGN_OR_RETURN(hp.n_embd, IntKey(file, p + "embedding_length"));
+  FERRY_ASSIGN_OR_RETURN(hp.n_head, IntKey(file, p + "attention.head_count"));
   FERRY_ASSIGN_OR_RETURN(hp.n_head_kv,
-                         IntKey(file, "llama.attention.head_count_kv",
+                         IntKey(file, p + "attention.head_count_kv",
                                 std::max<int64_t>(hp.n_head, 0)));
-  FERRY_ASSIGN_OR_RETURN(hp.n_ff, IntKey(file, "llama.feed_forward_length"));
-  FERRY_ASSIGN_OR_RETURN(hp.n_ctx_train, IntKey(file, "llama.context_length"));
-  if (file.Has("llama.vocab_size")) {
-    FERRY_ASSIGN_OR_RETURN(hp.n_vocab, file.GetInt("llama.vocab_size"));
+  FERRY_ASSIGN_OR_RETURN(hp.n_ff, IntKey(file, p + "feed_forward_length"));
+  FERRY_ASSIGN_OR_RETURN(hp.n_ctx_train, IntKey(file, p + "context_length"));
+  if (file.Has(p + "vocab_size")) {
+    FERRY_ASSIGN_OR_RETURN(hp.n_vocab, file.GetInt(p + "vocab_size"));
   } else {
     FERRY_ASSIGN_OR_RETURN(auto tokens,
                            file.GetStringArray("tokenizer.ggml.tokens"));
     hp.n_vocab = static_cast<int64_t>(tokens.size());
   }
-  const int64_t head_dim = hp.n_head > 0 ? hp.n_embd / hp.n_head : 0;
-  FERRY_ASSIGN_OR_RETURN(hp.n_rot, IntKey(file, "llama.rope.dimension_count",
-                                          std::max<int64_t>(head_dim, 0)));
-  if (file.Has("llama.rope.freq_base")) {
-    FERRY_ASSIGN_OR_RETURN(double base, file.GetFloat("llama.rope.freq_base"));
+  FERRY_ASSIGN_OR_RETURN(hp.n_embd_head,
+                         IntKey(file, p + "attention.key_length", 0));
+  if (hp.n_embd_head > 0 && hp.n_head > 0 &&
+      hp.n_embd_head == hp.n_embd / hp.n_head) {
+    hp.n_embd_head = 0;  // The default, said explicitly.
+  }
+  FERRY_ASSIGN_OR_RETURN(hp.n_rot, IntKey(file, p + "rope.dimension_count",
+                                          std::max<int64_t>(hp.head_dim(), 0)));
+  if (file.Has(p + "rope.freq_base")) {
+    FERRY_ASSIGN_OR_RETURN(double base, file.GetFloat(p + "rope.freq_base"));
     hp.rope_freq_base = static_cast<float>(base);
   }
-  if (file.Has("llama.rope.scaling.type")) {
+  if (file.Has(p + "rope.scaling.type")) {
     FERRY_ASSIGN_OR_RETURN(std::string type,
-                           file.GetString("llama.rope.scaling.type"));
+                           file.GetString(p + "rope.scaling.type"));
     if (type == "linear") {
       FERRY_ASSIGN_OR_RETURN(double factor,
-                             file.GetFloat("llama.rope.scaling.factor"));
+                             file.GetFloat(p + "rope.scaling.factor"));
       hp.rope_freq_scale = factor > 0 ? static_cast<float>(1.0 / factor) : 0;
     } else if (type != "none") {
-      return file.Error(absl::StatusCode::kUnimplemented,
-                        absl::StrCat("llama.rope.scaling.type '", type,
-                                     "' is not supported"));
+      return file.Error(
+          absl::StatusCode::kUnimplemented,
+          absl::StrCat(p, "rope.scaling.type '", type, "' is not supported"));
     }
   }
-  FERRY_ASSIGN_OR_RETURN(
-      double eps, file.GetFloat("llama.attention.layer_norm_rms_epsilon"));
+  FERRY_ASSIGN_OR_RETURN(double eps,
+                         file.GetFloat(p + "attention.layer_norm_rms_epsilon"));
   hp.rms_norm_eps = static_cast<float>(eps);
+  for (auto [key, out] :
+       {std::pair{"attn_logit_softcapping", &hp.attn_softcap},
+        std::pair{"final_logit_softcapping", &hp.final_softcap}}) {
+    if (file.Has(p + key)) {
+      FERRY_ASSIGN_OR_RETURN(double cap, file.GetFloat(p + key));
+      if (!(cap >= 0) || !std::isfinite(cap)) {
+        return file.Error(absl::StatusCode::kInvalidArgument,
+                          absl::StrCat(p, key, " is ", cap));
+      }
+      *out = static_cast<float>(cap);
+    }
+  }
+  FERRY_ASSIGN_OR_RETURN(hp.sliding_window,
+                         IntKey(file, p + "attention.sliding_window", 0));
+  if (hp.sliding_window < 0) {
+    return file.Error(absl::StatusCode::kInvalidArgument,
+                      absl::StrCat(p, "attention.sliding_window is negative"));
+  }
   hp.tied_embeddings = file.FindTensor("output.weight") == nullptr;
   if (absl::Status s = hp.Validate(); !s.ok()) {
     return file.Error(absl::StatusCode::kInvalidArgument,
-                      absl::StrCat("llama hyperparameters: ", s.message()));
+                      absl::StrCat(arch, " hyperparameters: ", s.message()));
   }
+  // The other families' tensors are checked by the model's loader.
+  if (arch != "llama") return hp;
 
   const int64_t e = hp.n_embd, kv = hp.kv_dim(), ff = hp.n_ff;
   FERRY_RETURN_IF_ERROR(
@@ -154,16 +187,18 @@ absl::StatusOr<LlamaHParams> ReadLlamaHParams(const GgufFile& file) {
     FERRY_RETURN_IF_ERROR(CheckTensor(file, "output.weight", {e, hp.n_vocab}));
   }
   for (int64_t il = 0; il < hp.n_layer; ++il) {
-    const std::string p = absl::StrCat("blk.", il, ".");
-    FERRY_RETURN_IF_ERROR(CheckTensor(file, p + "attn_norm.weight", {e}));
-    FERRY_RETURN_IF_ERROR(CheckTensor(file, p + "attn_q.weight", {e, e}));
-    FERRY_RETURN_IF_ERROR(CheckTensor(file, p + "attn_k.weight", {e, kv}));
-    FERRY_RETURN_IF_ERROR(CheckTensor(file, p + "attn_v.weight", {e, kv}));
-    FERRY_RETURN_IF_ERROR(CheckTensor(file, p + "attn_output.weight", {e, e}));
-    FERRY_RETURN_IF_ERROR(CheckTensor(file, p + "ffn_norm.weight", {e}));
-    FERRY_RETURN_IF_ERROR(CheckTensor(file, p + "ffn_gate.weight", {e, ff}));
-    FERRY_RETURN_IF_ERROR(CheckTensor(file, p + "ffn_up.weight", {e, ff}));
-    FERRY_RETURN_IF_ERROR(CheckTensor(file, p + "ffn_down.weight", {ff, e}));
+    const std::string blk = absl::StrCat("blk.", il, ".");
+    FERRY_RETURN_IF_ERROR(CheckTensor(file, blk + "attn_norm.weight", {e}));
+    FERRY_RETURN_IF_ERROR(CheckTensor(file, blk + "attn_q.weight",
+                                      {e, hp.n_head * hp.head_dim()}));
+    FERRY_RETURN_IF_ERROR(CheckTensor(file, blk + "attn_k.weight", {e, kv}));
+    FERRY_RETURN_IF_ERROR(CheckTensor(file, blk + "attn_v.weight", {e, kv}));
+    FERRY_RETURN_IF_ERROR(CheckTensor(file, blk + "attn_output.weight",
+                                      {hp.n_head * hp.head_dim(), e}));
+    FERRY_RETURN_IF_ERROR(CheckTensor(file, blk + "ffn_norm.weight", {e}));
+    FERRY_RETURN_IF_ERROR(CheckTensor(file, blk + "ffn_gate.weight", {e, ff}));
+    FERRY_RETURN_IF_ERROR(CheckTensor(file, blk + "ffn_up.weight", {e, ff}));
+    FERRY_RETURN_IF_ERROR(CheckTensor(file, blk + "ffn_down.weight", {ff, e}));
   }
   return hp;
 }

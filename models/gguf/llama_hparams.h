@@ -1,10 +1,12 @@
-// LlamaHParams: the hyperparameters of a llama-architecture model, read from
-// a GGUF file's metadata ("llama.*" keys) and checked for consistency with
-// each other and with the file's tensors.
+// LlamaHParams: the hyperparameters of a llama-style model (llama, qwen2,
+// qwen3, phi3, gemma2), read from a GGUF file's metadata ("<arch>.*" keys)
+// and checked for consistency with each other and, for llama, with the
+// file's tensors.
 #ifndef FERRY_MODELS_GGUF_LLAMA_HPARAMS_H_
 #define FERRY_MODELS_GGUF_LLAMA_HPARAMS_H_
 
 #include <cstdint>
+#include <string>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -13,6 +15,7 @@
 namespace ferry::gguf {
 
 struct LlamaHParams {
+  std::string arch;         // general.architecture
   int64_t n_layer = 0;      // llama.block_count
   int64_t n_embd = 0;       // llama.embedding_length
   int64_t n_head = 0;       // llama.attention.head_count
@@ -28,8 +31,18 @@ struct LlamaHParams {
   // True when the file has no output.weight: the output projection reuses
   // token_embd.weight.
   bool tied_embeddings = false;
+  // llama.attention.key_length (0: n_embd / n_head).
+  int64_t n_embd_head = 0;
+  // gemma2.attn_logit_softcapping, gemma2.final_logit_softcapping (0: none).
+  float attn_softcap = 0;
+  float final_softcap = 0;
+  // <arch>.attention.sliding_window (0: none).
+  int64_t sliding_window = 0;
 
-  int64_t head_dim() const { return n_head > 0 ? n_embd / n_head : 0; }
+  int64_t head_dim() const {
+    if (n_embd_head > 0) return n_embd_head;
+    return n_head > 0 ? n_embd / n_head : 0;
+  }
   int64_t kv_dim() const { return head_dim() * n_head_kv; }
 
   // InvalidArgument naming the field if a value is out of range or the
@@ -37,11 +50,12 @@ struct LlamaHParams {
   absl::Status Validate() const;
 };
 
-// Reads and validates the hyperparameters of a "llama" GGUF file, then
-// checks that every tensor a llama model uses is present with the shape
-// they imply (token_embd, output_norm, output unless tied, and per layer
-// attn_norm, attn_q/k/v/output, ffn_norm, ffn_gate/up/down). Errors name
-// the file and the key or tensor.
+// Reads and validates the hyperparameters of a llama, qwen2, qwen3, phi3 or
+// gemma2 GGUF file (Unimplemented naming any other architecture and the
+// file); for llama, also checks that every tensor a llama model uses is
+// present with the shape they imply (token_embd, output_norm, output unless
+// tied, and per layer attn_norm, attn_q/k/v/output, ffn_norm,
+// ffn_gate/up/down). Errors name the file and the key or tensor.
 absl::StatusOr<LlamaHParams> ReadLlamaHParams(const GgufFile& file);
 
 }  // namespace ferry::gguf

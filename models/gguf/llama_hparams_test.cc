@@ -126,10 +126,17 @@ TEST(LlamaHParamsTest, ErrorsNameKeyOrTensor) {
               StatusIs(absl::StatusCode::kNotFound,
                        HasSubstr("'llama.attention.layer_norm_rms_epsilon'")));
 
+  // qwen2 is read (its keys named after it); mamba is not a family.
   GgufBuilder qwen;
   qwen.SetString("general.architecture", "qwen2");
-  EXPECT_THAT(Read(qwen.Build()), StatusIs(absl::StatusCode::kInvalidArgument,
-                                           HasSubstr("'qwen2', not 'llama'")));
+  EXPECT_THAT(Read(qwen.Build()),
+              StatusIs(absl::StatusCode::kNotFound,
+                       HasSubstr("'qwen2.block_count' is missing")));
+  GgufBuilder mamba;
+  mamba.SetString("general.architecture", "mamba");
+  EXPECT_THAT(Read(mamba.Build()),
+              StatusIs(absl::StatusCode::kUnimplemented,
+                       HasSubstr("'mamba', not one ferry runs")));
 
   // A model whose n_ff key disagrees with its tensors.
   GgufBuilder wrong_ff = Llama({});

@@ -99,11 +99,20 @@ absl::StatusOr<LlamaBatchGraph> BuildLlamaBatchGraph(
   }
   CacheAttention state{&cache, g.kv_dst, g.kv_window, c.head_dim(),
                        c.head_count_kv()};
-  FERRY_ASSIGN_OR_RETURN(Tensor * cur,
-                         internal::BuildLlamaBody(model, ctx, g.tokens, g.pos,
-                                                  g.mask, AttendCache, &state));
+  // Within n_ctx a window at least as long hides nothing: the causal mask
+  // serves its layers too.
+  Tensor* swa_mask = g.mask;
+  if (c.sliding_window > 0 && c.sliding_window < c.n_ctx) {
+    return absl::UnimplementedError(absl::StrCat(
+        "llama batch: ", c.arch, " has sliding-window layers of ",
+        c.sliding_window, " positions, shorter than its context of ", c.n_ctx,
+        "; the batch graph cannot mask them yet (use n_ctx <= the window)"));
+  }
+  FERRY_ASSIGN_OR_RETURN(Tensor * cur, internal::BuildLlamaBody(
+                                           model, ctx, g.tokens, g.pos, g.mask,
+                                           swa_mask, AttendCache, &state));
   FERRY_ASSIGN_OR_RETURN(cur, GetRows(ctx, cur, g.out_rows));
-  FERRY_ASSIGN_OR_RETURN(g.logits, MulMat(ctx, model.output(), cur));
+  FERRY_ASSIGN_OR_RETURN(g.logits, internal::BuildLlamaLogits(model, ctx, cur));
   g.logits->name = "logits";
   SetOutput(*g.logits);
   Tensor* outputs[] = {g.logits};

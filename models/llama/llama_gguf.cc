@@ -144,6 +144,9 @@ DType F32Weights(const std::string&, const Device&) { return DType::kF32; }
 
 std::string GgufTensorName(const std::string& canonical) {
   if (canonical == "tok_embd") return "token_embd.weight";
+  // One tensor serves every layer's copy.
+  if (absl::EndsWith(canonical, ".rope_freqs")) return "rope_freqs.weight";
+  if (absl::EndsWith(canonical, ".bias")) return canonical;
   return canonical + ".weight";
 }
 
@@ -165,6 +168,9 @@ absl::StatusOr<LlamaConfig> LlamaConfigFromGguf(const gguf::GgufFile& file,
                       absl::StrCat("n_ctx ", n_ctx, " is negative"));
   }
   LlamaConfig c;
+  if (absl::Status s = ApplyFamily(hp.arch, c); !s.ok()) {
+    return file.Error(s.code(), s.message());
+  }
   c.n_layer = static_cast<int>(hp.n_layer);
   c.n_embd = hp.n_embd;
   c.n_head = hp.n_head;
@@ -174,9 +180,26 @@ absl::StatusOr<LlamaConfig> LlamaConfigFromGguf(const gguf::GgufFile& file,
   c.n_ctx = n_ctx > 0 ? n_ctx : std::min(hp.n_ctx_train, kDefaultMaxCtx);
   c.eps = hp.rms_norm_eps;
   c.rope_freq_base = hp.rope_freq_base;
-  // GGUF's converter permutes Q and K for llama.cpp's normal rope.
-  c.rope_mode = RopeMode::kNormal;
+  // GGUF's converter permutes Q and K of llama for llama.cpp's normal rope;
+  // the other families keep Hugging Face's halves (neox).
+  c.rope_mode = hp.arch == "llama" ? RopeMode::kNormal : RopeMode::kNeox;
   c.tie_embeddings = hp.tied_embeddings;
+  c.n_embd_head = hp.n_embd_head;
+  c.attn_softcap = hp.attn_softcap;
+  c.final_softcap = hp.final_softcap;
+  c.rope_freq_factors = file.FindTensor("rope_freqs.weight") != nullptr;
+  if (hp.arch == "gemma2") {
+    c.sliding_window = hp.sliding_window;
+  } else if (hp.sliding_window > 0 && c.n_ctx > hp.sliding_window) {
+    // Phi-3 slides every layer: within the window that is no limit.
+    if (n_ctx > 0) {
+      return file.Error(
+          absl::StatusCode::kUnimplemented,
+          absl::StrCat("n_ctx ", n_ctx, " exceeds ", hp.arch,
+                       "'s sliding window of ", hp.sliding_window));
+    }
+    c.n_ctx = hp.sliding_window;
+  }
   if (absl::Status s = c.Validate(); !s.ok()) {
     return file.Error(s.code(), s.message());
   }

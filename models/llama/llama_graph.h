@@ -33,7 +33,11 @@ struct LlamaGraph {
   Tensor* tokens = nullptr;  // i32 [n_tokens], input.
   Tensor* pos = nullptr;     // i32 [n_tokens], input.
   Tensor* mask = nullptr;    // f32 [n_tokens, n_tokens], input.
-  Tensor* logits = nullptr;  // f32 [n_vocab, n_tokens or 1], output.
+  // f32 [n_tokens, n_tokens], input: the mask of sliding-window layers;
+  // null without them.
+  Tensor* mask_swa = nullptr;
+  int64_t sliding_window = 0;  // The model's (LlamaConfig::sliding_window).
+  Tensor* logits = nullptr;    // f32 [n_vocab, n_tokens or 1], output.
 };
 
 struct LlamaGraphOptions {
@@ -57,19 +61,26 @@ using AttendFn = absl::StatusOr<AttentionKv> (*)(void* state, Context& ctx,
                                                  int layer, Tensor* k,
                                                  Tensor* v);
 // Builds the layers and the final norm; returns the normalized hidden
-// state [n_embd, n_tokens].
+// state [n_embd, n_tokens]. `swa_mask` masks the sliding-window layers
+// (LlamaConfig::IsSlidingLayer); it may be null when the model has none.
 absl::StatusOr<Tensor*> BuildLlamaBody(const LlamaModel& model, Context& ctx,
                                        Tensor* tokens, Tensor* pos,
-                                       Tensor* mask, AttendFn attend,
-                                       void* state);
+                                       Tensor* mask, Tensor* swa_mask,
+                                       AttendFn attend, void* state);
+// The logits of normalized hidden states: the output matrix, soft-capped
+// when the config says so.
+absl::StatusOr<Tensor*> BuildLlamaLogits(const LlamaModel& model, Context& ctx,
+                                         Tensor* hidden);
 }  // namespace internal
 
 // The values of a graph's inputs for one batch: `tokens` (n_tokens ids in
-// [0, n_vocab)), positions 0.. and the causal mask.
+// [0, n_vocab)), positions 0.., the causal mask and, when the graph has
+// sliding-window layers, their mask.
 struct LlamaInputs {
   std::vector<int32_t> tokens;
   std::vector<int32_t> pos;
   std::vector<float> mask;
+  std::vector<float> mask_swa;
 };
 absl::StatusOr<LlamaInputs> MakeLlamaInputs(const LlamaGraph& graph,
                                             int64_t n_vocab,

@@ -224,6 +224,11 @@ absl::StatusOr<HfDirectory> OpenHfDirectory(const std::string& dir,
   return out;
 }
 
+// Weights that config.json describes rather than a file holds.
+bool IsComputed(const Tensor& t) {
+  return absl::EndsWith(t.name, ".rope_freqs");
+}
+
 struct WeightSource {
   Tensor* tensor;
   const SafetensorsFile* shard;
@@ -241,7 +246,8 @@ absl::StatusOr<std::vector<WeightSource>> MatchWeights(
       return absl::InternalError(absl::StrCat(
           "model weight '", t->name, "' is not f32; the HF loader fills f32"));
     }
-    const std::string name = HfTensorName(t->name);
+    if (IsComputed(*t)) continue;
+    const std::string name = HfTensorName(t->name, model.config());
     auto where = dir.shard_of.find(name);
     if (where == dir.shard_of.end()) {
       return FileError(absl::StatusCode::kNotFound, dir_name,
@@ -279,41 +285,119 @@ absl::StatusOr<HfConfig> ParseHfConfig(absl::string_view json,
   FERRY_ASSIGN_OR_RETURN(Json root, ParseJsonObject(json, file));
   ConfigReader r(root, file);
   FERRY_ASSIGN_OR_RETURN(std::string model_type, r.String("model_type"));
-  bool llama = model_type == "llama";
   if (model_type.empty()) {
     const Json* archs = r.Find("architectures");
     if (archs != nullptr && archs->is_array()) {
-      for (const Json& a : *archs) llama |= a == "LlamaForCausalLM";
+      for (const Json& a : *archs) {
+        if (a == "LlamaForCausalLM") model_type = "llama";
+      }
     }
   }
-  if (!llama) {
+  HfConfig out;
+  LlamaConfig& c = out.llama;
+  if (absl::Status s = ApplyFamily(model_type, c); !s.ok()) {
     return FileError(
         absl::StatusCode::kUnimplemented, file,
-        absl::StrCat("model_type '", model_type,
-                     "' is not a llama model (ferry loads model_type llama)"));
+        absl::StrCat("model_type '", model_type, "': ", s.message()));
   }
+  // The FFN activation: silu, or gemma's tanh-approximated gelu.
   FERRY_ASSIGN_OR_RETURN(std::string act, r.String("hidden_act"));
-  if (!act.empty() && act != "silu") {
+  if (model_type == "gemma2") {
+    FERRY_ASSIGN_OR_RETURN(std::string gemma_act,
+                           r.String("hidden_activation"));
+    if (!gemma_act.empty()) act = gemma_act;
+    if (act != "gelu_pytorch_tanh" && act != "gelu_tanh") {
+      return FileError(
+          absl::StatusCode::kUnimplemented, file,
+          absl::StrCat("hidden_activation '", act,
+                       "' (ferry's gemma2 has gelu_pytorch_tanh)"));
+    }
+  } else if (!act.empty() && act != "silu") {
     return FileError(absl::StatusCode::kUnimplemented, file,
                      absl::StrCat("hidden_act '", act, "' (ferry has silu)"));
-  }
-  if (r.Find("rope_scaling") != nullptr) {
-    return FileError(absl::StatusCode::kUnimplemented, file,
-                     "rope_scaling is not supported yet");
   }
   for (const char* bias : {"attention_bias", "mlp_bias"}) {
     FERRY_ASSIGN_OR_RETURN(bool has, r.Bool(bias, false));
     if (has) {
+      return FileError(
+          absl::StatusCode::kUnimplemented, file,
+          absl::StrCat(bias, " is true; ferry's ", model_type, " has none"));
+    }
+  }
+  FERRY_ASSIGN_OR_RETURN(bool qwen_swa, r.Bool("use_sliding_window", false));
+  if (qwen_swa) {
+    return FileError(absl::StatusCode::kUnimplemented, file,
+                     "use_sliding_window is true (ferry's qwen attends to "
+                     "every position)");
+  }
+  // Rope: transformers 4 writes rope_theta and rope_scaling, 5 one
+  // rope_parameters object holding both.
+  FERRY_ASSIGN_OR_RETURN(double theta, r.Number("rope_theta", 10000.0));
+  const Json* rope = r.Find("rope_parameters");
+  if (rope == nullptr) rope = r.Find("rope_scaling");
+  if (rope != nullptr) {
+    if (!rope->is_object()) {
+      return r.Error("rope_parameters", "is not an object");
+    }
+    ConfigReader rr(*rope, file);
+    FERRY_ASSIGN_OR_RETURN(theta, rr.Number("rope_theta", theta));
+    FERRY_ASSIGN_OR_RETURN(std::string type, rr.String("rope_type"));
+    if (type.empty()) {
+      FERRY_ASSIGN_OR_RETURN(type, rr.String("type"));
+    }
+    FERRY_ASSIGN_OR_RETURN(double partial,
+                           rr.Number("partial_rotary_factor", 1.0));
+    if (partial != 1.0) {
       return FileError(absl::StatusCode::kUnimplemented, file,
-                       absl::StrCat(bias, " is true; ferry's llama has none"));
+                       absl::StrCat("partial_rotary_factor ", partial,
+                                    " (ferry ropes whole heads)"));
+    }
+    if (type == "llama3") {
+      LlamaConfig::RopeScaling& s = c.rope_scaling;
+      FERRY_ASSIGN_OR_RETURN(double factor, rr.Number("factor", 0));
+      FERRY_ASSIGN_OR_RETURN(double low, rr.Number("low_freq_factor", 1));
+      FERRY_ASSIGN_OR_RETURN(double high, rr.Number("high_freq_factor", 4));
+      FERRY_ASSIGN_OR_RETURN(
+          s.original_ctx, rr.Int("original_max_position_embeddings", true, 0));
+      s.factor = static_cast<float>(factor);
+      s.low_freq_factor = static_cast<float>(low);
+      s.high_freq_factor = static_cast<float>(high);
+      c.rope_freq_factors = true;
+    } else if (!type.empty() && type != "default") {
+      return FileError(absl::StatusCode::kUnimplemented, file,
+                       absl::StrCat("rope type '", type,
+                                    "' (ferry has default and llama3)"));
+    }
+  }
+  FERRY_ASSIGN_OR_RETURN(int64_t window, r.Int("sliding_window", false, 0));
+  if (model_type == "gemma2") {
+    c.norm_plus_one = true;
+    FERRY_ASSIGN_OR_RETURN(double scalar, r.Number("query_pre_attn_scalar", 0));
+    if (scalar > 0) c.attn_scale = static_cast<float>(1 / std::sqrt(scalar));
+    FERRY_ASSIGN_OR_RETURN(double cap, r.Number("attn_logit_softcapping", 0));
+    c.attn_softcap = static_cast<float>(cap);
+    FERRY_ASSIGN_OR_RETURN(cap, r.Number("final_logit_softcapping", 0));
+    c.final_softcap = static_cast<float>(cap);
+    c.sliding_window = window;
+    // Layers alternate: sliding first, as ferry's gemma2 does.
+    if (const Json* types = r.Find("layer_types"); types != nullptr) {
+      if (!types->is_array()) return r.Error("layer_types", "is not a list");
+      for (size_t il = 0; il < types->size(); ++il) {
+        const bool sliding = (*types)[il] == "sliding_attention";
+        if (sliding != (il % 2 == 0)) {
+          return FileError(
+              absl::StatusCode::kUnimplemented, file,
+              absl::StrCat("layer_types[", il, "] is ", (*types)[il].dump(),
+                           "; ferry's gemma2 slides on even "
+                           "layers only"));
+        }
+      }
     }
   }
   if (n_ctx < 0) {
     return FileError(absl::StatusCode::kInvalidArgument, file,
                      absl::StrCat("n_ctx ", n_ctx, " is negative"));
   }
-  HfConfig out;
-  LlamaConfig& c = out.llama;
   FERRY_ASSIGN_OR_RETURN(int64_t n_layer, r.Int("num_hidden_layers", true, 0));
   if (n_layer < 1 || n_layer > 100000) {
     return r.Error("num_hidden_layers",
@@ -333,8 +417,19 @@ absl::StatusOr<HfConfig> ParseHfConfig(absl::string_view json,
                    absl::StrCat(n_ctx_train, " is not positive"));
   }
   c.n_ctx = n_ctx > 0 ? n_ctx : std::min(n_ctx_train, kDefaultMaxCtx);
+  if (model_type == "phi3" && window > 0 && c.n_ctx > window) {
+    // Phi-3 slides every layer: within the window that is no limit, so the
+    // context stops there.
+    if (n_ctx > 0) {
+      return FileError(absl::StatusCode::kUnimplemented, file,
+                       absl::StrCat("n_ctx ", n_ctx,
+                                    " exceeds phi3's sliding "
+                                    "window of ",
+                                    window));
+    }
+    c.n_ctx = window;
+  }
   FERRY_ASSIGN_OR_RETURN(double eps, r.Number("rms_norm_eps", 1e-6));
-  FERRY_ASSIGN_OR_RETURN(double theta, r.Number("rope_theta", 10000.0));
   if (!(eps > 0 && eps < 1)) {
     return r.Error("rms_norm_eps", absl::StrCat(eps, " is not in (0, 1)"));
   }
@@ -353,11 +448,10 @@ absl::StatusOr<HfConfig> ParseHfConfig(absl::string_view json,
   FERRY_ASSIGN_OR_RETURN(int64_t head_dim,
                          r.Int("head_dim", false, c.head_dim()));
   if (head_dim != c.head_dim()) {
-    return FileError(absl::StatusCode::kUnimplemented, file,
-                     absl::StrCat("head_dim ", head_dim,
-                                  " is not hidden_size / "
-                                  "num_attention_heads (",
-                                  c.head_dim(), ")"));
+    c.n_embd_head = head_dim;
+    if (absl::Status s = c.Validate(); !s.ok()) {
+      return FileError(s.code(), file, s.message());
+    }
   }
   FERRY_ASSIGN_OR_RETURN(out.bos_token_id,
                          r.TokenId("bos_token_id", c.n_vocab));
@@ -399,29 +493,50 @@ absl::StatusOr<std::map<std::string, std::string>> ParseHfIndex(
   return out;
 }
 
-std::string HfTensorName(const std::string& canonical) {
+std::string HfTensorName(const std::string& canonical,
+                         const LlamaConfig& config) {
   if (canonical == "tok_embd") return "model.embed_tokens.weight";
   if (canonical == "output_norm") return "model.norm.weight";
   if (canonical == "output") return "lm_head.weight";
-  // "blk.N.<part>"
+  // "blk.N.<part>" or "blk.N.<part>.bias"
   const std::vector<std::string> parts = absl::StrSplit(canonical, '.');
   static const auto* const kLayerNames = new std::map<std::string, std::string>{
       {"attn_norm", "input_layernorm"},
       {"attn_q", "self_attn.q_proj"},
       {"attn_k", "self_attn.k_proj"},
       {"attn_v", "self_attn.v_proj"},
+      {"attn_qkv", "self_attn.qkv_proj"},
+      {"attn_q_norm", "self_attn.q_norm"},
+      {"attn_k_norm", "self_attn.k_norm"},
       {"attn_output", "self_attn.o_proj"},
       {"ffn_norm", "post_attention_layernorm"},
       {"ffn_gate", "mlp.gate_proj"},
       {"ffn_up", "mlp.up_proj"},
       {"ffn_down", "mlp.down_proj"},
   };
-  if (parts.size() == 3 && parts[0] == "blk") {
-    auto it = kLayerNames->find(parts[2]);
-    if (it != kLayerNames->end()) {
-      return absl::StrCat("model.layers.", parts[1], ".", it->second,
-                          ".weight");
+  // Gemma 2 names its four norms around attention and the FFN differently:
+  // its post_attention_layernorm follows attention.
+  static const auto* const kPostNormNames =
+      new std::map<std::string, std::string>{
+          {"post_attention_norm", "post_attention_layernorm"},
+          {"ffn_norm", "pre_feedforward_layernorm"},
+          {"post_ffw_norm", "post_feedforward_layernorm"},
+      };
+  const bool bias = parts.size() == 4 && parts[3] == "bias";
+  if ((parts.size() == 3 || bias) && parts[0] == "blk") {
+    std::string part = parts[2];
+    if (config.fused_gate_up && part == "ffn_up") {
+      part = "mlp.gate_up_proj";
+    } else if (auto it = kPostNormNames->find(part);
+               config.post_norms && it != kPostNormNames->end()) {
+      part = it->second;
+    } else if (auto it = kLayerNames->find(part); it != kLayerNames->end()) {
+      part = it->second;
+    } else {
+      return canonical;
     }
+    return absl::StrCat("model.layers.", parts[1], ".", part,
+                        bias ? ".bias" : ".weight");
   }
   return canonical;  // Not a llama weight; no HF file has it.
 }
@@ -460,6 +575,14 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LoadLlamaHf(
   // vector, converted to f32, copied into its buffer.
   HfLoadStats local;
   local.shards = static_cast<int>(d.shards.size());
+  const LlamaConfig& config = model->config();
+  if (config.rope_freq_factors) {
+    const std::vector<float> factors = config.RopeFreqFactors();
+    for (const LlamaLayer& l : model->layers()) {
+      FERRY_RETURN_IF_ERROR(SetTensorData(*l.rope_freqs, factors.data(), 0,
+                                          factors.size() * sizeof(float)));
+    }
+  }
   std::vector<std::byte> raw;
   std::vector<float> values;
   for (const WeightSource& w : weights) {
@@ -473,9 +596,14 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LoadLlamaHf(
     if (absl::Status s =
             quant::DequantizeRow(w.type, raw.data(), values.data(), n);
         !s.ok()) {
-      return FileError(s.code(), w.shard->path(),
-                       absl::StrCat("tensor '", HfTensorName(w.tensor->name),
-                                    "': ", s.message()));
+      return FileError(
+          s.code(), w.shard->path(),
+          absl::StrCat("tensor '", HfTensorName(w.tensor->name, config),
+                       "': ", s.message()));
+    }
+    // Gemma's checkpoints store norm weights as offsets from 1.
+    if (config.norm_plus_one && absl::EndsWith(w.tensor->name, "norm")) {
+      for (float& v : values) v += 1.0f;
     }
     FERRY_RETURN_IF_ERROR(SetTensorData(*w.tensor, values.data(), 0,
                                         values.size() * sizeof(float)));

@@ -64,8 +64,11 @@ absl::StatusOr<std::map<std::string, std::string>> ParseHfIndex(
     absl::string_view json, const std::string& file);
 
 // The HF name of the model's weight called `canonical` ("blk.0.attn_q" ->
-// "model.layers.0.self_attn.q_proj.weight", "output" -> "lm_head.weight").
-std::string HfTensorName(const std::string& canonical);
+// "model.layers.0.self_attn.q_proj.weight", "output" -> "lm_head.weight",
+// "blk.0.attn_q.bias" -> "...q_proj.bias"), in the family `config` is of
+// (phi3 fuses gate and up, gemma2 names its norms otherwise).
+std::string HfTensorName(const std::string& canonical,
+                         const LlamaConfig& config = LlamaConfig());
 
 // Reads and checks the directory at `dir` (config, index, every shard's
 // header, every weight) without allocating the model.

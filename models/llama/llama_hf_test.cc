@@ -117,29 +117,32 @@ TEST(ParseHfConfigTest, ErrorsNameFileAndKey) {
           "f.json"),
       StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("f.json")));
   EXPECT_THAT(ParseHfConfig(edit("\"model_type\": \"llama\"",
-                                 "\"model_type\": \"qwen2\""),
+                                 "\"model_type\": \"mamba\""),
                             "f.json"),
-              StatusIs(absl::StatusCode::kUnimplemented, HasSubstr("qwen2")));
+              StatusIs(absl::StatusCode::kUnimplemented,
+                       AllOf(HasSubstr("f.json"), HasSubstr("mamba"))));
   EXPECT_THAT(ParseHfConfig(
                   edit("\"hidden_act\": \"silu\"", "\"hidden_act\": \"gelu\""),
                   "f.json"),
               StatusIs(absl::StatusCode::kUnimplemented, HasSubstr("gelu")));
-  EXPECT_THAT(
-      ParseHfConfig(edit("\"torch_dtype\"",
-                         "\"rope_scaling\": {\"type\": \"linear\", "
-                         "\"factor\": 2}, \"torch_dtype\""),
-                    "f.json"),
-      StatusIs(absl::StatusCode::kUnimplemented, HasSubstr("rope_scaling")));
+  EXPECT_THAT(ParseHfConfig(edit("\"torch_dtype\"",
+                                 "\"rope_scaling\": {\"type\": \"linear\", "
+                                 "\"factor\": 2}, \"torch_dtype\""),
+                            "f.json"),
+              StatusIs(absl::StatusCode::kUnimplemented,
+                       HasSubstr("rope type 'linear'")));
   EXPECT_THAT(
       ParseHfConfig(
           edit("\"torch_dtype\"", "\"attention_bias\": true, \"torch_dtype\""),
           "f.json"),
       StatusIs(absl::StatusCode::kUnimplemented, HasSubstr("attention_bias")));
-  EXPECT_THAT(
+  // A head size of its own (qwen3, gemma2) is read.
+  FERRY_ASSERT_OK_AND_ASSIGN(
+      HfConfig own_head,
       ParseHfConfig(
           edit("\"torch_dtype\"", "\"head_dim\": 16, \"torch_dtype\""),
-          "f.json"),
-      StatusIs(absl::StatusCode::kUnimplemented, HasSubstr("head_dim")));
+          "f.json"));
+  EXPECT_EQ(own_head.llama.head_dim(), 16);
   EXPECT_THAT(ParseHfConfig(edit("\"rms_norm_eps\": 1e-05",
                                  "\"rms_norm_eps\": \"small\""),
                             "f.json"),

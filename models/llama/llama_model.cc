@@ -137,14 +137,20 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Create(
     }
   } else {
     const double e = static_cast<double>(config.n_embd);
+    const double q = static_cast<double>(config.q_dim());
     const double kv = static_cast<double>(config.kv_dim());
     const double ff = static_cast<double>(config.n_ff);
-    const std::array<double, kLayerPieces> piece = {
-        e + e * e + 2 * e * kv,  // attn_norm, attn_q, attn_k, attn_v
-        e * e,                   // attn_output
+    // Biases and the extra norms are left out: rounding errors of a split.
+    std::array<double, kLayerPieces> piece = {
+        e + e * q + 2 * e * kv,  // attn_norm, attn_q, attn_k, attn_v
+        q * e,                   // attn_output
         e + e * ff,              // ffn_norm, ffn_gate
         e * ff,                  // ffn_up
         ff * e};                 // ffn_down
+    if (config.fused_gate_up) {  // Gate and up are one piece.
+      piece[2] += piece[3];
+      piece[3] = 0;
+    }
     // The output norm and matrix count where the split places them.
     const double output_piece =
         options.output_backend >= 0
@@ -261,23 +267,58 @@ absl::Status LlamaModel::MakeTensors(
   };
   FERRY_ASSIGN_OR_RETURN(
       tok_embd_, new_weight(embedding, {e, config.n_vocab}, "tok_embd"));
+  const int64_t q = config.q_dim();
+  const int64_t hd = config.head_dim();
+  const int64_t ff = config.n_ff;
   for (int il = 0; il < config.n_layer; ++il) {
     const LayerPlacement& b = layer_placement[il];
     const std::string p = absl::StrCat("blk.", il, ".");
     LlamaLayer l;
     l.backend = b[0];
     FERRY_ASSIGN_OR_RETURN(l.attn_norm, new_weight(b[0], {e}, p + "attn_norm"));
-    FERRY_ASSIGN_OR_RETURN(l.wq, new_weight(b[0], {e, e}, p + "attn_q"));
-    FERRY_ASSIGN_OR_RETURN(l.wk, new_weight(b[0], {e, kv}, p + "attn_k"));
-    FERRY_ASSIGN_OR_RETURN(l.wv, new_weight(b[0], {e, kv}, p + "attn_v"));
-    FERRY_ASSIGN_OR_RETURN(l.wo, new_weight(b[1], {e, e}, p + "attn_output"));
+    if (config.fused_qkv) {
+      FERRY_ASSIGN_OR_RETURN(l.wqkv,
+                             new_weight(b[0], {e, q + 2 * kv}, p + "attn_qkv"));
+    } else {
+      FERRY_ASSIGN_OR_RETURN(l.wq, new_weight(b[0], {e, q}, p + "attn_q"));
+      FERRY_ASSIGN_OR_RETURN(l.wk, new_weight(b[0], {e, kv}, p + "attn_k"));
+      FERRY_ASSIGN_OR_RETURN(l.wv, new_weight(b[0], {e, kv}, p + "attn_v"));
+    }
+    if (config.attn_bias) {
+      FERRY_ASSIGN_OR_RETURN(l.bq, new_weight(b[0], {q}, p + "attn_q.bias"));
+      FERRY_ASSIGN_OR_RETURN(l.bk, new_weight(b[0], {kv}, p + "attn_k.bias"));
+      FERRY_ASSIGN_OR_RETURN(l.bv, new_weight(b[0], {kv}, p + "attn_v.bias"));
+    }
+    if (config.qk_norm) {
+      FERRY_ASSIGN_OR_RETURN(l.q_norm,
+                             new_weight(b[0], {hd}, p + "attn_q_norm"));
+      FERRY_ASSIGN_OR_RETURN(l.k_norm,
+                             new_weight(b[0], {hd}, p + "attn_k_norm"));
+    }
+    if (config.rope_freq_factors) {
+      FERRY_ASSIGN_OR_RETURN(l.rope_freqs,
+                             new_weight(b[0], {hd / 2}, p + "rope_freqs"));
+    }
+    FERRY_ASSIGN_OR_RETURN(l.wo, new_weight(b[1], {q, e}, p + "attn_output"));
+    if (config.post_norms) {
+      FERRY_ASSIGN_OR_RETURN(l.attn_post_norm,
+                             new_weight(b[1], {e}, p + "post_attention_norm"));
+    }
     FERRY_ASSIGN_OR_RETURN(l.ffn_norm, new_weight(b[2], {e}, p + "ffn_norm"));
-    FERRY_ASSIGN_OR_RETURN(l.w_gate,
-                           new_weight(b[2], {e, config.n_ff}, p + "ffn_gate"));
-    FERRY_ASSIGN_OR_RETURN(l.w_up,
-                           new_weight(b[3], {e, config.n_ff}, p + "ffn_up"));
-    FERRY_ASSIGN_OR_RETURN(l.w_down,
-                           new_weight(b[4], {config.n_ff, e}, p + "ffn_down"));
+    if (config.fused_gate_up) {
+      // Gate and up stay together: the piece of the gate.
+      FERRY_ASSIGN_OR_RETURN(l.w_up,
+                             new_weight(b[2], {e, 2 * ff}, p + "ffn_up"));
+    } else {
+      FERRY_ASSIGN_OR_RETURN(l.w_gate,
+                             new_weight(b[2], {e, ff}, p + "ffn_gate"));
+      FERRY_ASSIGN_OR_RETURN(l.w_up, new_weight(b[3], {e, ff}, p + "ffn_up"));
+    }
+    FERRY_ASSIGN_OR_RETURN(l.w_down, new_weight(b[4], {ff, e}, p + "ffn_down"));
+    if (config.post_norms) {
+      FERRY_ASSIGN_OR_RETURN(l.ffn_post_norm,
+                             new_weight(b[4], {e}, p + "post_ffw_norm"));
+    }
     layers_.push_back(l);
   }
   FERRY_ASSIGN_OR_RETURN(output_norm_, new_weight(output, {e}, "output_norm"));
@@ -293,8 +334,12 @@ absl::Status LlamaModel::MakeTensors(
 std::vector<Tensor*> LlamaModel::Weights() const {
   std::vector<Tensor*> out = {tok_embd_};
   for (const LlamaLayer& l : layers_) {
-    out.insert(out.end(), {l.attn_norm, l.wq, l.wk, l.wv, l.wo, l.ffn_norm,
-                           l.w_gate, l.w_up, l.w_down});
+    for (Tensor* t :
+         {l.attn_norm, l.wqkv, l.wq, l.wk, l.wv, l.bq, l.bk, l.bv, l.q_norm,
+          l.k_norm, l.rope_freqs, l.wo, l.attn_post_norm, l.ffn_norm, l.w_gate,
+          l.w_up, l.w_down, l.ffn_post_norm}) {
+      if (t != nullptr) out.push_back(t);
+    }
   }
   out.push_back(output_norm_);
   if (output_ != tok_embd_) out.push_back(output_);
@@ -328,7 +373,8 @@ std::string LlamaModel::DescribePlacement() const {
     std::vector<std::string> names;
     bool whole = true;
     for (const Tensor* w :
-         {l.wq, l.wk, l.wv, l.wo, l.w_gate, l.w_up, l.w_down}) {
+         {l.wqkv, l.wq, l.wk, l.wv, l.wo, l.w_gate, l.w_up, l.w_down}) {
+      if (w == nullptr) continue;
       if (backend_of(w) == b) {
         names.push_back(w->name);
       } else {

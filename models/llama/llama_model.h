@@ -39,16 +39,30 @@
 
 namespace ferry::llama {
 
+// A layer's weights; those the config's block lacks are null.
 struct LlamaLayer {
   Tensor* attn_norm = nullptr;  // [n_embd]
-  Tensor* wq = nullptr;         // [n_embd, n_embd]
-  Tensor* wk = nullptr;         // [n_embd, kv_dim]
-  Tensor* wv = nullptr;         // [n_embd, kv_dim]
-  Tensor* wo = nullptr;         // [n_embd, n_embd]
-  Tensor* ffn_norm = nullptr;   // [n_embd]
-  Tensor* w_gate = nullptr;     // [n_embd, n_ff]
-  Tensor* w_up = nullptr;       // [n_embd, n_ff]
-  Tensor* w_down = nullptr;     // [n_ff, n_embd]
+  Tensor* wq = nullptr;         // [n_embd, q_dim]; null when fused_qkv
+  Tensor* wk = nullptr;         // [n_embd, kv_dim]; null when fused_qkv
+  Tensor* wv = nullptr;         // [n_embd, kv_dim]; null when fused_qkv
+  Tensor* wqkv = nullptr;       // [n_embd, q_dim + 2 kv_dim]: fused_qkv
+  Tensor* bq = nullptr;         // [q_dim]: attn_bias
+  Tensor* bk = nullptr;         // [kv_dim]: attn_bias
+  Tensor* bv = nullptr;         // [kv_dim]: attn_bias
+  Tensor* q_norm = nullptr;     // [head_dim]: qk_norm
+  Tensor* k_norm = nullptr;     // [head_dim]: qk_norm
+  // [head_dim / 2]: the llama-3 rope frequency divisors (rope_scaling),
+  // one copy per layer so that it lives with the layer's attention.
+  Tensor* rope_freqs = nullptr;
+  Tensor* wo = nullptr;              // [q_dim, n_embd]
+  Tensor* attn_post_norm = nullptr;  // [n_embd]: post_norms
+  Tensor* ffn_norm = nullptr;        // [n_embd]
+  Tensor* w_gate = nullptr;          // [n_embd, n_ff]; null when fused_gate_up
+  // [n_embd, n_ff], or [n_embd, 2 n_ff] (gate rows, then up) when
+  // fused_gate_up.
+  Tensor* w_up = nullptr;
+  Tensor* w_down = nullptr;         // [n_ff, n_embd]
+  Tensor* ffn_post_norm = nullptr;  // [n_embd]: post_norms
   // Index into LlamaModel::backends() (0 when unplaced) of the layer's
   // attention: its norm and Q/K/V projections, so its K and V cache too.
   // Under SplitUnit::kWeightBytes the rest of the layer may be on the next

@@ -174,6 +174,14 @@ absl::Status CheckRope(const Tensor& node, const Tensor& a, const Tensor& pos) {
       mode != static_cast<int32_t>(RopeMode::kNeox)) {
     return Unimplemented(node, absl::StrCat("rope mode ", mode));
   }
+  if (const Tensor* factors = node.src[2]; factors != nullptr) {
+    FERRY_RETURN_IF_ERROR(
+        CheckDType(node, "freq_factors", *factors, {DType::kF32}));
+    if (factors->ne[0] != n_dims / 2 || factors->NumElements() != n_dims / 2 ||
+        !factors->IsContiguous()) {
+      return Invalid(node, "freq_factors must be contiguous [n_dims / 2]");
+    }
+  }
   return absl::OkStatus();
 }
 
@@ -516,8 +524,11 @@ void RopeKernel(const Tensor& node, int ith, int nth,
   const double theta_scale = std::pow(static_cast<double>(node.ParamF32(2)),
                                       -2.0 / static_cast<double>(n_dims));
   double theta = node.ParamF32(3);
+  const auto* factors = node.src[2] != nullptr
+                            ? static_cast<const float*>(node.src[2]->data)
+                            : nullptr;
   for (int64_t k = 0; k < half; ++k) {
-    s.theta[k] = theta;
+    s.theta[k] = factors != nullptr ? theta / factors[k] : theta;
     theta *= theta_scale;
   }
   int64_t cached_token = -1;
@@ -865,6 +876,7 @@ absl::Status CheckSupported(const Tensor& node) {
     case Op::kSilu:
     case Op::kGelu:
     case Op::kRelu:
+    case Op::kTanh:
       FERRY_RETURN_IF_ERROR(CheckSources(node, 1));
       return CheckRowWise(node, *node.src[0]);
     case Op::kSoftMax:
@@ -934,6 +946,12 @@ void ComputeNode(const Tensor& node, int ith, int nth,
       return UnaryKernel(node, ith, nth, vec::GeluRow);
     case Op::kRelu:
       return UnaryKernel(node, ith, nth, vec::ReluRow);
+    case Op::kTanh:  // Soft-capping only: a scalar loop is enough.
+      return UnaryKernel(node, ith, nth,
+                         [](const float* x, float* d, int64_t n) {
+                           for (int64_t i = 0; i < n; ++i)
+                             d[i] = std::tanh(x[i]);
+                         });
     case Op::kRmsNorm:
       return NormKernel(node, /*center=*/false, ith, nth);
     case Op::kNorm:

@@ -430,6 +430,7 @@ TEST_P(KernelsTest, UnaryAndNorms) {
       {"silu", &Silu},
       {"gelu", &Gelu},
       {"relu", &Relu},
+      {"tanh", &Tanh},
       {"rms_norm", [](Context& c, Tensor* a) { return RmsNorm(c, a, 1e-5f); }},
       {"norm", [](Context& c, Tensor* a) { return Norm(c, a, 1e-5f); }},
   };
@@ -540,6 +541,25 @@ TEST_P(KernelsTest, Rope) {
     FERRY_ASSERT_OK(FillRandom(*leaf, 70 + trial));
     FERRY_ASSERT_OK(FillRandom(*pos, 80 + trial, 0.0f, 4096.0f));
     ExpectMatchesReference(out, kTolF32, "rope");
+  }
+}
+
+// Llama-3 rope scaling: each pair's frequency divided by its factor.
+TEST_P(KernelsTest, RopeWithFreqFactors) {
+  for (RopeMode mode : {RopeMode::kNeox, RopeMode::kNormal}) {
+    Context ctx;
+    const std::array<int64_t, 4> ne = {32, 3, 7, 1};
+    Tensor* leaf;
+    Tensor* a = Strided(ctx, DType::kF32, ne, 0, &leaf);
+    Tensor* pos = *ctx.NewTensor(DType::kI32, {ne[2]});
+    Tensor* factors = *ctx.NewTensor(DType::kF32, {12});
+    FERRY_ASSERT_OK_AND_ASSIGN(
+        Tensor * out, Rope(ctx, a, pos, 24, mode, 10000.0f, 1.0f, factors));
+    FERRY_ASSERT_OK(ctx.AllocateHostData());
+    FERRY_ASSERT_OK(FillRandom(*leaf, 90));
+    FERRY_ASSERT_OK(FillRandom(*pos, 91, 0.0f, 4096.0f));
+    FERRY_ASSERT_OK(FillRandom(*factors, 92, 1.0f, 8.0f));
+    ExpectMatchesReference(out, kTolF32, "rope with factors");
   }
 }
 

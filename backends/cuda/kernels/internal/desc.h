@@ -55,7 +55,7 @@ enum class BinaryKind : int32_t { kAdd, kSub, kMul, kDiv };
 // shape: at e (contiguous, same shape), at e mod ne[0] (a contiguous row
 // repeated), or through its coordinates (anything else).
 enum class Addressing : int32_t { kLinear, kRow, kGeneral };
-enum class UnaryKind : int32_t { kScale, kSilu, kGelu, kRelu };
+enum class UnaryKind : int32_t { kScale, kSilu, kGelu, kRelu, kTanh };
 
 // add/sub/mul/div: dst = a op b, b broadcast onto a; all f32.
 struct BinaryArgs {

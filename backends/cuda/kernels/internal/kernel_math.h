@@ -340,6 +340,9 @@ struct UnaryOp {
       case UnaryKind::kGelu:
         r = Gelu(x);
         break;
+      case UnaryKind::kTanh:
+        r = tanhf(x);
+        break;
       default:
         r = Relu(x);
         break;

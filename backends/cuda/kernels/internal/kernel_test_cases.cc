@@ -100,6 +100,7 @@ const std::pair<const char*, UnaryBuild> kUnaryOps[] = {
     {"silu", &Silu},
     {"gelu", &Gelu},
     {"relu", &Relu},
+    {"tanh", &Tanh},
     {"rms_norm", [](Context& c, Tensor* a) { return RmsNorm(c, a, 1e-5f); }},
     {"norm", [](Context& c, Tensor* a) { return Norm(c, a, 1e-5f); }},
 };

@@ -360,6 +360,9 @@ UnaryArgs MakeUnaryArgs(const Tensor& node) {
     case Op::kRelu:
       args.kind = UnaryKind::kRelu;
       break;
+    case Op::kTanh:
+      args.kind = UnaryKind::kTanh;
+      break;
     default:
       args.kind = UnaryKind::kScale;
       args.scale = node.ParamF32(0);

@@ -126,6 +126,7 @@ absl::Status DispatchNode(const Tensor& node, void* scratch,
     case Op::kSilu:
     case Op::kGelu:
     case Op::kRelu:
+    case Op::kTanh:
       return runner.Run(MakeUnaryArgs(node));
     case Op::kRmsNorm:
     case Op::kNorm:
