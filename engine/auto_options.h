@@ -20,7 +20,9 @@ namespace ferry::engine {
 //   - a window of kAutoWindowCells cells (or one slot, if longer): every
 //     token of a micro-batch attends over the whole window (masked), so a
 //     larger one buys batch room with attention work that grows as the
-//     square of the sequences;
+//     square of the sequences (SmolLM2, 8 requests of 128 + 64 tokens, 2
+//     threads, AVX2: windows of 256, 512, 768, 1024, 2048 cells took 15.1,
+//     12.8, 13.8, 14.6, 15.3 s);
 //   - one micro-batch in flight per pipeline stage, plus one being formed
 //     while the last stage computes.
 // The result passes Engine::Create's checks for any model it can serve.
@@ -29,7 +31,7 @@ EngineOptions ChooseEngineOptions(const llama::LlamaModel& model,
 
 inline constexpr int kMaxAutoSequences = 64;
 inline constexpr int64_t kAutoBatchTokens = 64;
-inline constexpr int64_t kAutoWindowCells = 2048;
+inline constexpr int64_t kAutoWindowCells = 512;
 
 }  // namespace ferry::engine
 
