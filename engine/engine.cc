@@ -174,12 +174,14 @@ llama::LlamaBatchShape Engine::BucketShapeFor(
       return std::min(n, cap);
     };
     to.n_tokens = bucket(b.tokens_used(), shape_.n_tokens);
-    to.n_outputs = bucket(b.outputs_used(), std::min(to.n_tokens, shape_.n_outputs));
+    to.n_outputs =
+        bucket(b.outputs_used(), std::min(to.n_tokens, shape_.n_outputs));
   }
   // The smallest window that holds the sequences' entries and padding's;
   // the last (the full shape's) holds every batch.
-  to.n_window = *std::find_if(windows_.begin(), windows_.end() - 1,
-                              [&](int64_t w) { return w >= b.window_used() + 1; });
+  to.n_window =
+      *std::find_if(windows_.begin(), windows_.end() - 1,
+                    [&](int64_t w) { return w >= b.window_used() + 1; });
   return to;
 }
 

@@ -330,8 +330,8 @@ TEST_F(EngineTest, BucketsGiveTheSameTokensAndLogits) {
   EXPECT_EQ(full.stats.micro_batches_by_tokens,
             (std::map<int64_t, int64_t>{{8, full.stats.micro_batches}}));
   EXPECT_GT(bucketed.stats.micro_batches_by_tokens.size(), 1u);
-  EXPECT_LE(bucketed.stats.padded_tokens, bucketed.stats.prefill_tokens +
-                                              bucketed.stats.decode_tokens);
+  EXPECT_LE(bucketed.stats.padded_tokens,
+            bucketed.stats.prefill_tokens + bucketed.stats.decode_tokens);
   EXPECT_LT(bucketed.stats.padded_tokens, full.stats.padded_tokens);
   EXPECT_EQ(bucketed.stats.requests_failed, 1);
 }

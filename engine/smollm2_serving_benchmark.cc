@@ -101,8 +101,7 @@ void BM_SmolLm2Requests(benchmark::State& state) {
   }
   state.SetItemsProcessed(generated);
   state.counters["all_tok_s"] = benchmark::Counter(
-      static_cast<double>(generated +
-                          state.iterations() * n * kPromptTokens),
+      static_cast<double>(generated + state.iterations() * n * kPromptTokens),
       benchmark::Counter::kIsRate);
   state.SetLabel(absl::StrCat("batch_tokens=", options.batch_tokens,
                               " max_sequences=", options.max_sequences,

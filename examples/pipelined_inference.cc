@@ -36,10 +36,10 @@
 #include <thread>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
-#include "absl/cleanup/cleanup.h"
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -869,9 +869,8 @@ absl::Status Run() {
         "\n");
     if (std::fputs(line.c_str(), results_file) < 0 ||
         std::fflush(results_file) != 0) {
-      return absl::UnavailableError(
-          absl::StrCat("writing results to ",
-                       output_path.empty() ? "stdout" : output_path));
+      return absl::UnavailableError(absl::StrCat(
+          "writing results to ", output_path.empty() ? "stdout" : output_path));
     }
     return absl::OkStatus();
   };

@@ -1340,7 +1340,8 @@ absl::Status WorkerServer::Impl::Execute(const SessionPtr& sp, Message& m,
       Message r;
       r.kind = static_cast<uint8_t>(ReplyKind::kResult);
       r.req = m.req;
-      for (const DeviceCounters& e : options_.devices[m.device]->engine_stats()) {
+      for (const DeviceCounters& e :
+           options_.devices[m.device]->engine_stats()) {
         absl::StrAppend(&r.text, e.name, "\t", e.busy_ns, "\t", e.ops, "\t",
                         e.bytes, "\n");
       }

@@ -187,8 +187,10 @@ TEST(LlamaBatchBuilderTest, NarrowKeepsTheSequencesAndPadding) {
   FERRY_ASSERT_OK(batch.Add({3}, 0, {40}, {}).status());
   EXPECT_EQ(batch.window_used(), 4);  // Positions 0..2, then 0.
   const std::vector<float> full = batch.mask();
-  EXPECT_THAT(batch.Narrow(Window(shape, 4)), StatusIs(absl::StatusCode::kInvalidArgument));
-  EXPECT_THAT(batch.Narrow(Window(shape, 11)), StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(batch.Narrow(Window(shape, 4)),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(batch.Narrow(Window(shape, 11)),
+              StatusIs(absl::StatusCode::kInvalidArgument));
   FERRY_ASSERT_OK(batch.Narrow(Window(shape, 6)));
   EXPECT_EQ(batch.shape().n_window, 6);
   EXPECT_EQ(batch.window_left(), 1);
@@ -241,14 +243,15 @@ TEST(LlamaBatchBuilderTest, NarrowToFewerTokensAndOutputs) {
               StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_THAT(batch.Narrow({.n_tokens = 16, .n_window = 10, .n_outputs = 2}),
               StatusIs(absl::StatusCode::kInvalidArgument));
-  FERRY_ASSERT_OK(batch.Narrow({.n_tokens = 4, .n_window = 10, .n_outputs = 2}));
+  FERRY_ASSERT_OK(
+      batch.Narrow({.n_tokens = 4, .n_window = 10, .n_outputs = 2}));
   EXPECT_EQ(batch.tokens(), (std::vector<int32_t>{1, 2, 3, 0}));
   EXPECT_EQ(batch.pos(), (std::vector<int32_t>{1, 2, 0, 0}));
   EXPECT_EQ(batch.kv_dst(), (std::vector<int32_t>{6, 5, 40, -1}));
   EXPECT_EQ(batch.out_rows(), (std::vector<int32_t>{1, 2}));
   ASSERT_EQ(batch.mask().size(), 4u * 10u);
-  EXPECT_TRUE(std::equal(batch.mask().begin(), batch.mask().end(),
-                         full.begin()));
+  EXPECT_TRUE(
+      std::equal(batch.mask().begin(), batch.mask().end(), full.begin()));
   EXPECT_EQ(batch.tokens_left(), 1);
   // Tokens and window together.
   FERRY_ASSERT_OK(batch.Narrow({.n_tokens = 4, .n_window = 5, .n_outputs = 2}));

@@ -168,10 +168,9 @@ size_t QuantMatMulScratchBytes(quant::QuantType a_type, int64_t m, int64_t n,
     return GemmScratchBytes(m, k);
   }
   const int64_t act_row_bytes = quant::RowBytes(ActivationType(a_type), k);
-  const int64_t rows =
-      SplitTokens(a_type, n, nth, quant::PreferredIsa(a_type))
-          ? RunRows(act_row_bytes)
-          : n;
+  const int64_t rows = SplitTokens(a_type, n, nth, quant::PreferredIsa(a_type))
+                           ? RunRows(act_row_bytes)
+                           : n;
   return static_cast<size_t>(rows * act_row_bytes);
 }
 

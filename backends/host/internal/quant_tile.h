@@ -15,8 +15,8 @@
 #define FERRY_BACKENDS_HOST_INTERNAL_QUANT_TILE_H_
 
 #include "ferry/backends/host/internal/quant_tile_kernels.h"
-#include "ferry/runtime/cpu_features.h"
 #include "ferry/quant/quant_type.h"
+#include "ferry/runtime/cpu_features.h"
 
 namespace ferry {
 namespace cpu_internal {

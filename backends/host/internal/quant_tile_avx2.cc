@@ -116,7 +116,8 @@ void Tile(const QuantTileArgs& p, int64_t i0, int64_t j0) {
       for (int t = 0; t < T; ++t) {
         const __m256i s = F::kSigned ? _mm256_sign_epi8(av[t], v) : av[t];
         const __m256 prod = _mm256_cvtepi32_ps(DotUnsigned(u, s));
-        acc[r][t] = _mm256_fmadd_ps(_mm256_set1_ps(wd * ad[t]), prod, acc[r][t]);
+        acc[r][t] =
+            _mm256_fmadd_ps(_mm256_set1_ps(wd * ad[t]), prod, acc[r][t]);
       }
       if constexpr (F::kMin) {
         const float wm = Half(w[r][b].m);
