@@ -24,7 +24,8 @@ any subpackage of backends but not backends itself.
 # Reading it bottom-up gives the order:
 #   runtime < graph < quant < backends < backends/host
 #     < {cpu, sim, cuda, remote, testing} (siblings, independent) < linked
-#   backends < alloc < sched; quant, alloc < models < tokenizer
+#   backends < alloc < sched; quant < models/gguf, models/safetensors
+#     < tokenizer < models (llama, open_model: a model with its tokenizer)
 #   sched, models < engine; engine, tokenizer, linked < examples
 # alloc, sched, models and engine use the backend interfaces only, never a
 # concrete backend: programs pick those (backends/linked, examples, tests).
@@ -50,8 +51,11 @@ LAYERS = {
     ],
     "alloc": ["backends"],
     "sched": ["alloc"],
-    "models": ["alloc", "quant"],
-    "tokenizer": ["models"],
+    # File formats: what tokenizers and models read.
+    "models/gguf": ["alloc", "quant"],
+    "models/safetensors": ["alloc", "quant"],
+    "tokenizer": ["models/gguf"],
+    "models": ["alloc", "models/gguf", "models/safetensors", "quant", "tokenizer"],
     "engine": ["models", "sched"],
     "examples": ["backends/linked", "engine", "tokenizer"],
     # Cross-package tests and benchmarks sit on top of everything.
