@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <utility>
 
+#include "ferry/backends/host/internal/avx2_blocks.h"
 #include "ferry/backends/host/internal/quant_tile_kernels.h"
 #include "ferry/quant/block_formats.h"
 
@@ -22,34 +23,16 @@ namespace ferry {
 namespace cpu_internal {
 namespace {
 
+using host_avx2::DotUnsigned;
+using host_avx2::Half;
+using host_avx2::HorizontalSum;
+using host_avx2::Load32;
+using host_avx2::Nibbles;
+
 using quant::kQK;
 
 constexpr int kRows = 2;
 constexpr int kTokens = 4;
-
-inline float Half(uint16_t bits) { return _cvtsh_ss(bits); }
-
-inline float HorizontalSum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-
-inline __m256i Nibbles(const uint8_t* qs) {
-  const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
-  const __m256i both = _mm256_set_m128i(_mm_srli_epi16(raw, 4), raw);
-  return _mm256_and_si256(both, _mm256_set1_epi8(0x0F));
-}
-
-inline __m256i Load32(const int8_t* p) {
-  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-}
-
-// 8 int32 sums of the 32 products of unsigned bytes u and signed bytes a.
-inline __m256i DotUnsigned(__m256i u, __m256i a) {
-  return _mm256_madd_epi16(_mm256_maddubs_epi16(u, a), _mm256_set1_epi16(1));
-}
 
 // Weight formats. Unpack gives the block's 32 values as bytes for
 // DotUnsigned: unsigned ones as they are; signed ones as |w|, with Signs

@@ -7,38 +7,24 @@
 #include <cstdint>
 #include <cstring>
 
+#include "ferry/backends/host/internal/avx2_blocks.h"
 #include "ferry/backends/host/internal/vec_dot_kernels.h"
 #include "ferry/quant/block_formats.h"
 
 namespace ferry::quant::quant_internal {
 namespace {
 
-inline float Half(uint16_t bits) { return _cvtsh_ss(bits); }
-
-inline float HorizontalSum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
+using host_avx2::DotUnsigned;
+using host_avx2::Half;
+using host_avx2::HorizontalSum;
+using host_avx2::Load32;
+using host_avx2::Nibbles;
 
 // 8 int32 partial sums of the 32 products of signed bytes w and a.
 inline __m256i DotSigned(__m256i w, __m256i a) {
   const __m256i pairs =
       _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(a, w));
   return _mm256_madd_epi16(pairs, _mm256_set1_epi16(1));
-}
-
-// 8 int32 partial sums of unsigned bytes u (< 128) times signed bytes a.
-inline __m256i DotUnsigned(__m256i u, __m256i a) {
-  return _mm256_madd_epi16(_mm256_maddubs_epi16(u, a), _mm256_set1_epi16(1));
-}
-
-// The 32 nibbles of a q4 block as bytes in element order.
-inline __m256i Nibbles(const uint8_t* qs) {
-  const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
-  const __m256i both = _mm256_set_m128i(_mm_srli_epi16(raw, 4), raw);
-  return _mm256_and_si256(both, _mm256_set1_epi8(0x0F));
 }
 
 // The fifth bits of a q5 block as 0x10 in each byte whose element has it:
@@ -54,10 +40,6 @@ inline __m256i FifthBits(const uint8_t* qh) {
       _mm256_set1_epi64x(static_cast<int64_t>(0x8040201008040201));
   const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
   return _mm256_and_si256(set, _mm256_set1_epi8(0x10));
-}
-
-inline __m256i Load32(const int8_t* p) {
-  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
 }
 
 float DotQ4_0Q8_0(const void* w, const void* act, int64_t n) {
