@@ -12,7 +12,8 @@
 // q4_1 matrices, a q8_0 token embedding, tied as the output, and f32
 // norms) are KEPT QUANTIZED where the device holding them computes on them
 // (its SupportsOp accepts mul_mat, and get_rows for the embedding, on that
-// dtype: the CPU and sim devices do, CUDA does not), as llama.cpp does:
+// dtype: the CPU and sim devices do; CUDA takes mul_mat on q4_0/q4_1/
+// q8_0 but not get_rows on them), as llama.cpp does:
 // decode reads ~0.6 bytes a weight instead of 4. Elsewhere, or when the
 // caller's LlamaModelOptions::weight_dtype says so (F32Weights), they are
 // dequantized to f32 at load (a device never has to fall back to the CPU
