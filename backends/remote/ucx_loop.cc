@@ -108,6 +108,12 @@ absl::StatusOr<std::unique_ptr<UcxLoop>> UcxLoop::Create(
   return loop;
 }
 
+struct UcxLoop::SendContext {
+  UcxLoop* loop;
+  std::string header;
+  UcxLoop::Done done;
+};
+
 UcxLoop::~UcxLoop() {
   Stop();
   if (thread_.joinable()) thread_.join();
@@ -118,6 +124,9 @@ UcxLoop::~UcxLoop() {
   if (loop_epfd_ >= 0) close(loop_epfd_);
   if (worker_ != nullptr) ucp_worker_destroy(worker_);
   if (context_ != nullptr) ucp_cleanup(context_);
+  // UCX will not touch these sends' headers again; their callbacks never
+  // came, so nobody waits for `done` any more.
+  for (SendContext* ctx : sends_in_flight_) delete ctx;
 }
 
 void UcxLoop::Post(absl::AnyInvocable<void() &&> fn) {
@@ -329,16 +338,11 @@ void UcxLoop::Run() {
 
 namespace {}  // namespace
 
-struct UcxLoop::SendContext {
-  UcxLoop* loop;
-  std::string header;
-  UcxLoop::Done done;
-};
-
 void UcxLoop::SendCallback(void* request, ucs_status_t status,
                            void* user_data) {
   auto* ctx = static_cast<SendContext*>(user_data);
   --ctx->loop->pending_requests_;
+  ctx->loop->sends_in_flight_.erase(ctx);
   if (ctx->done != nullptr) {
     std::move(ctx->done)(UcxStatus(status, "active message send"));
   }
@@ -412,6 +416,7 @@ void UcxLoop::SendAm(ucp_ep_h ep, unsigned id, std::string header,
     return;
   }
   ++pending_requests_;  // SendCallback ends it.
+  sends_in_flight_.insert(ctx);
 }
 
 std::string UcxLoop::EndpointTransports(ucp_ep_h ep) {

@@ -26,6 +26,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <unordered_set>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/functional/any_invocable.h"
@@ -172,6 +173,10 @@ class UcxLoop {
   std::atomic<std::thread::id> loop_thread_{};
   // UCX requests not finished (the loop's thread must progress them).
   int pending_requests_ = 0;  // Loop only.
+  // Sends UCX has not completed (loop only): a send still in flight when
+  // its endpoint goes away mid-rendezvous may never get its callback, so
+  // the destructor frees what is left once the worker is gone.
+  std::unordered_set<SendContext*> sends_in_flight_;
   std::thread thread_;
 };
 
