@@ -138,8 +138,12 @@ absl::StatusOr<LlamaHParams> ReadLlamaHParams(const GgufFile& file) {
     hp.rope_freq_base = static_cast<float>(base);
   }
   if (file.Has(p + "rope.scaling.type")) {
-    FERRY_ASSIGN_OR_RETURN(std::string type,
-                           file.GetString(p + "rope.scaling.type"));
+    // A StatusOr held by name, not FERRY_ASSIGN_OR_RETURN into a string:
+    // GCC 12 at -O2 warns (maybe-uninitialized) on the moved-into string.
+    absl::StatusOr<std::string> type_or =
+        file.GetString(p + "rope.scaling.type");
+    if (!type_or.ok()) return type_or.status();
+    const std::string& type = *type_or;
     if (type == "linear") {
       FERRY_ASSIGN_OR_RETURN(double factor,
                              file.GetFloat(p + "rope.scaling.factor"));
