@@ -1,7 +1,8 @@
 // QuantMatMul on SmolLM2-135M's shapes (q4_1 ffn_up 576 -> 1536, ffn_down
-// 1536 -> 576) on one thread, for 1, 8, 32 and 128 tokens: the vec_dot path
-// (activations rounded to q8_1, integer dots) beside the dequantized-weight
-// f32 GEMM path, which picks kMinGemmTokens.
+// 1536 -> 576) on one thread, for 1 to 128 tokens: the integer path
+// (activations rounded to q8_1; one-token dots, tiles from 2 tokens on)
+// beside the dequantized-weight f32 GEMM path. `per_token` at n tokens
+// against n = 1 is what batching tokens saves.
 //
 //   ./bazelw run --config=opt //backends/host:quant_mat_mul_benchmark
 #include <cstddef>
@@ -64,11 +65,15 @@ void BM_QuantMatMulQ4_1(benchmark::State& state) {
       2.0 * static_cast<double>(m * n * k) *
           static_cast<double>(state.iterations()),
       benchmark::Counter::kIsRate, benchmark::Counter::kIs1000);
+  // Time per token: at n tokens against n = 1 it says what batching saves.
+  state.counters["per_token"] = benchmark::Counter(
+      static_cast<double>(n) * static_cast<double>(state.iterations()),
+      benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
 }
 BENCHMARK(BM_QuantMatMulQ4_1)
     ->ArgNames({"m", "k", "n", "gemm"})
-    ->ArgsProduct({{1536}, {576}, {1, 8, 32, 64, 128}, {0, 1}})
-    ->ArgsProduct({{576}, {1536}, {1, 8, 32, 64, 128}, {0, 1}});
+    ->ArgsProduct({{1536}, {576}, {1, 2, 4, 8, 16, 32, 64, 128}, {0, 1}})
+    ->ArgsProduct({{576}, {1536}, {1, 2, 4, 8, 16, 32, 64, 128}, {0, 1}});
 
 }  // namespace
 }  // namespace ferry::cpu_internal

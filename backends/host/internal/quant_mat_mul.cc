@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 
 #include "ferry/backends/host/internal/mat_mul.h"
 #include "ferry/backends/host/internal/mat_mul_impl.h"
@@ -156,6 +157,15 @@ void Dots(const QuantMatMulArgs& args, quant::VecDotFn dot, Range rows,
 
 }  // namespace
 
+int64_t DefaultMinGemmTokens(quant::QuantType type) {
+  const bool group_tiles =
+      type == quant::QuantType::kQ4_0 || type == quant::QuantType::kQ4_1;
+  return group_tiles &&
+                 FindQuantTile(type, quant::PreferredIsa(type)) != nullptr
+             ? std::numeric_limits<int64_t>::max()
+             : kMinGemmTokens;
+}
+
 bool QuantMatMulSupports(quant::QuantType type) {
   const quant::QuantTypeInfo& info = quant::GetQuantTypeInfo(type);
   return info.block_size > 1 && quant::VecDotActivationType(type).ok() &&
@@ -164,6 +174,9 @@ bool QuantMatMulSupports(quant::QuantType type) {
 
 size_t QuantMatMulScratchBytes(quant::QuantType a_type, int64_t m, int64_t n,
                                int64_t k, int nth, int64_t min_gemm_tokens) {
+  if (min_gemm_tokens == kAutoGemmTokens) {
+    min_gemm_tokens = DefaultMinGemmTokens(a_type);
+  }
   if (n >= min_gemm_tokens) {
     return GemmScratchBytes(m, k);
   }
@@ -176,7 +189,10 @@ size_t QuantMatMulScratchBytes(quant::QuantType a_type, int64_t m, int64_t n,
 
 void QuantMatMul(const QuantMatMulArgs& args, int ith, int nth, void* scratch,
                  Isa isa) {
-  if (args.n >= args.min_gemm_tokens) {
+  const int64_t min_gemm_tokens = args.min_gemm_tokens == kAutoGemmTokens
+                                      ? DefaultMinGemmTokens(args.a_type)
+                                      : args.min_gemm_tokens;
+  if (args.n >= min_gemm_tokens) {
     auto* panel = static_cast<float*>(scratch);
     if (args.next == nullptr) {
       return DequantizedGemm(

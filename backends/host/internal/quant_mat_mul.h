@@ -5,14 +5,13 @@
 //
 //   dst[j][i] = vec_dot(a row i, quantize(b row j))
 //
-// From kMinGemmTokens tokens on (prompts), the weight is instead
+// From kMinGemmTokens tokens on (prompts), weights without fast tiles
+// (all but q4_0 and q4_1 on AVX2: DefaultMinGemmTokens) are instead
 // dequantized to f32 a run of rows at a time into scratch and multiplied by
-// the f32 activations with the f32 GEMM of mat_mul.h: the packed GEMM
-// reuses each loaded value across a tile of tokens, which the one-row
-// vec_dot kernels cannot. Measured (quant_mat_mul_benchmark, q4_1, one
-// thread, CPU time, 1536 x 576 and 576 x 1536): the GEMM takes 0.49x and
-// 0.58x of the vec_dot path's time at 128 tokens, 0.65x and 0.69x at 64,
-// and 1.1-1.25x at 32.
+// the f32 activations with the f32 GEMM of mat_mul.h, which reuses each
+// loaded value across a tile of tokens as the one-row vec_dot kernels
+// cannot (q4_1, one thread, 1536 x 576 and 576 x 1536: 0.49x and 0.58x of
+// the vec_dot path's time at 128 tokens, 0.65x and 0.69x at 64).
 // Its products are the exact f32 ones on the stored weights.
 // Threads claim runs of weight rows.
 //
@@ -44,8 +43,17 @@ namespace cpu_internal {
 // rows.
 inline constexpr int64_t kMinTokenSplitRows = 4;
 
-// Fewest b rows for which the weight is dequantized for the f32 GEMM.
+// Fewest b rows for which the weight is dequantized for the f32 GEMM, for
+// types whose tiles do not beat it (DefaultMinGemmTokens).
 inline constexpr int64_t kMinGemmTokens = 64;
+
+// QuantMatMulArgs::min_gemm_tokens that picks DefaultMinGemmTokens.
+inline constexpr int64_t kAutoGemmTokens = 0;
+
+// The fewest tokens for which `type`'s weights go through the dequantized
+// GEMM: never for q4_0 and q4_1 where their AVX2 tiles run (they take
+// 0.64-0.76x of the GEMM's time at 64 and 128 tokens), else kMinGemmTokens.
+int64_t DefaultMinGemmTokens(quant::QuantType type);
 
 // Operands of dst[j][i] = sum_l a[i][l] * b[j][l], i < m, j < n, l < k.
 struct QuantMatMulArgs {
@@ -62,9 +70,9 @@ struct QuantMatMulArgs {
   // Optional, as MatMulArgs::next_column: 0 when the first thread starts;
   // threads claim runs of work from it.
   std::atomic<int64_t>* next = nullptr;
-  // Fewest b rows for the dequantized GEMM path (tests and benchmarks set
-  // it to compare the paths).
-  int64_t min_gemm_tokens = kMinGemmTokens;
+  // Fewest b rows for the dequantized GEMM path; kAutoGemmTokens picks
+  // DefaultMinGemmTokens (tests and benchmarks set it to compare the paths).
+  int64_t min_gemm_tokens = kAutoGemmTokens;
 };
 
 // Whether QuantMatMul takes weights of `type`.
@@ -74,7 +82,7 @@ bool QuantMatMulSupports(quant::QuantType type);
 // thread): room for the activation rows it quantizes at once.
 size_t QuantMatMulScratchBytes(quant::QuantType a_type, int64_t m, int64_t n,
                                int64_t k, int nth,
-                               int64_t min_gemm_tokens = kMinGemmTokens);
+                               int64_t min_gemm_tokens = kAutoGemmTokens);
 
 // Computes thread ith's share of dst (all nth calls together compute all
 // of it) with the vec_dot kernels of `isa` (which this CPU must support;

@@ -227,6 +227,19 @@ INSTANTIATE_TEST_SUITE_P(
                           IsaName(std::get<1>(info.param)));
     });
 
+// q4_0 and q4_1 stay on their tiles at any token count where the CPU has
+// them (they beat the GEMM); other types switch at kMinGemmTokens.
+TEST(DefaultMinGemmTokensTest, TilesWhereTheyAreFaster) {
+  const bool tiles = IsaSupported(Isa::kAvx2);
+  for (QuantType type : {QuantType::kQ4_0, QuantType::kQ4_1}) {
+    EXPECT_EQ(DefaultMinGemmTokens(type),
+              tiles ? std::numeric_limits<int64_t>::max() : kMinGemmTokens)
+        << quant::QuantTypeName(type);
+  }
+  EXPECT_EQ(DefaultMinGemmTokens(QuantType::kQ8_0), kMinGemmTokens);
+  EXPECT_EQ(DefaultMinGemmTokens(QuantType::kQ5_1), kMinGemmTokens);
+}
+
 TEST(QuantMatMulSupportsTest, BlockTypesWithKernelsOnly) {
   // Every block dtype of the graph (the CPU kernels admit exactly these).
   for (QuantType t : {QuantType::kQ4_0, QuantType::kQ4_1, QuantType::kQ5_0,

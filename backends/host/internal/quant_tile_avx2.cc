@@ -13,7 +13,9 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <utility>
+#include <vector>
 
 #include "ferry/backends/host/internal/avx2_blocks.h"
 #include "ferry/backends/host/internal/quant_tile_kernels.h"
@@ -148,14 +150,207 @@ void Compute(const QuantTileArgs& p, int64_t row_begin, int64_t row_end,
   }
 }
 
+// 4-bit weights by groups of 8 rows. Each group is first laid out in
+// thread-local scratch as the integer loop wants it: per block, its 32
+// columns as 8 vectors of 4 columns by 8 rows (unsigned values, one byte
+// each) and the 8 rows' scales (and minimums) as floats. One maddubs of a
+// vector with a token's 4 activations, broadcast, then adds 4 products into
+// each row's lanes, so a block's 8 rows come out as the 8 lanes of one
+// vector: scaled by one multiply and stored without horizontal sums. The
+// layout costs one pass over the group's bytes, shared by every token.
+constexpr int kGroupRows = 8;
+constexpr int kGroupTokens = 4;
+
+// Per block of a group: 8 x 32 value bytes, then 8 scales, then 8 mins.
+constexpr int64_t kGroupBlockBytes = 8 * 32 + 2 * 8 * 4;
+
+struct TokenScales {
+  const float* d;      // Per token, per block: d of the activation block.
+  const float* s;      // q4_1: its stored s (f16 of d * sum of qs).
+  const int32_t* sum;  // q4_0: 8 * sum of its qs.
+};
+
+// Lays out weight rows [i0, i0 + rows) (rows <= 8; missing rows repeat the
+// last one and get zero scales) as kGroupBlockBytes per block at `out`.
+template <class F>
+void LayOutGroup(const QuantTileArgs& p, int64_t i0, int rows, std::byte* out) {
+  using Block = typename F::Block;
+  const int64_t nb = p.k / kQK;
+  const Block* w[kGroupRows];
+  for (int r = 0; r < kGroupRows; ++r) {
+    w[r] = reinterpret_cast<const Block*>(p.w + (i0 + std::min(r, rows - 1)) *
+                                                    p.w_row_bytes);
+  }
+  const __m256i low = _mm256_set1_epi8(0x0F);
+  for (int64_t b = 0; b < nb; ++b) {
+    std::byte* o = out + b * kGroupBlockBytes;
+    // Rows r and r + 4 share a vector: [r | r + 4], 16 packed bytes each.
+    __m256i x[4];
+    for (int r = 0; r < 4; ++r) {
+      x[r] = _mm256_set_m128i(
+          _mm_loadu_si128(reinterpret_cast<const __m128i*>(w[r + 4][b].qs)),
+          _mm_loadu_si128(reinterpret_cast<const __m128i*>(w[r][b].qs)));
+    }
+    // 4-byte columns c of rows 0-7: c0 = [0c0 1c0 2c0 3c0 | 4c0 ... 7c0].
+    const __m256i t0 = _mm256_unpacklo_epi32(x[0], x[1]);
+    const __m256i t1 = _mm256_unpackhi_epi32(x[0], x[1]);
+    const __m256i t2 = _mm256_unpacklo_epi32(x[2], x[3]);
+    const __m256i t3 = _mm256_unpackhi_epi32(x[2], x[3]);
+    const __m256i c[4] = {
+        _mm256_unpacklo_epi64(t0, t2), _mm256_unpackhi_epi64(t0, t2),
+        _mm256_unpacklo_epi64(t1, t3), _mm256_unpackhi_epi64(t1, t3)};
+    auto* v = reinterpret_cast<__m256i*>(o);
+    for (int q = 0; q < 4; ++q) {
+      // Low nibbles are columns 4q..4q+3, high ones 16 + 4q..16 + 4q + 3.
+      _mm256_storeu_si256(v + 2 * q, _mm256_and_si256(c[q], low));
+      _mm256_storeu_si256(v + 2 * q + 1,
+                          _mm256_and_si256(_mm256_srli_epi16(c[q], 4), low));
+    }
+    auto* d = reinterpret_cast<float*>(o + 8 * 32);
+    for (int r = 0; r < kGroupRows; ++r) {
+      d[r] = r < rows ? Half(w[r][b].d) : 0.0f;
+      if constexpr (F::kMin) d[8 + r] = r < rows ? Half(w[r][b].m) : 0.0f;
+    }
+  }
+}
+
+// dst for the laid-out group at i0 (`rows` of its 8 real) and tokens
+// [j0, j0 + T).
+template <class F, int T>
+void GroupTile(const QuantTileArgs& p, const std::byte* group,
+               const TokenScales& ts, int64_t i0, int rows, int64_t j0,
+               int64_t token_begin) {
+  using Act = typename F::Act;
+  const int64_t nb = p.k / kQK;
+  const Act* a[T];
+  for (int t = 0; t < T; ++t) {
+    a[t] = reinterpret_cast<const Act*>(p.act + (j0 + t) * p.act_row_bytes);
+  }
+  const int64_t ts0 = (j0 - token_begin) * nb;
+  __m256 acc[T];
+  for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
+  const __m256i ones = _mm256_set1_epi16(1);
+  for (int64_t b = 0; b < nb; ++b) {
+    const std::byte* o = group + b * kGroupBlockBytes;
+    const auto* v = reinterpret_cast<const __m256i*>(o);
+    // 16-bit sums of 16 products of <= 15 * 127 each stay below 2^15.
+    __m256i isum[T];
+    for (int t = 0; t < T; ++t) isum[t] = _mm256_setzero_si256();
+    for (int q = 0; q < 4; ++q) {
+      const __m256i lo = _mm256_loadu_si256(v + 2 * q);
+      const __m256i hi = _mm256_loadu_si256(v + 2 * q + 1);
+      for (int t = 0; t < T; ++t) {
+        int32_t alo, ahi;
+        std::memcpy(&alo, a[t][b].qs + 4 * q, 4);
+        std::memcpy(&ahi, a[t][b].qs + 16 + 4 * q, 4);
+        isum[t] = _mm256_add_epi16(
+            isum[t], _mm256_maddubs_epi16(lo, _mm256_set1_epi32(alo)));
+        isum[t] = _mm256_add_epi16(
+            isum[t], _mm256_maddubs_epi16(hi, _mm256_set1_epi32(ahi)));
+      }
+    }
+    const __m256 wd =
+        _mm256_loadu_ps(reinterpret_cast<const float*>(o + 8 * 32));
+    for (int t = 0; t < T; ++t) {
+      __m256i dot = _mm256_madd_epi16(isum[t], ones);
+      const int64_t at = ts0 + t * nb + b;
+      if constexpr (!F::kMin) {
+        // Stored nibbles are w + 8: take 8 * sum(a) back off.
+        dot = _mm256_sub_epi32(dot, _mm256_set1_epi32(ts.sum[at]));
+      }
+      acc[t] =
+          _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot),
+                          _mm256_mul_ps(wd, _mm256_set1_ps(ts.d[at])), acc[t]);
+      if constexpr (F::kMin) {
+        const __m256 wm =
+            _mm256_loadu_ps(reinterpret_cast<const float*>(o + 8 * 32 + 32));
+        acc[t] = _mm256_fmadd_ps(wm, _mm256_set1_ps(ts.s[at]), acc[t]);
+      }
+    }
+  }
+  for (int t = 0; t < T; ++t) {
+    float* out = p.dst + (j0 + t) * p.ldc + i0;
+    if (rows == kGroupRows) {
+      _mm256_storeu_ps(out, acc[t]);
+    } else {
+      alignas(32) float lanes[kGroupRows];
+      _mm256_store_ps(lanes, acc[t]);
+      std::copy_n(lanes, rows, out);
+    }
+  }
+}
+
+template <class F>
+void ComputeGroups(const QuantTileArgs& p, int64_t row_begin, int64_t row_end,
+                   int64_t token_begin, int64_t token_end) {
+  using Act = typename F::Act;
+  const int64_t nb = p.k / kQK;
+  const int64_t n = token_end - token_begin;
+  // Grown once per thread, then reused.
+  thread_local std::vector<std::byte> group;
+  thread_local std::vector<float> token_d, token_s;
+  thread_local std::vector<int32_t> token_sum;
+  group.resize(static_cast<size_t>(nb * kGroupBlockBytes));
+  token_d.resize(static_cast<size_t>(n * nb));
+  if constexpr (F::kMin) {
+    token_s.resize(static_cast<size_t>(n * nb));
+  } else {
+    token_sum.resize(static_cast<size_t>(n * nb));
+  }
+  for (int64_t j = 0; j < n; ++j) {
+    const Act* a = reinterpret_cast<const Act*>(p.act + (token_begin + j) *
+                                                            p.act_row_bytes);
+    for (int64_t b = 0; b < nb; ++b) {
+      const auto at = static_cast<size_t>(j * nb + b);
+      token_d[at] = Half(a[b].d);
+      if constexpr (F::kMin) {
+        token_s[at] = Half(a[b].s);
+      } else {
+        // 8 * sum(qs): maddubs pairs, then madd by 8 into 32 bits.
+        const __m256i s16 =
+            _mm256_maddubs_epi16(_mm256_set1_epi8(1), Load32(a[b].qs));
+        const __m256i s32 = _mm256_madd_epi16(s16, _mm256_set1_epi16(8));
+        __m128i s = _mm_add_epi32(_mm256_castsi256_si128(s32),
+                                  _mm256_extracti128_si256(s32, 1));
+        s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
+        s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
+        token_sum[at] = _mm_cvtsi128_si32(s);
+      }
+    }
+  }
+  const TokenScales ts{token_d.data(), token_s.data(), token_sum.data()};
+  for (int64_t i = row_begin; i < row_end; i += kGroupRows) {
+    const int rows =
+        static_cast<int>(std::min<int64_t>(kGroupRows, row_end - i));
+    LayOutGroup<F>(p, i, rows, group.data());
+    int64_t j = token_begin;
+    for (; j + kGroupTokens <= token_end; j += kGroupTokens) {
+      GroupTile<F, kGroupTokens>(p, group.data(), ts, i, rows, j, token_begin);
+    }
+    switch (token_end - j) {
+      case 3:
+        GroupTile<F, 3>(p, group.data(), ts, i, rows, j, token_begin);
+        break;
+      case 2:
+        GroupTile<F, 2>(p, group.data(), ts, i, rows, j, token_begin);
+        break;
+      case 1:
+        GroupTile<F, 1>(p, group.data(), ts, i, rows, j, token_begin);
+        break;
+      default:
+        break;
+    }
+  }
+}
+
 }  // namespace
 
 QuantTileFn Avx2QuantTile(quant::QuantType weight) {
   switch (weight) {
     case quant::QuantType::kQ4_0:
-      return Compute<Q4_0>;
+      return ComputeGroups<Q4_0>;
     case quant::QuantType::kQ4_1:
-      return Compute<Q4_1>;
+      return ComputeGroups<Q4_1>;
     case quant::QuantType::kQ8_0:
       return Compute<Q8_0>;
     default:
