@@ -8,6 +8,7 @@
 #include "ferry/backends/host/internal/mat_mul.h"
 #include "ferry/backends/host/internal/mat_mul_impl.h"
 #include "ferry/backends/host/internal/packed_layout.h"
+#include "ferry/backends/host/internal/quant_group_layout.h"
 #include "ferry/backends/host/internal/quant_tile.h"
 #include "ferry/backends/host/vec_dot.h"
 #include "ferry/quant/dequantize.h"
@@ -45,12 +46,12 @@ int64_t GemmRunRows(int64_t m, int64_t k) {
 }
 
 // Rows dequantized at once before they are interleaved into a panel:
-// each column's kGroupRows values then go out as one contiguous write.
-constexpr int64_t kGroupRows = 8;
+// each column's kPanelGroupRows values then go out as one contiguous write.
+constexpr int64_t kPanelGroupRows = 8;
 
 // Scratch of the GEMM path: a run's panel plus a group of rows.
 size_t GemmScratchBytes(int64_t m, int64_t k) {
-  return static_cast<size_t>((GemmRunRows(m, k) + kGroupRows) * k) *
+  return static_cast<size_t>((GemmRunRows(m, k) + kPanelGroupRows) * k) *
          sizeof(float);
 }
 
@@ -72,9 +73,9 @@ void DequantizedGemm(const QuantMatMulArgs& args, Range rows, float* panel) {
       }
     }
     // Packed: element (l, r) of the run at (r / W) * W * k + l * W + r % W;
-    // groups of kGroupRows rows never straddle a panel (W is a multiple).
-    for (int64_t g = r0; packed && g < r1; g += kGroupRows) {
-      const int64_t count = std::min(kGroupRows, r1 - g);
+    // groups of kPanelGroupRows rows never straddle a panel (W is a multiple).
+    for (int64_t g = r0; packed && g < r1; g += kPanelGroupRows) {
+      const int64_t count = std::min(kPanelGroupRows, r1 - g);
       for (int64_t q = 0; q < count; ++q) {
         (void)quant::DequantizeRow(args.a_type, a + (g + q) * args.a_row_bytes,
                                    group + q * k, k);
@@ -113,6 +114,33 @@ quant::QuantType ActivationType(quant::QuantType a_type) {
 // Tokens quantized and multiplied at once in the token split.
 int64_t RunRows(int64_t act_row_bytes) {
   return std::clamp(kRunBytes / act_row_bytes, int64_t{1}, kMaxRunRows);
+}
+
+bool GroupPackable(quant::QuantType type) {
+  return type == quant::QuantType::kQ4_0 || type == quant::QuantType::kQ4_1;
+}
+
+// Weights in groups of rows (QuantGroupLayout) without tiles for `isa`:
+// each group is unpacked into rows at `rows` and multiplied one dot at a
+// time.
+void UngroupedDots(const QuantMatMulArgs& args, quant::VecDotFn dot,
+                   Range range, const std::byte* act, int64_t act_row_bytes,
+                   std::byte* rows) {
+  const QuantGroupLayout layout(
+      args.a_type == quant::QuantType::kQ4_1 ? DType::kQ4_1 : DType::kQ4_0,
+      {args.k, args.m, 1, 1});
+  const int64_t row_bytes = layout.row_bytes();
+  for (int64_t i = range.begin; i < range.end; i += kGroupRows) {
+    const int64_t count = std::min(kGroupRows, range.end - i);
+    layout.Unpack(args.a, static_cast<size_t>(i * row_bytes),
+                  static_cast<size_t>(count * row_bytes), rows);
+    for (int64_t r = 0; r < count; ++r) {
+      for (int64_t j = 0; j < args.n; ++j) {
+        args.dst[j * args.ldc + i + r] =
+            dot(rows + r * row_bytes, act + j * act_row_bytes, args.k);
+      }
+    }
+  }
 }
 
 // Tiles for 2 tokens or more, where the type has them.
@@ -177,14 +205,20 @@ size_t QuantMatMulScratchBytes(quant::QuantType a_type, int64_t m, int64_t n,
   if (min_gemm_tokens == kAutoGemmTokens) {
     min_gemm_tokens = DefaultMinGemmTokens(a_type);
   }
-  if (n >= min_gemm_tokens) {
-    return GemmScratchBytes(m, k);
-  }
   const int64_t act_row_bytes = quant::RowBytes(ActivationType(a_type), k);
   const int64_t rows = SplitTokens(a_type, n, nth, quant::PreferredIsa(a_type))
                            ? RunRows(act_row_bytes)
                            : n;
-  return static_cast<size_t>(rows * act_row_bytes);
+  size_t bytes = static_cast<size_t>(rows * act_row_bytes);
+  if (GroupPackable(a_type)) {
+    // Weights in groups (a_grouped) take all n tokens at once, and without
+    // tiles unpack a group of rows to multiply.
+    bytes = std::max(
+        bytes, static_cast<size_t>(n * act_row_bytes +
+                                   kGroupRows * quant::RowBytes(a_type, k)));
+  }
+  if (n >= min_gemm_tokens) bytes = std::max(bytes, GemmScratchBytes(m, k));
+  return bytes;
 }
 
 void QuantMatMul(const QuantMatMulArgs& args, int ith, int nth, void* scratch,
@@ -192,7 +226,7 @@ void QuantMatMul(const QuantMatMulArgs& args, int ith, int nth, void* scratch,
   const int64_t min_gemm_tokens = args.min_gemm_tokens == kAutoGemmTokens
                                       ? DefaultMinGemmTokens(args.a_type)
                                       : args.min_gemm_tokens;
-  if (args.n >= min_gemm_tokens) {
+  if (args.n >= min_gemm_tokens && !args.a_grouped) {
     auto* panel = static_cast<float*>(scratch);
     if (args.next == nullptr) {
       return DequantizedGemm(
@@ -209,7 +243,7 @@ void QuantMatMul(const QuantMatMulArgs& args, int ith, int nth, void* scratch,
   const quant::QuantType act_type = ActivationType(args.a_type);
   const int64_t act_row_bytes = quant::RowBytes(act_type, args.k);
   auto* act = static_cast<std::byte*>(scratch);
-  if (SplitTokens(args.a_type, args.n, nth, isa)) {
+  if (!args.a_grouped && SplitTokens(args.a_type, args.n, nth, isa)) {
     const int64_t run = RunRows(act_row_bytes);
     const auto compute = [&](Range tokens) {
       for (int64_t j = tokens.begin; j < tokens.end; j += run) {
@@ -231,17 +265,25 @@ void QuantMatMul(const QuantMatMulArgs& args, int ith, int nth, void* scratch,
   // Few tokens: every thread quantizes all of them, threads split rows.
   QuantizeRows(args, act_type, act_row_bytes, 0, args.n, act);
   const Range tokens{0, args.n};
-  const QuantTileFn tiles = Tiles(args.a_type, args.n, isa);
-  const QuantTileArgs tile_args{static_cast<const std::byte*>(args.a),
-                                args.a_row_bytes,
-                                act,
-                                act_row_bytes,
-                                args.dst,
-                                args.ldc,
-                                args.k};
+  // Grouped weights have no rows to dot one at a time: tiles from 1 token.
+  const QuantTileFn tiles = args.a_grouped ? FindQuantTile(args.a_type, isa)
+                                           : Tiles(args.a_type, args.n, isa);
+  QuantTileArgs tile_args;
+  tile_args.w = static_cast<const std::byte*>(args.a);
+  tile_args.w_row_bytes = quant::RowBytes(args.a_type, args.k);
+  tile_args.grouped = args.a_grouped;
+  tile_args.act = act;
+  tile_args.act_row_bytes = act_row_bytes;
+  tile_args.dst = args.dst;
+  tile_args.ldc = args.ldc;
+  tile_args.k = args.k;
+  if (!args.a_grouped) tile_args.w_row_bytes = args.a_row_bytes;
+  std::byte* group_rows = act + args.n * act_row_bytes;
   const auto compute = [&](Range rows) {
     if (tiles != nullptr) {
       tiles(tile_args, rows.begin, rows.end, tokens.begin, tokens.end);
+    } else if (args.a_grouped) {
+      UngroupedDots(args, dot, rows, act, act_row_bytes, group_rows);
     } else {
       Dots(args, dot, rows, tokens, act, act_row_bytes);
     }

@@ -58,8 +58,11 @@ int64_t DefaultMinGemmTokens(quant::QuantType type);
 // Operands of dst[j][i] = sum_l a[i][l] * b[j][l], i < m, j < n, l < k.
 struct QuantMatMulArgs {
   quant::QuantType a_type = quant::QuantType::kQ4_0;  // Has a VecDot.
-  const void* a = nullptr;   // m rows of k elements, a_row_bytes apart.
-  int64_t a_row_bytes = 0;   // >= RowBytes(a_type, k), even.
+  const void* a = nullptr;  // m rows of k elements, a_row_bytes apart.
+  int64_t a_row_bytes = 0;  // >= RowBytes(a_type, k), even.
+  // a in the layout of quant_group_layout.h (q4_0 or q4_1, m a multiple of
+  // kGroupRows; a_row_bytes unused): tiles at every token count.
+  bool a_grouped = false;
   const float* b = nullptr;  // n rows of k floats, ldb floats apart.
   int64_t ldb = 0;
   float* dst = nullptr;  // n rows of m floats, ldc floats apart.

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "ferry/backends/host/internal/quant_group_layout.h"
 #include "ferry/backends/host/vec_dot.h"
 #include "ferry/graph/dtype.h"
 #include "ferry/quant/block_formats.h"
@@ -146,9 +147,9 @@ TEST_P(QuantMatMulTest, MatchesDequantizedProducts) {
   const QuantType act_type = *quant::VecDotActivationType(type);
   std::mt19937 rng(7);
   for (const Shape& s :
-       {Shape{1, 1, 32}, Shape{37, 1, 576}, Shape{64, 2, 96}, Shape{33, 7, 160},
-        Shape{17, 16, 224}, Shape{48, 32, 96}, Shape{19, 100, 160},
-        Shape{40, 512, 96}, Shape{520, 64, 64}}) {
+       {Shape{1, 1, 32}, Shape{37, 1, 576}, Shape{24, 1, 160}, Shape{64, 2, 96},
+        Shape{33, 7, 160}, Shape{17, 16, 224}, Shape{48, 32, 96},
+        Shape{19, 100, 160}, Shape{40, 512, 96}, Shape{520, 64, 64}}) {
     // m >= 512 only changes the GEMM path (panels), which has no quant ISA.
     if (s.m >= 512 && isa != Isa::kScalar) continue;
     const QuantRows a =
@@ -172,17 +173,34 @@ TEST_P(QuantMatMulTest, MatchesDequantizedProducts) {
     args.m = s.m;
     args.n = s.n;
     args.k = s.k;
+    // q4 weights whose rows make whole groups also as CpuPackedBuffer
+    // stores them (QuantGroupLayout).
+    const bool groupable =
+        (type == QuantType::kQ4_0 || type == QuantType::kQ4_1) &&
+        s.m % kGroupRows == 0;
+    std::vector<std::byte> grouped_bytes(a.bytes.size());
+    if (groupable) {
+      QuantGroupLayout(type == QuantType::kQ4_1 ? DType::kQ4_1 : DType::kQ4_0,
+                       {s.k, s.m, 1, 1})
+          .Pack(a.bytes.data(), 0, a.bytes.size(), grouped_bytes.data());
+    }
     // Many tokens: the GEMM path, and the vec_dot path forced. The vec_dot
     // path multiplies by b rounded to act_type, the GEMM path by b itself.
-    for (const bool gemm : {false, true}) {
+    for (const int path : {0, 1, 2}) {
+      const bool gemm = path == 1;
+      const bool grouped = path == 2;
       if (gemm && s.n < kMinGemmTokens) continue;
+      if (grouped && !groupable) continue;
+      args.a_grouped = grouped;
+      args.a = grouped ? grouped_bytes.data() : a.bytes.data();
       args.min_gemm_tokens =
           gemm ? kMinGemmTokens : std::numeric_limits<int64_t>::max();
       const std::vector<float>& b_values = gemm ? b_rows : act.values;
       for (int nth : {1, 2, 3}) {
         for (bool counter : {false, true}) {
-          SCOPED_TRACE(absl::StrCat("m=", s.m, " n=", s.n, " k=", s.k, " nth=",
-                                    nth, " counter=", counter, " gemm=", gemm));
+          SCOPED_TRACE(absl::StrCat("m=", s.m, " n=", s.n, " k=", s.k,
+                                    " nth=", nth, " counter=", counter,
+                                    " gemm=", gemm, " grouped=", grouped));
           const std::vector<float> dst = RunThreads(args, nth, counter, isa);
           int bad = 0;
           for (int64_t j = 0; j < s.n; ++j) {

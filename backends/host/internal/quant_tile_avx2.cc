@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "ferry/backends/host/internal/avx2_blocks.h"
+#include "ferry/backends/host/internal/quant_group_layout.h"
 #include "ferry/backends/host/internal/quant_tile_kernels.h"
 #include "ferry/quant/block_formats.h"
 
@@ -150,19 +151,16 @@ void Compute(const QuantTileArgs& p, int64_t row_begin, int64_t row_end,
   }
 }
 
-// 4-bit weights by groups of 8 rows. Each group is first laid out in
-// thread-local scratch as the integer loop wants it: per block, its 32
-// columns as 8 vectors of 4 columns by 8 rows (unsigned values, one byte
-// each) and the 8 rows' scales (and minimums) as floats. One maddubs of a
-// vector with a token's 4 activations, broadcast, then adds 4 products into
-// each row's lanes, so a block's 8 rows come out as the 8 lanes of one
-// vector: scaled by one multiply and stored without horizontal sums. The
-// layout costs one pass over the group's bytes, shared by every token.
-constexpr int kGroupRows = 8;
+// 4-bit weights by groups of 8 rows, in the layout of quant_group_layout.h:
+// per block, the 8 rows' f16 scales (and minimums), then 4 pieces of 32
+// bytes, each 4 bytes of every row. Nibbles of a piece, masked or shifted,
+// are 4 columns of the 8 rows; one maddubs with a token's 4 activations,
+// broadcast, adds 4 products into each row's lanes, so a block's 8 rows come
+// out as the 8 lanes of one vector: scaled by one multiply and stored with
+// no horizontal sums. Row-major weights are laid out a group at a time into
+// thread-local scratch first (one pass over the group's bytes, shared by
+// every token); packed ones (CpuPackedBuffer) are read where they are.
 constexpr int kGroupTokens = 4;
-
-// Per block of a group: 8 x 32 value bytes, then 8 scales, then 8 mins.
-constexpr int64_t kGroupBlockBytes = 8 * 32 + 2 * 8 * 4;
 
 struct TokenScales {
   const float* d;      // Per token, per block: d of the activation block.
@@ -170,8 +168,11 @@ struct TokenScales {
   const int32_t* sum;  // q4_0: 8 * sum of its qs.
 };
 
+template <class F>
+constexpr int64_t kHeaderBytes = F::kMin ? 4 : 2;
+
 // Lays out weight rows [i0, i0 + rows) (rows <= 8; missing rows repeat the
-// last one and get zero scales) as kGroupBlockBytes per block at `out`.
+// last one and get zero scales) as the group layout at `out`.
 template <class F>
 void LayOutGroup(const QuantTileArgs& p, int64_t i0, int rows, std::byte* out) {
   using Block = typename F::Block;
@@ -181,9 +182,8 @@ void LayOutGroup(const QuantTileArgs& p, int64_t i0, int rows, std::byte* out) {
     w[r] = reinterpret_cast<const Block*>(p.w + (i0 + std::min(r, rows - 1)) *
                                                     p.w_row_bytes);
   }
-  const __m256i low = _mm256_set1_epi8(0x0F);
   for (int64_t b = 0; b < nb; ++b) {
-    std::byte* o = out + b * kGroupBlockBytes;
+    std::byte* o = out + b * kGroupRows * static_cast<int64_t>(sizeof(Block));
     // Rows r and r + 4 share a vector: [r | r + 4], 16 packed bytes each.
     __m256i x[4];
     for (int r = 0; r < 4; ++r) {
@@ -191,36 +191,39 @@ void LayOutGroup(const QuantTileArgs& p, int64_t i0, int rows, std::byte* out) {
           _mm_loadu_si128(reinterpret_cast<const __m128i*>(w[r + 4][b].qs)),
           _mm_loadu_si128(reinterpret_cast<const __m128i*>(w[r][b].qs)));
     }
-    // 4-byte columns c of rows 0-7: c0 = [0c0 1c0 2c0 3c0 | 4c0 ... 7c0].
+    // Piece q of rows 0-7: q0 = [0q0 1q0 2q0 3q0 | 4q0 ... 7q0].
     const __m256i t0 = _mm256_unpacklo_epi32(x[0], x[1]);
     const __m256i t1 = _mm256_unpackhi_epi32(x[0], x[1]);
     const __m256i t2 = _mm256_unpacklo_epi32(x[2], x[3]);
     const __m256i t3 = _mm256_unpackhi_epi32(x[2], x[3]);
-    const __m256i c[4] = {
-        _mm256_unpacklo_epi64(t0, t2), _mm256_unpackhi_epi64(t0, t2),
-        _mm256_unpacklo_epi64(t1, t3), _mm256_unpackhi_epi64(t1, t3)};
-    auto* v = reinterpret_cast<__m256i*>(o);
-    for (int q = 0; q < 4; ++q) {
-      // Low nibbles are columns 4q..4q+3, high ones 16 + 4q..16 + 4q + 3.
-      _mm256_storeu_si256(v + 2 * q, _mm256_and_si256(c[q], low));
-      _mm256_storeu_si256(v + 2 * q + 1,
-                          _mm256_and_si256(_mm256_srli_epi16(c[q], 4), low));
-    }
-    auto* d = reinterpret_cast<float*>(o + 8 * 32);
+    auto* v = reinterpret_cast<__m256i*>(o + kHeaderBytes<F> * kGroupRows);
+    _mm256_storeu_si256(v + 0, _mm256_unpacklo_epi64(t0, t2));
+    _mm256_storeu_si256(v + 1, _mm256_unpackhi_epi64(t0, t2));
+    _mm256_storeu_si256(v + 2, _mm256_unpacklo_epi64(t1, t3));
+    _mm256_storeu_si256(v + 3, _mm256_unpackhi_epi64(t1, t3));
+    uint16_t d[kGroupRows], m[kGroupRows];
     for (int r = 0; r < kGroupRows; ++r) {
-      d[r] = r < rows ? Half(w[r][b].d) : 0.0f;
-      if constexpr (F::kMin) d[8 + r] = r < rows ? Half(w[r][b].m) : 0.0f;
+      d[r] = r < rows ? w[r][b].d : 0;
+      if constexpr (F::kMin) m[r] = r < rows ? w[r][b].m : 0;
     }
+    std::memcpy(o, d, sizeof(d));
+    if constexpr (F::kMin) std::memcpy(o + sizeof(d), m, sizeof(m));
   }
 }
 
-// dst for the laid-out group at i0 (`rows` of its 8 real) and tokens
+inline __m256 HalvesToFloats(const std::byte* p) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+
+// dst for the group at `group` (rows i0 to i0 + rows, rows <= 8) and tokens
 // [j0, j0 + T).
 template <class F, int T>
 void GroupTile(const QuantTileArgs& p, const std::byte* group,
                const TokenScales& ts, int64_t i0, int rows, int64_t j0,
                int64_t token_begin) {
   using Act = typename F::Act;
+  constexpr int64_t kGroupBlockBytes =
+      kGroupRows * static_cast<int64_t>(sizeof(typename F::Block));
   const int64_t nb = p.k / kQK;
   const Act* a[T];
   for (int t = 0; t < T; ++t) {
@@ -230,15 +233,19 @@ void GroupTile(const QuantTileArgs& p, const std::byte* group,
   __m256 acc[T];
   for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
   const __m256i ones = _mm256_set1_epi16(1);
+  const __m256i low = _mm256_set1_epi8(0x0F);
   for (int64_t b = 0; b < nb; ++b) {
     const std::byte* o = group + b * kGroupBlockBytes;
-    const auto* v = reinterpret_cast<const __m256i*>(o);
+    const auto* v =
+        reinterpret_cast<const __m256i*>(o + kHeaderBytes<F> * kGroupRows);
     // 16-bit sums of 16 products of <= 15 * 127 each stay below 2^15.
     __m256i isum[T];
     for (int t = 0; t < T; ++t) isum[t] = _mm256_setzero_si256();
     for (int q = 0; q < 4; ++q) {
-      const __m256i lo = _mm256_loadu_si256(v + 2 * q);
-      const __m256i hi = _mm256_loadu_si256(v + 2 * q + 1);
+      // Low nibbles are columns 4q..4q+3, high ones 16 + 4q..16 + 4q + 3.
+      const __m256i piece = _mm256_loadu_si256(v + q);
+      const __m256i lo = _mm256_and_si256(piece, low);
+      const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(piece, 4), low);
       for (int t = 0; t < T; ++t) {
         int32_t alo, ahi;
         std::memcpy(&alo, a[t][b].qs + 4 * q, 4);
@@ -249,8 +256,7 @@ void GroupTile(const QuantTileArgs& p, const std::byte* group,
             isum[t], _mm256_maddubs_epi16(hi, _mm256_set1_epi32(ahi)));
       }
     }
-    const __m256 wd =
-        _mm256_loadu_ps(reinterpret_cast<const float*>(o + 8 * 32));
+    const __m256 wd = HalvesToFloats(o);
     for (int t = 0; t < T; ++t) {
       __m256i dot = _mm256_madd_epi16(isum[t], ones);
       const int64_t at = ts0 + t * nb + b;
@@ -262,9 +268,8 @@ void GroupTile(const QuantTileArgs& p, const std::byte* group,
           _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot),
                           _mm256_mul_ps(wd, _mm256_set1_ps(ts.d[at])), acc[t]);
       if constexpr (F::kMin) {
-        const __m256 wm =
-            _mm256_loadu_ps(reinterpret_cast<const float*>(o + 8 * 32 + 32));
-        acc[t] = _mm256_fmadd_ps(wm, _mm256_set1_ps(ts.s[at]), acc[t]);
+        acc[t] = _mm256_fmadd_ps(HalvesToFloats(o + 2 * kGroupRows),
+                                 _mm256_set1_ps(ts.s[at]), acc[t]);
       }
     }
   }
@@ -290,7 +295,7 @@ void ComputeGroups(const QuantTileArgs& p, int64_t row_begin, int64_t row_end,
   thread_local std::vector<std::byte> group;
   thread_local std::vector<float> token_d, token_s;
   thread_local std::vector<int32_t> token_sum;
-  group.resize(static_cast<size_t>(nb * kGroupBlockBytes));
+  if (!p.grouped) group.resize(static_cast<size_t>(p.w_row_bytes * kGroupRows));
   token_d.resize(static_cast<size_t>(n * nb));
   if constexpr (F::kMin) {
     token_s.resize(static_cast<size_t>(n * nb));
@@ -322,20 +327,24 @@ void ComputeGroups(const QuantTileArgs& p, int64_t row_begin, int64_t row_end,
   for (int64_t i = row_begin; i < row_end; i += kGroupRows) {
     const int rows =
         static_cast<int>(std::min<int64_t>(kGroupRows, row_end - i));
-    LayOutGroup<F>(p, i, rows, group.data());
+    const std::byte* g = p.w + i * p.w_row_bytes;  // Packed: i % 8 == 0.
+    if (!p.grouped) {
+      LayOutGroup<F>(p, i, rows, group.data());
+      g = group.data();
+    }
     int64_t j = token_begin;
     for (; j + kGroupTokens <= token_end; j += kGroupTokens) {
-      GroupTile<F, kGroupTokens>(p, group.data(), ts, i, rows, j, token_begin);
+      GroupTile<F, kGroupTokens>(p, g, ts, i, rows, j, token_begin);
     }
     switch (token_end - j) {
       case 3:
-        GroupTile<F, 3>(p, group.data(), ts, i, rows, j, token_begin);
+        GroupTile<F, 3>(p, g, ts, i, rows, j, token_begin);
         break;
       case 2:
-        GroupTile<F, 2>(p, group.data(), ts, i, rows, j, token_begin);
+        GroupTile<F, 2>(p, g, ts, i, rows, j, token_begin);
         break;
       case 1:
-        GroupTile<F, 1>(p, group.data(), ts, i, rows, j, token_begin);
+        GroupTile<F, 1>(p, g, ts, i, rows, j, token_begin);
         break;
       default:
         break;

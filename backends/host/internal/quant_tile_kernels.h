@@ -12,8 +12,12 @@ namespace ferry {
 namespace cpu_internal {
 
 struct QuantTileArgs {
-  const std::byte* w = nullptr;  // Weight rows, w_row_bytes apart.
+  // Weight rows, w_row_bytes apart; with `grouped`, q4_0 or q4_1 rows in
+  // the layout of quant_group_layout.h (row ranges then start at a multiple
+  // of kGroupRows).
+  const std::byte* w = nullptr;
   int64_t w_row_bytes = 0;
+  bool grouped = false;
   const std::byte* act = nullptr;  // Quantized activation rows.
   int64_t act_row_bytes = 0;
   float* dst = nullptr;  // dst[j * ldc + i] for weight row i, token j.

@@ -1,0 +1,67 @@
+// The layout in which the CPU backend stores q4_0 and q4_1 weight matrices
+// (CpuPackedBuffer), so that quantized mul_mat reads 8 rows at a time as its
+// tiles want them (quant_tile.h) without laying them out on every call, as
+// ggml's CPU "repack" buffers do for q4_0.
+//
+// A matrix of M rows (a multiple of kGroupRows) of K elements (whole
+// blocks) is cut into groups of kGroupRows consecutive rows. A group stores
+// its rows block by block: for block b, the 8 rows' f16 scales d, then (q4_1)
+// their 8 f16 minimums m, then their 16 bytes of packed values as 4 pieces
+// of 4 bytes, each piece with the 8 rows' side by side (32 bytes). The same
+// bytes as the row-major matrix, in another order, so the same size.
+// Higher dimensions are more rows: a slice holds whole groups.
+#ifndef FERRY_BACKENDS_HOST_INTERNAL_QUANT_GROUP_LAYOUT_H_
+#define FERRY_BACKENDS_HOST_INTERNAL_QUANT_GROUP_LAYOUT_H_
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+
+#include "ferry/graph/dtype.h"
+
+namespace ferry {
+namespace cpu_internal {
+
+// Rows per group.
+inline constexpr int64_t kGroupRows = 8;
+
+// Thread-compatible value type.
+class QuantGroupLayout {
+ public:
+  // True for q4_0 and q4_1 matrices whose row count (ne[1]) is a multiple of
+  // kGroupRows and whose rows are whole blocks.
+  static bool Packable(DType dtype, const std::array<int64_t, 4>& ne);
+
+  // The layout of a contiguous tensor that Packable accepts.
+  QuantGroupLayout(DType dtype, const std::array<int64_t, 4>& ne);
+
+  int64_t row_bytes() const { return row_bytes_; }
+  int64_t rows() const { return rows_; }
+  // Bytes of one group: kGroupRows rows.
+  int64_t group_bytes() const { return row_bytes_ * kGroupRows; }
+  size_t bytes() const { return static_cast<size_t>(row_bytes_ * rows_); }
+
+  // Where logical (row-major) byte `offset` lives in the packed bytes.
+  size_t PackedOffset(size_t offset) const;
+
+  // Copies logical bytes [offset, offset + size) from `src` (which holds
+  // those bytes) into their places in `packed`; any byte range works.
+  void Pack(const void* src, size_t offset, size_t size, void* packed) const;
+  // Copies logical bytes [offset, offset + size) from `packed` into `dst`.
+  void Unpack(const void* packed, size_t offset, size_t size, void* dst) const;
+
+ private:
+  template <bool kToPacked>
+  void Transfer(std::byte* logical, size_t offset, size_t size,
+                std::byte* packed) const;
+
+  int64_t block_bytes_;
+  int64_t header_bytes_;  // f16 fields before a block's values: 2 or 4.
+  int64_t row_bytes_;
+  int64_t rows_;
+};
+
+}  // namespace cpu_internal
+}  // namespace ferry
+
+#endif  // FERRY_BACKENDS_HOST_INTERNAL_QUANT_GROUP_LAYOUT_H_

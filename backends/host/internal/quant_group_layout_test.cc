@@ -1,0 +1,80 @@
+#include "ferry/backends/host/internal/quant_group_layout.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <set>
+#include <vector>
+
+#include "ferry/graph/dtype.h"
+#include "ferry/quant/block_formats.h"
+#include "gtest/gtest.h"
+
+namespace ferry {
+namespace cpu_internal {
+namespace {
+
+TEST(QuantGroupLayoutTest, PackableOnlyWholeGroupsOfQ4) {
+  EXPECT_TRUE(QuantGroupLayout::Packable(DType::kQ4_0, {64, 16, 1, 1}));
+  EXPECT_TRUE(QuantGroupLayout::Packable(DType::kQ4_1, {576, 1536, 2, 1}));
+  EXPECT_FALSE(QuantGroupLayout::Packable(DType::kQ4_1, {64, 12, 1, 1}));
+  EXPECT_FALSE(QuantGroupLayout::Packable(DType::kQ8_0, {64, 16, 1, 1}));
+  EXPECT_FALSE(QuantGroupLayout::Packable(DType::kF32, {64, 16, 1, 1}));
+  EXPECT_FALSE(QuantGroupLayout::Packable(DType::kQ4_0, {48, 16, 1, 1}));
+}
+
+// Every logical byte has its own packed byte, and the fields land where
+// the header says: row r's scale at 2r of its block group, its values'
+// piece q at header + 32q + 4r.
+TEST(QuantGroupLayoutTest, OffsetsAreAPermutationInTheDocumentedPlaces) {
+  for (DType dtype : {DType::kQ4_0, DType::kQ4_1}) {
+    const QuantGroupLayout layout(dtype, {96, 16, 2, 1});
+    std::set<size_t> seen;
+    for (size_t i = 0; i < layout.bytes(); ++i) {
+      const size_t p = layout.PackedOffset(i);
+      ASSERT_LT(p, layout.bytes());
+      EXPECT_TRUE(seen.insert(p).second) << "byte " << i;
+    }
+    const int64_t block = dtype == DType::kQ4_1 ? 20 : 18;
+    const int64_t header = dtype == DType::kQ4_1 ? 4 : 2;
+    // Row 11 (group 1, r = 3), block 2: its d and its values' byte 5.
+    const int64_t row = 11, b = 2, r = 3;
+    const int64_t base = 8 * layout.row_bytes() + b * block * 8;
+    EXPECT_EQ(layout.PackedOffset(row * layout.row_bytes() + b * block),
+              base + 2 * r);
+    EXPECT_EQ(
+        layout.PackedOffset(row * layout.row_bytes() + b * block + header + 5),
+        base + header * 8 + 1 * 32 + 4 * r + 1);
+  }
+}
+
+// Packing any byte ranges and unpacking others gives the bytes back.
+TEST(QuantGroupLayoutTest, AnyRangesRoundTrip) {
+  std::mt19937 rng(3);
+  for (DType dtype : {DType::kQ4_0, DType::kQ4_1}) {
+    const QuantGroupLayout layout(dtype, {160, 24, 1, 1});
+    std::vector<uint8_t> logical(layout.bytes());
+    std::iota(logical.begin(), logical.end(), 0);
+    std::vector<uint8_t> packed(layout.bytes(), 0xEE);
+    // In uneven pieces, none aligned to a block.
+    for (size_t at = 0; at < logical.size();) {
+      const size_t n = std::min<size_t>(1 + rng() % 97, logical.size() - at);
+      layout.Pack(logical.data() + at, at, n, packed.data());
+      at += n;
+    }
+    EXPECT_NE(packed, logical);
+    std::vector<uint8_t> back(layout.bytes(), 0);
+    for (size_t at = 0; at < back.size();) {
+      const size_t n = std::min<size_t>(1 + rng() % 61, back.size() - at);
+      layout.Unpack(packed.data(), at, n, back.data() + at);
+      at += n;
+    }
+    EXPECT_EQ(back, logical);
+  }
+}
+
+}  // namespace
+}  // namespace cpu_internal
+}  // namespace ferry
