@@ -7,23 +7,49 @@
 
 #include "absl/strings/str_cat.h"
 #include "ferry/backends/host/internal/packed_layout.h"
+#include "ferry/backends/host/internal/quant_group_layout.h"
 #include "ferry/backends/host_buffer.h"
 
 namespace ferry {
 namespace {
 
 using cpu_internal::PackedLayout;
+using cpu_internal::QuantGroupLayout;
 
-PackedLayout LayoutOf(const Tensor& tensor) {
-  return PackedLayout(tensor.dtype, tensor.ne);
-}
+// The layout of a tensor StoredPacked accepts: groups of rows for q4
+// types, panels for the others.
+class LayoutOf {
+ public:
+  explicit LayoutOf(const Tensor& tensor)
+      : quant_(IsQuantized(tensor.dtype)),
+        panels_(tensor.dtype, tensor.ne),
+        groups_(tensor.dtype, tensor.ne) {}
+
+  size_t PackedBytes() const {
+    return quant_ ? groups_.bytes() : panels_.PackedBytes();
+  }
+  void Pack(const void* src, size_t offset, size_t size, void* packed) const {
+    quant_ ? groups_.Pack(src, offset, size, packed)
+           : panels_.Pack(src, offset, size, packed);
+  }
+  void Unpack(const void* packed, size_t offset, size_t size, void* dst) const {
+    quant_ ? groups_.Unpack(packed, offset, size, dst)
+           : panels_.Unpack(packed, offset, size, dst);
+  }
+
+ private:
+  bool quant_;
+  PackedLayout panels_;
+  QuantGroupLayout groups_;
+};
 
 absl::Status RefuseView(const Tensor& tensor, absl::string_view what) {
-  return absl::UnimplementedError(absl::StrCat(
-      "cpu_packed: cannot ", what, " '", tensor.name, "' ",
-      tensor.ShapeString(), ", a view into packed weight '",
-      tensor.view_src->name,
-      "' (its bytes are in panel order); read or write the whole weight"));
+  return absl::UnimplementedError(
+      absl::StrCat("cpu_packed: cannot ", what, " '", tensor.name, "' ",
+                   tensor.ShapeString(), ", a view into packed weight '",
+                   tensor.view_src->name,
+                   "' (its bytes are in panel or group order); read or write "
+                   "the whole weight"));
 }
 
 }  // namespace
@@ -84,7 +110,7 @@ absl::Status CpuPackedBuffer::MemsetTensor(Tensor& tensor, uint8_t value,
   // bound the staging memory.
   constexpr size_t kPiece = size_t{1} << 20;
   std::vector<uint8_t> bytes(std::min(size, kPiece), value);
-  const PackedLayout layout = LayoutOf(tensor);
+  const LayoutOf layout(tensor);
   for (size_t done = 0; done < size;) {
     const size_t n = std::min(kPiece, size - done);
     layout.Pack(bytes.data(), offset + done, n, tensor.data);

@@ -1,12 +1,14 @@
 #include "ferry/backends/host/packed_state.h"
 
 #include "ferry/backends/host/internal/packed_layout.h"
+#include "ferry/backends/host/internal/quant_group_layout.h"
 
 namespace ferry {
 
 bool StoredPacked(const Tensor& tensor) {
   return tensor.view_src == nullptr && tensor.IsContiguous() &&
-         cpu_internal::PackedLayout::Packable(tensor.dtype, tensor.ne);
+         (cpu_internal::PackedLayout::Packable(tensor.dtype, tensor.ne) ||
+          cpu_internal::QuantGroupLayout::Packable(tensor.dtype, tensor.ne));
 }
 
 PackedState GetPackedState(const Tensor& tensor) {

@@ -11,7 +11,8 @@
 
 namespace ferry {
 
-// Host memory holding the tensors StoredPacked accepts in panel order and
+// Host memory holding the tensors StoredPacked accepts in panel order
+// (float types) or in groups of rows (q4_0, q4_1: quant_group_layout.h) and
 // every other tensor row-major. Thread-compatible, as Buffer.
 class PackedHostBuffer : public Buffer {
  protected:
@@ -19,14 +20,14 @@ class PackedHostBuffer : public Buffer {
 };
 
 // True when `tensor`, placed in a PackedHostBuffer, is stored packed: it is
-// not a view, it is contiguous, and PackedLayout::Packable accepts its dtype
-// and shape.
+// not a view, it is contiguous, and PackedLayout::Packable or
+// QuantGroupLayout::Packable accepts its dtype and shape.
 bool StoredPacked(const Tensor& tensor);
 
 // How the host kernels must see a tensor's memory.
 enum class PackedState {
   kPlain,         // Row-major at `data` (any buffer).
-  kPacked,        // Panels at `data` (PackedLayout of its dtype and ne).
+  kPacked,        // Panels or groups at `data` (the layout of its dtype).
   kViewOfPacked,  // A view into a packed tensor: no kernel can read it.
 };
 

@@ -12,19 +12,24 @@
 #include <vector>
 
 #include "benchmark/benchmark.h"
+#include "ferry/backends/host/internal/quant_group_layout.h"
 #include "ferry/backends/host/internal/quant_mat_mul.h"
+#include "ferry/graph/dtype.h"
 #include "ferry/quant/quant_type.h"
 #include "ferry/quant/quantize.h"
 
 namespace ferry::cpu_internal {
 namespace {
 
-// Args: m, k, n, gemm (1: the GEMM path, 0: vec_dot).
+// Args: m, k, n, path (0: integer dots on row-major weights, 1: the
+// dequantized GEMM, 2: integer tiles on weights in groups of 8 rows, as
+// the CPU's weight buffers store q4_0/q4_1).
 void BM_QuantMatMulQ4_1(benchmark::State& state) {
   const int64_t m = state.range(0);
   const int64_t k = state.range(1);
   const int64_t n = state.range(2);
   const bool gemm = state.range(3) == 1;
+  const bool grouped = state.range(3) == 2;
   const quant::QuantType type = quant::QuantType::kQ4_1;
   std::mt19937 rng(1);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
@@ -39,9 +44,15 @@ void BM_QuantMatMulQ4_1(benchmark::State& state) {
   std::vector<float> b(static_cast<size_t>(n * k));
   for (float& v : b) v = dist(rng);
   std::vector<float> dst(static_cast<size_t>(n * m));
+  if (grouped) {
+    std::vector<std::byte> rows = a;
+    QuantGroupLayout(DType::kQ4_1, {k, m, 1, 1})
+        .Pack(rows.data(), 0, rows.size(), a.data());
+  }
   QuantMatMulArgs args;
   args.a_type = type;
   args.a = a.data();
+  args.a_grouped = grouped;
   args.a_row_bytes = row_bytes;
   args.b = b.data();
   args.ldb = k;
@@ -71,9 +82,9 @@ void BM_QuantMatMulQ4_1(benchmark::State& state) {
       benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
 }
 BENCHMARK(BM_QuantMatMulQ4_1)
-    ->ArgNames({"m", "k", "n", "gemm"})
-    ->ArgsProduct({{1536}, {576}, {1, 2, 4, 8, 16, 32, 64, 128}, {0, 1}})
-    ->ArgsProduct({{576}, {1536}, {1, 2, 4, 8, 16, 32, 64, 128}, {0, 1}});
+    ->ArgNames({"m", "k", "n", "path"})
+    ->ArgsProduct({{1536}, {576}, {1, 2, 4, 8, 16, 32, 64, 128}, {0, 1, 2}})
+    ->ArgsProduct({{576}, {1536}, {1, 2, 4, 8, 16, 32, 64, 128}, {0, 1, 2}});
 
 }  // namespace
 }  // namespace ferry::cpu_internal

@@ -10,11 +10,13 @@
 #include <limits>
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "ferry/backends/host/internal/packed_layout.h"
+#include "ferry/backends/host/internal/quant_group_layout.h"
 #include "ferry/backends/host/kernels/internal/vec.h"
 #include "ferry/backends/host/kernels/kernel_context.h"
 #include "ferry/backends/host/kernels/mat_mul_node.h"
@@ -596,6 +598,17 @@ void GetRowsKernel(const Tensor& node, int ith, int nth) {
     float* d = RowPtr<float>(node, r);
     if (id < 0 || id >= a.ne[1]) {
       std::fill(d, d + n, std::numeric_limits<float>::quiet_NaN());
+      return;
+    }
+    if (packed && IsQuantized(a.dtype)) {
+      // Rows in groups: gather the row's bytes back, then dequantize.
+      const cpu_internal::QuantGroupLayout groups(a.dtype, a.ne);
+      thread_local std::vector<std::byte> row;
+      row.resize(static_cast<size_t>(groups.row_bytes()));
+      const int64_t at = id + (r.i2 + r.i3 * a.ne[2]) * a.ne[1];
+      groups.Unpack(a.data, static_cast<size_t>(at * groups.row_bytes()),
+                    row.size(), row.data());
+      (void)quant::DequantizeRow(quant::QuantTypeOf(a.dtype), row.data(), d, n);
       return;
     }
     if (packed) {

@@ -357,6 +357,51 @@ TEST_P(KernelsTest, GetRowsFromPackedTable) {
   }
 }
 
+// q4_0 and q4_1 weights stored in groups of 8 rows (quant_group_layout.h):
+// mul_mat on the group tiles (1 token to a prompt's worth, slices broadcast)
+// matches the reference and the same product from rows; get_rows and
+// GetTensor give the stored bytes back.
+TEST_P(KernelsTest, GroupedQ4WeightsMulMatAndGetRows) {
+  struct Case {
+    int64_t k, m, n, a2, r2;
+  };
+  int seed = 0;
+  for (DType dtype : {DType::kQ4_0, DType::kQ4_1}) {
+    for (const Case& c : {Case{160, 64, 1, 1, 1}, Case{160, 64, 5, 1, 1},
+                          Case{96, 40, 100, 1, 1}, Case{64, 16, 3, 2, 2}}) {
+      Context ctx;
+      Tensor* a = *ctx.NewTensor(dtype, {c.k, c.m, c.a2});
+      a->name = "a";
+      Tensor* b = *ctx.NewTensor(DType::kF32, {c.k, c.n, c.a2 * c.r2});
+      FERRY_ASSERT_OK_AND_ASSIGN(Tensor * want, MulMat(ctx, a, b));
+      FERRY_ASSERT_OK(ctx.AllocateHostData());
+      FERRY_ASSERT_OK(FillRandom(*a, 400 + seed));
+      FERRY_ASSERT_OK(FillRandom(*b, 500 + seed++));
+      std::vector<std::unique_ptr<Buffer>> buffers;
+      Tensor* packed = PackedCopy(ctx, *a, buffers);
+      ASSERT_EQ(GetPackedState(*packed), PackedState::kPacked);
+      std::vector<std::byte> back(static_cast<size_t>(a->NumBytes()));
+      FERRY_ASSERT_OK(GetTensorData(*packed, back.data()));
+      EXPECT_EQ(std::memcmp(back.data(), a->data, back.size()), 0);
+      FERRY_ASSERT_OK_AND_ASSIGN(Tensor * got, MulMat(ctx, packed, b));
+      FERRY_ASSERT_OK_AND_ASSIGN(Tensor * got_rows, MulMat(ctx, a, b));
+      Tensor* ids = *ctx.NewTensor(DType::kI32, {7, c.a2});
+      FERRY_ASSERT_OK_AND_ASSIGN(Tensor * rows_want, GetRows(ctx, a, ids));
+      FERRY_ASSERT_OK_AND_ASSIGN(Tensor * rows_got, GetRows(ctx, packed, ids));
+      FERRY_ASSERT_OK(ctx.AllocateHostData());
+      FERRY_ASSERT_OK(
+          FillRandom(*ids, 600 + seed, 0.0f, static_cast<float>(c.m)));
+      const std::string label =
+          absl::StrCat(DTypeName(dtype), " k=", c.k, " m=", c.m, " n=", c.n);
+      // The rounding of activations to 8 bits (NMSE ~1e-5).
+      ExpectPackedMatchesReference(want, got, 1e-4, "mul_mat " + label);
+      ExpectPackedMatchesReference(want, got_rows, 1e-4, "mul_mat " + label);
+      ExpectPackedMatchesReference(rows_want, rows_got, 0.0,
+                                   "get_rows " + label);
+    }
+  }
+}
+
 TEST(PackedWeightsTest, OtherReadersAreRefused) {
   Context ctx;
   Tensor* w = *ctx.NewTensor(DType::kF32, {32, 128});

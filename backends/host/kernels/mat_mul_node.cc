@@ -115,6 +115,8 @@ void QuantMatMulNode(const Tensor& node, int ith, int nth,
   QuantMatMulArgs args;
   args.a_type = quant::QuantTypeOf(a.dtype);
   args.a_row_bytes = a.nb[1];
+  // A contiguous packed a: slices stay at a.nb[2] apart (whole groups).
+  args.a_grouped = GetPackedState(a) == PackedState::kPacked;
   args.ldb = b.nb[1] / static_cast<int64_t>(sizeof(float));
   args.ldc = node.nb[1] / static_cast<int64_t>(sizeof(float));
   args.m = a.ne[1];
