@@ -16,8 +16,6 @@
 //   ... -- --prompts=in.jsonl --output=out.jsonl --dump_logits=l.npy
 //   ... -- --trace=/tmp/run.json --timeline=/tmp/run.svg
 //   ... -- --write_weights=/tmp/llama.safetensors   (then --weights=...)
-#include <sys/stat.h>
-
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
@@ -29,7 +27,6 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/status/status.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "ferry/engine/auto_options.h"
@@ -43,16 +40,13 @@
 #include "ferry/examples/safetensors.h"
 #include "ferry/examples/timeline_svg.h"
 #include "ferry/examples/workload.h"
-#include "ferry/models/gguf/gguf_file.h"
-#include "ferry/models/llama/llama_gguf.h"
-#include "ferry/models/llama/llama_hf.h"
 #include "ferry/models/llama/llama_model.h"
+#include "ferry/models/open_model.h"
 #include "ferry/runtime/io_reactor.h"
 #include "ferry/runtime/status_macros.h"
 #include "ferry/runtime/thread_pool.h"
 #include "ferry/runtime/trace.h"
-#include "ferry/tokenizer/gguf_tokenizer.h"
-#include "ferry/tokenizer/hf_tokenizer_json.h"
+#include "ferry/tokenizer/chat_template.h"
 #include "ferry/tokenizer/tokenizer.h"
 
 namespace ferry::examples {
@@ -89,68 +83,19 @@ absl::Status Run() {
                    absl::GetFlag(FLAGS_cpu_threads)));
   const bool tracing = !trace_path.empty() || !timeline_path.empty();
   std::unique_ptr<llama::LlamaModel> model;
-  ThreadPool pool(2);
   std::string loaded;
-  std::unique_ptr<tokenizer::Tokenizer> tok;
-  bool chatml = false;
-  const std::string model_path = absl::GetFlag(FLAGS_model);
-  if (!model_path.empty() && !absl::GetFlag(FLAGS_weights).empty()) {
-    return absl::InvalidArgumentError(
-        "--model and --weights are exclusive; give one");
-  }
-  if (!absl::GetFlag(FLAGS_prompt).empty() && model_path.empty()) {
-    return absl::InvalidArgumentError(
-        "--prompt needs --model (a GGUF file or HF directory with a "
-        "tokenizer)");
-  }
-  if (!absl::GetFlag(FLAGS_prompt).empty() &&
-      !absl::GetFlag(FLAGS_prompts).empty()) {
-    return absl::InvalidArgumentError(
-        "--prompt and --prompts are exclusive; give one");
-  }
-  struct stat model_stat;
-  if (!model_path.empty() && ::stat(model_path.c_str(), &model_stat) == 0 &&
-      S_ISDIR(model_stat.st_mode)) {
-    // A Hugging Face directory: config.json, safetensors, tokenizer.json.
-    // Its config and weight files are checked before the tokenizer is read.
-    FERRY_RETURN_IF_ERROR(llama::ReadHfDirectory(model_path).status());
-    FERRY_ASSIGN_OR_RETURN(tokenizer::HfDirectoryTokenizer hf_tok,
-                           tokenizer::TokenizerFromHfDirectory(model_path));
-    tok = std::move(hf_tok.tokenizer);
-    chatml = absl::StrContains(hf_tok.chat_template, "<|im_start|>");
-    FERRY_ASSIGN_OR_RETURN(auto io, IoReactor::Create(&pool));
-    llama::HfLoadStats load;
-    FERRY_ASSIGN_OR_RETURN(
-        model, llama::LoadLlamaHf(model_path, backends.list, model_options, *io,
-                                  /*n_ctx=*/0, &load));
-    loaded = absl::StrFormat(
-        "loaded %s with %s: %s of tensors in %d file(s) converted to %s of "
-        "f32 weights in %.3f s\n",
-        model_path, io->name(),
-        FormatBytes(static_cast<double>(load.file_bytes)), load.shards,
-        FormatBytes(static_cast<double>(load.weight_bytes)), load.seconds);
-  } else if (!model_path.empty()) {
-    FERRY_ASSIGN_OR_RETURN(gguf::GgufFile gguf,
-                           gguf::GgufFile::Open(model_path));
-    FERRY_ASSIGN_OR_RETURN(tok, tokenizer::TokenizerFromGguf(gguf));
-    if (gguf.Has("tokenizer.chat_template")) {
-      FERRY_ASSIGN_OR_RETURN(std::string tmpl,
-                             gguf.GetString("tokenizer.chat_template"));
-      chatml = absl::StrContains(tmpl, "<|im_start|>");
-    }
-    FERRY_ASSIGN_OR_RETURN(auto io, IoReactor::Create(&pool));
-    llama::GgufLoadStats load;
-    FERRY_ASSIGN_OR_RETURN(
-        model, llama::LoadLlamaGguf(model_path, backends.list, model_options,
-                                    *io, /*n_ctx=*/0, &load));
-    loaded = absl::StrFormat(
-        "loaded %s with %s: %s of tensors loaded as %s of weights "
-        "in %.3f s\n",
-        model_path, io->name(),
-        FormatBytes(static_cast<double>(load.file_bytes)),
-        FormatBytes(static_cast<double>(load.weight_bytes)), load.seconds);
+  OpenedModel opened;  // Its tokenizer and chat template, with --model.
+  if (const std::string path = absl::GetFlag(FLAGS_model); !path.empty()) {
+    OpenModelOptions open_options;
+    open_options.model = model_options;
+    open_options.chat_template = ChatTemplateFromFlags();
+    FERRY_ASSIGN_OR_RETURN(opened,
+                           OpenModel(path, backends.list, open_options));
+    model = std::move(opened.model);
+    loaded = absl::StrCat(opened.summary, "\n");
   } else if (const std::string path = absl::GetFlag(FLAGS_weights);
              !path.empty()) {
+    ThreadPool pool(2);
     FERRY_ASSIGN_OR_RETURN(auto io, IoReactor::Create(&pool));
     LoadStats load;
     TraceRecorder::Global().SetEnabled(tracing);
@@ -168,32 +113,31 @@ absl::Status Run() {
     FERRY_RETURN_IF_ERROR(model->FillRandom(seed));
   }
   const llama::LlamaConfig& c = model->config();
+  const tokenizer::Tokenizer* tok = opened.tokenizer.get();
 
   std::vector<engine::Request> requests;
   const bool from_file = !absl::GetFlag(FLAGS_prompts).empty();
   const std::string prompt_text = absl::GetFlag(FLAGS_prompt);
   TextEncoder encode;
   if (tok != nullptr) {
-    encode = [&tok](absl::string_view text) { return tok->Encode(text); };
+    encode = [tok](absl::string_view text) { return tok->Encode(text); };
   }
-  // Text prompts end at the tokenizer's end of sequence (ChatML's
-  // <|im_end|> in SmolLM2).
-  auto add_stop = [&tok](engine::Request& r) {
-    if (tok != nullptr && tok->eos_id() >= 0) {
-      r.stop_tokens.push_back(tok->eos_id());
-    }
-  };
+  ChatFormatter chat;
+  if (opened.chat_template.has_value()) {
+    chat = [&opened](absl::Span<const tokenizer::ChatMessage> messages) {
+      return opened.chat_template->Apply(messages,
+                                         {.bos_token = opened.bos_token});
+    };
+  }
   if (from_file) {
     FERRY_ASSIGN_OR_RETURN(
         requests, ReadRequests(absl::GetFlag(FLAGS_prompts), c.n_vocab,
-                               absl::GetFlag(FLAGS_gen_tokens), encode));
-    for (engine::Request& r : requests) add_stop(r);
+                               absl::GetFlag(FLAGS_gen_tokens), encode, chat));
   } else if (!prompt_text.empty()) {
-    const bool chat = chatml && absl::GetFlag(FLAGS_chat);
-    const std::string text =
-        chat ? absl::StrCat("<|im_start|>user\n", prompt_text,
-                            "<|im_end|>\n<|im_start|>assistant\n")
-             : prompt_text;
+    std::string text = prompt_text;
+    if (chat != nullptr) {
+      FERRY_ASSIGN_OR_RETURN(text, chat({{"user", prompt_text}}));
+    }
     engine::Request r;
     r.id = "prompt";
     FERRY_ASSIGN_OR_RETURN(r.prompt, tok->Encode(text));
@@ -201,22 +145,15 @@ absl::Status Run() {
       return absl::InvalidArgumentError("--prompt encodes to no tokens");
     }
     r.max_new_tokens = absl::GetFlag(FLAGS_gen_tokens);
-    add_stop(r);
     requests.push_back(std::move(r));
   } else {
-    SyntheticWorkload w;
-    w.requests = absl::GetFlag(FLAGS_requests);
-    w.seed = seed;
-    w.max_new = absl::GetFlag(FLAGS_gen_tokens);
-    if (absl::GetFlag(FLAGS_workload) == "decode") {
-      w.min_prompt = w.max_prompt = 4;
-      w.min_new = w.max_new;
-    } else {
-      w.max_prompt = absl::GetFlag(FLAGS_prompt_tokens);
-      w.min_prompt = std::min<int64_t>(8, w.max_prompt);
-      w.min_new = std::min(4, w.max_new);
-    }
-    requests = MakeRequests(w, c.n_vocab);
+    requests = MakeRequests(WorkloadFromFlags(), c.n_vocab);
+  }
+  // Text prompts end at the tokenizer's end of sequence (ChatML's
+  // <|im_end|> in SmolLM2).
+  if ((from_file || !prompt_text.empty()) && tok != nullptr &&
+      tok->eos_id() >= 0) {
+    for (engine::Request& r : requests) r.stop_tokens.push_back(tok->eos_id());
   }
   // Picked for the model and the requests; flags override.
   engine::EngineOptions options = engine::ChooseEngineOptions(*model, requests);
@@ -270,7 +207,7 @@ absl::Status Run() {
   // loses none of them); its logits rows go to --dump_logits at the end.
   FERRY_ASSIGN_OR_RETURN(std::unique_ptr<ResultsWriter> writer,
                          ResultsWriter::Open(output_path, from_file, requests,
-                                             tok.get(), !logits_path.empty()));
+                                             tok, !logits_path.empty()));
   const ResultSink sink = [&writer](size_t k, const engine::Result& res) {
     return writer->Write(k, res);
   };

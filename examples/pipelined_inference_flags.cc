@@ -49,13 +49,21 @@ ABSL_FLAG(std::string, prompt, "",
           "One prompt as text (needs --model); the answer is printed as "
           "text.");
 ABSL_FLAG(bool, chat, true,
-          "Wrap --prompt in the model's chat template (ChatML, the only one "
-          "supported; SmolLM2's) when its GGUF has one.");
+          "Wrap --prompt in the model's chat template when it has one; "
+          "false: no template at all (as --chat_template=none).");
+ABSL_FLAG(std::string, chat_template, "",
+          "The chat template of --prompt and of \"messages\" in --prompts: "
+          "'' the model's own (GGUF tokenizer.chat_template or "
+          "tokenizer_config.json; an unknown one is an error naming it), or "
+          "a family in its place: chatml (qwen), llama3, gemma, phi3; none: "
+          "no template.");
 ABSL_FLAG(std::string, write_weights, "",
           "Write random weights for the config to this safetensors file and "
           "exit.");
 ABSL_FLAG(std::string, prompts, "",
-          "JSON lines of requests: {\"id\", \"tokens\", \"max_new_tokens\", "
+          "JSON lines of requests: {\"id\", \"tokens\" (or \"text\", or "
+          "\"messages\": [{\"role\", \"content\"}], with --model), "
+          "\"max_new_tokens\", "
           "\"stop\", \"temperature\", \"top_k\", \"top_p\", \"seed\", "
           "\"logits_positions\"}. Default: a synthetic --workload.");
 ABSL_FLAG(std::string, workload, "mixed",
@@ -139,6 +147,21 @@ absl::Status ValidateFlags() {
   if (absl::GetFlag(FLAGS_requests) > 100000) {
     return InvalidFlag("requests", "at most 100000");
   }
+  const bool has_model = !absl::GetFlag(FLAGS_model).empty();
+  const bool has_prompt = !absl::GetFlag(FLAGS_prompt).empty();
+  if (has_model && !absl::GetFlag(FLAGS_weights).empty()) {
+    return absl::InvalidArgumentError(
+        "--model and --weights are exclusive; give one");
+  }
+  if (has_prompt && !has_model) {
+    return absl::InvalidArgumentError(
+        "--prompt needs --model (a GGUF file or HF directory with a "
+        "tokenizer)");
+  }
+  if (has_prompt && !absl::GetFlag(FLAGS_prompts).empty()) {
+    return absl::InvalidArgumentError(
+        "--prompt and --prompts are exclusive; give one");
+  }
   const std::string w = absl::GetFlag(FLAGS_workload);
   if (w != "mixed" && w != "decode") {
     return InvalidFlag("workload",
@@ -192,6 +215,28 @@ llama::LlamaConfig ConfigFromFlags() {
   config.n_vocab = absl::GetFlag(FLAGS_vocab);
   config.n_ctx = absl::GetFlag(FLAGS_ctx);
   return config;
+}
+
+SyntheticWorkload WorkloadFromFlags() {
+  SyntheticWorkload w;
+  w.requests = absl::GetFlag(FLAGS_requests);
+  w.seed = absl::GetFlag(FLAGS_seed);
+  w.max_new = absl::GetFlag(FLAGS_gen_tokens);
+  if (absl::GetFlag(FLAGS_workload) == "decode") {
+    w.min_prompt = w.max_prompt = 4;
+    w.min_new = w.max_new;
+  } else {
+    w.max_prompt = absl::GetFlag(FLAGS_prompt_tokens);
+    w.min_prompt = std::min<int64_t>(8, w.max_prompt);
+    w.min_new = std::min(4, w.max_new);
+  }
+  return w;
+}
+
+std::string ChatTemplateFromFlags() {
+  const std::string choice = absl::GetFlag(FLAGS_chat_template);
+  if (choice.empty() && !absl::GetFlag(FLAGS_chat)) return "none";
+  return choice;
 }
 
 absl::StatusOr<llama::LlamaModelOptions> ModelOptionsFromFlags() {

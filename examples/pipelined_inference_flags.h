@@ -14,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "ferry/engine/engine.h"
+#include "ferry/examples/workload.h"
 #include "ferry/models/llama/llama_model.h"
 
 ABSL_DECLARE_FLAG(std::string, backends);
@@ -33,6 +34,7 @@ ABSL_DECLARE_FLAG(std::string, weights);
 ABSL_DECLARE_FLAG(std::string, model);
 ABSL_DECLARE_FLAG(std::string, prompt);
 ABSL_DECLARE_FLAG(bool, chat);
+ABSL_DECLARE_FLAG(std::string, chat_template);
 ABSL_DECLARE_FLAG(std::string, write_weights);
 ABSL_DECLARE_FLAG(std::string, prompts);
 ABSL_DECLARE_FLAG(std::string, workload);
@@ -57,7 +59,8 @@ namespace ferry::examples {
 // InvalidArgument "--FLAG: WHY".
 absl::Status InvalidFlag(absl::string_view flag, absl::string_view why);
 
-// Checks every numeric flag's range and --workload's value.
+// Checks every numeric flag's range, --workload's value and the flags
+// that exclude or need each other (--model, --weights, --prompt, --prompts).
 absl::Status ValidateFlags();
 
 // Fails now, not after the run, when `path` (the value of --`flag`) cannot
@@ -70,6 +73,13 @@ absl::StatusOr<std::vector<double>> ParseSplit(const std::string& text);
 
 // The random model's shape from --layers, --embd, ... (not validated).
 llama::LlamaConfig ConfigFromFlags();
+
+// The synthetic requests of --workload, --requests, --prompt_tokens,
+// --gen_tokens and --seed.
+SyntheticWorkload WorkloadFromFlags();
+
+// OpenModelOptions::chat_template from --chat_template and --chat.
+std::string ChatTemplateFromFlags();
 
 // Placement from --split and --split_by.
 absl::StatusOr<llama::LlamaModelOptions> ModelOptionsFromFlags();
