@@ -16,6 +16,10 @@
 //   ... -- --prompts=in.jsonl --output=out.jsonl --dump_logits=l.npy
 //   ... -- --trace=/tmp/run.json --timeline=/tmp/run.svg
 //   ... -- --write_weights=/tmp/llama.safetensors   (then --weights=...)
+//   ... -- --model=model.gguf --prompt="Hi"   (or a Hugging Face directory)
+//
+// The flags are in pipelined_inference_flags.h; a model a person has opens
+// through models/open_model.h, with its tokenizer and chat template.
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
