@@ -69,11 +69,48 @@ absl::Status GetIds(const Json& j, const char* key, int64_t lo, int64_t hi,
   return absl::OkStatus();
 }
 
+// The "messages" of a request formatted with `chat`.
+absl::StatusOr<std::string> FormatMessages(const Json& v,
+                                           const ChatFormatter& chat,
+                                           const std::string& where) {
+  if (!v.is_array() || v.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        where, "\"messages\" must be a non-empty array of objects"));
+  }
+  std::vector<tokenizer::ChatMessage> messages;
+  for (size_t i = 0; i < v.size(); ++i) {
+    const Json& m = v[i];
+    const std::string at = absl::StrCat(where, "\"messages\"[", i, "]");
+    if (!m.is_object()) {
+      return absl::InvalidArgumentError(absl::StrCat(at, " must be an object"));
+    }
+    for (const char* key : {"role", "content"}) {
+      if (!m.contains(key) || !m.at(key).is_string()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(at, ".", key, " must be a string"));
+      }
+    }
+    messages.push_back(
+        {m.at("role").get<std::string>(), m.at("content").get<std::string>()});
+  }
+  if (chat == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        where, "\"messages\" need a model with a chat template (--model)"));
+  }
+  absl::StatusOr<std::string> formatted = chat(messages);
+  if (!formatted.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, "\"messages\": ", formatted.status().message()));
+  }
+  return formatted;
+}
+
 }  // namespace
 
 absl::StatusOr<std::vector<engine::Request>> ParseRequests(
     absl::string_view text, absl::string_view source, int64_t n_vocab,
-    int default_max_new_tokens, const TextEncoder& encode) {
+    int default_max_new_tokens, const TextEncoder& encode,
+    const ChatFormatter& chat) {
   std::vector<engine::Request> out;
   int line_no = 0;
   for (absl::string_view line : absl::StrSplit(text, '\n')) {
@@ -102,31 +139,45 @@ absl::StatusOr<std::vector<engine::Request>> ParseRequests(
     } else {
       r.id = std::to_string(line_no);
     }
-    const bool has_text = j.contains("text");
-    if (j.contains("tokens") == has_text) {
+    const int given =
+        j.contains("tokens") + j.contains("text") + j.contains("messages");
+    if (given != 1) {
       return absl::InvalidArgumentError(
-          absl::StrCat(where, "needs exactly one of \"tokens\" and \"text\""));
+          absl::StrCat(where,
+                       "needs exactly one of \"tokens\", \"text\" and "
+                       "\"messages\""));
     }
+    const char* field = j.contains("text")       ? "text"
+                        : j.contains("messages") ? "messages"
+                                                 : "tokens";
+    const bool has_text = j.contains("text") || j.contains("messages");
     std::vector<int64_t> ids;
     if (has_text) {
-      if (!j.at("text").is_string()) {
+      std::string prompt;
+      if (j.contains("messages")) {
+        absl::StatusOr<std::string> formatted =
+            FormatMessages(j.at("messages"), chat, where);
+        if (!formatted.ok()) return formatted.status();
+        prompt = *std::move(formatted);
+      } else if (!j.at("text").is_string()) {
         return absl::InvalidArgumentError(
             absl::StrCat(where, "\"text\" must be a string"));
+      } else {
+        prompt = j.at("text").get<std::string>();
       }
       if (encode == nullptr) {
         return absl::InvalidArgumentError(absl::StrCat(
-            where, "\"text\" needs a model with a tokenizer (--model)"));
+            where, "\"", field, "\" needs a model with a tokenizer (--model)"));
       }
-      absl::StatusOr<std::vector<int32_t>> encoded =
-          encode(j.at("text").get<std::string>());
+      absl::StatusOr<std::vector<int32_t>> encoded = encode(prompt);
       if (!encoded.ok()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(where, "\"text\": ", encoded.status().message()));
+        return absl::InvalidArgumentError(absl::StrCat(
+            where, "\"", field, "\": ", encoded.status().message()));
       }
       for (int32_t id : *encoded) {
         if (id < 0 || id >= n_vocab) {
           return absl::InvalidArgumentError(
-              absl::StrCat(where, "\"text\" encodes to id ", id,
+              absl::StrCat(where, "\"", field, "\" encodes to id ", id,
                            " outside the model's vocabulary of ", n_vocab));
         }
       }
@@ -137,7 +188,7 @@ absl::StatusOr<std::vector<engine::Request>> ParseRequests(
     }
     if (ids.empty()) {
       return absl::InvalidArgumentError(
-          absl::StrCat(where, "empty \"", has_text ? "text" : "tokens", "\""));
+          absl::StrCat(where, "empty \"", field, "\""));
     }
     r.prompt.assign(ids.begin(), ids.end());
     ids.clear();
@@ -173,7 +224,7 @@ absl::StatusOr<std::vector<engine::Request>> ParseRequests(
 
 absl::StatusOr<std::vector<engine::Request>> ReadRequests(
     const std::string& path, int64_t n_vocab, int default_max_new_tokens,
-    const TextEncoder& encode) {
+    const TextEncoder& encode, const ChatFormatter& chat) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     return absl::NotFoundError(absl::StrCat(
@@ -182,7 +233,7 @@ absl::StatusOr<std::vector<engine::Request>> ReadRequests(
   std::stringstream text;
   text << in.rdbuf();
   return ParseRequests(text.str(), path, n_vocab, default_max_new_tokens,
-                       encode);
+                       encode, chat);
 }
 
 std::vector<engine::Request> MakeRequests(const SyntheticWorkload& w,

@@ -6,8 +6,13 @@
 //   {"id": "a", "tokens": [1, 2, 3], "max_new_tokens": 16,
 //    "stop": [2], "temperature": 0.8, "top_k": 40, "top_p": 0.95,
 //    "seed": 7, "logits_positions": [2]}
-// One of "tokens" and "text" is required ("text" is encoded with the
-// model's tokenizer, so it needs one); "id" defaults to the line number.
+// Exactly one of "tokens", "text" and "messages" is required. "text" is
+// encoded with the model's tokenizer, so it needs one; "messages" (a list
+// of {"role": "system"|"user"|"assistant", "content": "..."}) is formatted
+// with the model's chat template, then encoded:
+//   {"messages": [{"role": "system", "content": "Be brief."},
+//                 {"role": "user", "content": "Hi"}]}
+// "id" defaults to the line number.
 #ifndef FERRY_EXAMPLES_WORKLOAD_H_
 #define FERRY_EXAMPLES_WORKLOAD_H_
 
@@ -18,7 +23,9 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "ferry/engine/request.h"
+#include "ferry/tokenizer/chat_template.h"
 
 namespace ferry::examples {
 
@@ -26,17 +33,24 @@ namespace ferry::examples {
 using TextEncoder =
     std::function<absl::StatusOr<std::vector<int32_t>>(absl::string_view)>;
 
+// Formats a prompt's "messages" as text (the model's chat template, ending
+// with the header of the assistant's turn).
+using ChatFormatter = std::function<absl::StatusOr<std::string>(
+    absl::Span<const tokenizer::ChatMessage>)>;
+
 // Parses JSON lines; errors name the file (`source`), the line and the
 // field. Token ids are checked against n_vocab here, with the line. Without
-// `encode`, a "text" field is an error.
+// `encode`, a "text" or "messages" field is an error; without `chat`, a
+// "messages" field is.
 absl::StatusOr<std::vector<engine::Request>> ParseRequests(
     absl::string_view text, absl::string_view source, int64_t n_vocab,
-    int default_max_new_tokens, const TextEncoder& encode = nullptr);
+    int default_max_new_tokens, const TextEncoder& encode = nullptr,
+    const ChatFormatter& chat = nullptr);
 
 // Reads and parses the file at `path`.
 absl::StatusOr<std::vector<engine::Request>> ReadRequests(
     const std::string& path, int64_t n_vocab, int default_max_new_tokens,
-    const TextEncoder& encode = nullptr);
+    const TextEncoder& encode = nullptr, const ChatFormatter& chat = nullptr);
 
 struct SyntheticWorkload {
   int requests = 16;

@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "ferry/runtime/status_matchers.h"
+#include "ferry/tokenizer/chat_template.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -47,7 +48,8 @@ TEST(WorkloadTest, ErrorsNameFileLineAndField) {
                        HasSubstr("p.jsonl:1: \"tokens\"[1] = 10 outside")));
   EXPECT_THAT(parse(R"({"id": "x"})"),
               StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("exactly one of \"tokens\" and \"text\"")));
+                       HasSubstr("exactly one of \"tokens\", \"text\" and "
+                                 "\"messages\"")));
   EXPECT_THAT(parse(R"({"text": "hi"})"),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("p.jsonl:1: \"text\" needs a model")));
@@ -136,6 +138,85 @@ TEST(WorkloadTest, ResultsAreJsonLines) {
   EXPECT_FALSE(j.contains("text"));
   const std::string text = "caf\u00e9";
   EXPECT_EQ(nlohmann::json::parse(ResultToJson(r, 3, {}, &text))["text"], text);
+}
+
+// "messages" go through the chat formatter, then the encoder; the encoder
+// here records what it was given.
+struct ChatFixture {
+  std::vector<std::string> encoded;
+  TextEncoder encode =
+      [this](absl::string_view text) -> absl::StatusOr<std::vector<int32_t>> {
+    encoded.emplace_back(text);
+    return std::vector<int32_t>{1, 2};
+  };
+  ChatFormatter chatml = [](absl::Span<const tokenizer::ChatMessage> m) {
+    absl::StatusOr<tokenizer::ChatTemplate> t =
+        tokenizer::ChatTemplate::FromName("chatml");
+    if (!t.ok()) return absl::StatusOr<std::string>(t.status());
+    return t->Apply(m);
+  };
+  absl::Status Parse(absl::string_view text) {
+    return ParseRequests(text, "p.jsonl", 10, 16, encode, chatml).status();
+  }
+};
+
+TEST(WorkloadTest, MessagesAreFormattedWithTheChatTemplate) {
+  ChatFixture f;
+  FERRY_ASSERT_OK_AND_ASSIGN(
+      auto requests,
+      ParseRequests(
+          absl::StrCat(R"({"id": "m", "messages": [)",
+                       R"({"role": "system", "content": "Be brief."}, )",
+                       R"({"role": "user", "content": "Hi"}], )",
+                       R"("max_new_tokens": 3})", "\n", R"({"text": "plain"})"),
+          "p.jsonl", 10, 16, f.encode, f.chatml));
+  ASSERT_EQ(requests.size(), 2u);
+  EXPECT_EQ(requests[0].id, "m");
+  EXPECT_EQ(requests[0].prompt, (std::vector<int32_t>{1, 2}));
+  EXPECT_EQ(requests[0].max_new_tokens, 3);
+  ASSERT_EQ(f.encoded.size(), 2u);
+  EXPECT_EQ(f.encoded[0],
+            "<|im_start|>system\nBe brief.<|im_end|>\n"
+            "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+  EXPECT_EQ(f.encoded[1], "plain");  // "text" is not templated.
+}
+
+TEST(WorkloadTest, BadMessagesNameLineAndField) {
+  ChatFixture f;
+  auto invalid = [](absl::string_view want) {
+    return StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(want));
+  };
+  EXPECT_THAT(f.Parse(R"({"messages": "hi"})"),
+              invalid("p.jsonl:1: \"messages\" must be a non-empty array"));
+  EXPECT_THAT(f.Parse(R"({"messages": []})"),
+              invalid("\"messages\" must be a non-empty array"));
+  EXPECT_THAT(f.Parse(R"({"messages": [{"role": "user", "content": "a"}, 3]})"),
+              invalid("\"messages\"[1] must be an object"));
+  EXPECT_THAT(f.Parse(R"({"messages": [{"role": "user"}]})"),
+              invalid("\"messages\"[0].content must be a string"));
+  EXPECT_THAT(f.Parse(R"({"messages": [{"role": 1, "content": "a"}]})"),
+              invalid("\"messages\"[0].role must be a string"));
+  // The template's own check (an empty role), with the line.
+  EXPECT_THAT(f.Parse(R"({"messages": [{"role": "", "content": "a"}]})"),
+              invalid("p.jsonl:1: \"messages\": "));
+  EXPECT_THAT(
+      f.Parse(
+          R"({"tokens": [1], "messages": [{"role": "user", "content": "a"}]})"),
+      invalid("exactly one of"));
+  EXPECT_TRUE(f.encoded.empty());
+}
+
+TEST(WorkloadTest, MessagesNeedAChatTemplateAndATokenizer) {
+  ChatFixture f;
+  const char* line = R"({"messages": [{"role": "user", "content": "a"}]})";
+  EXPECT_THAT(ParseRequests(line, "p.jsonl", 10, 16, f.encode).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("p.jsonl:1: \"messages\" need a model with a "
+                                 "chat template")));
+  EXPECT_THAT(
+      ParseRequests(line, "p.jsonl", 10, 16, nullptr, f.chatml).status(),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr("\"messages\" needs a model with a tokenizer")));
 }
 
 }  // namespace

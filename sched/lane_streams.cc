@@ -10,7 +10,9 @@ absl::Status LaneStreams::Make(const Partition& partition,
                                const std::vector<Backend*>& backends,
                                const std::vector<BufferType*>& buffer_types,
                                int cpu) {
-  // Copy streams only move bytes: on the CPU, one thread is enough.
+  // Copy streams only move bytes: on the CPU, one thread is enough. Why the
+  // last stream could not be made (a remote worker gone, ...).
+  absl::Status failed;
   auto stream_for = [&](Pool& pool, int b, int index) -> Backend* {
     std::unique_ptr<Backend>& stream = pool[{b, index}];
     if (stream == nullptr) {
@@ -19,7 +21,11 @@ absl::Status LaneStreams::Make(const Partition& partition,
           backends[b]->device().CreateBackend(
               b == cpu && copies ? absl::string_view("threads=1")
                                  : absl::string_view());
-      if (made.ok()) stream = *std::move(made);
+      if (made.ok()) {
+        stream = *std::move(made);
+      } else {
+        failed = made.status();
+      }
     }
     return stream.get();
   };
@@ -48,9 +54,11 @@ absl::Status LaneStreams::Make(const Partition& partition,
     if (lane.index > 0) {
       streams.compute = stream_for(compute_streams_, lane.backend, lane.index);
       if (streams.compute == nullptr) {
-        return absl::UnavailableError(
+        return absl::Status(
+            failed.ok() ? absl::StatusCode::kUnavailable : failed.code(),
             absl::StrCat("scheduler: ", backends[lane.backend]->name(),
-                         " cannot make a second stream for a later stage"));
+                         " cannot make a second stream for a later stage",
+                         failed.ok() ? "" : ": ", failed.message()));
       }
       streams.type = static_cast<int>(types_.size());
       types_.push_back(buffer_types[lane.backend]);

@@ -134,6 +134,12 @@ absl::StatusOr<std::unique_ptr<Backend>> FakeDevice::CreateBackend(
     return absl::InvalidArgumentError(
         absl::StrCat(name_, ": backends take no parameters"));
   }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!next_create_backend_failure_.ok()) {
+      return std::exchange(next_create_backend_failure_, absl::OkStatus());
+    }
+  }
   return std::unique_ptr<Backend>(new FakeBackend(*this));
 }
 
@@ -179,6 +185,11 @@ bool FakeDevice::IsPinned(const void* data, size_t size) {
   --it;
   return begin - it->first <= it->second &&
          size <= it->second - (begin - it->first);
+}
+
+void FakeDevice::FailNextCreateBackend(absl::Status status) {
+  std::lock_guard<std::mutex> lock(mu_);
+  next_create_backend_failure_ = std::move(status);
 }
 
 void FakeDevice::FailNextCompute(absl::Status status) {

@@ -126,6 +126,9 @@ class FakeDevice final : public Device {
   // The next compute enqueued on any of its backends fails with `status`
   // when it runs (once).
   void FailNextCompute(absl::Status status);
+  // The next CreateBackend fails with `status` (once), as a device that
+  // went away does.
+  void FailNextCreateBackend(absl::Status status);
 
   // Every operation of its backends, in the order they were enqueued.
   std::vector<FakeOp> log() const;
@@ -154,6 +157,7 @@ class FakeDevice final : public Device {
   mutable std::mutex mu_;
   std::vector<FakeOp> log_ ABSL_GUARDED_BY(mu_);
   absl::Status next_compute_failure_ ABSL_GUARDED_BY(mu_);
+  absl::Status next_create_backend_failure_ ABSL_GUARDED_BY(mu_);
   size_t used_ ABSL_GUARDED_BY(mu_) = 0;
 };
 

@@ -218,5 +218,31 @@ PY
 out=$("$bin" --backends=cpu --model="$tmp/hf" --prompt="hi there" --gen_tokens=3 2>&1) ||
   fail "--model=DIR --prompt: $out"
 
+# A model opened by the library (models/open_model.h) with its own chat
+# template: "messages" in a prompts file are formatted by it, giving what
+# the hand-written ChatML text gives; an unknown template named by the user
+# is refused; "messages" without a model say what they need.
+tiny="$TEST_SRCDIR/$TEST_WORKSPACE/models/testdata/tiny"
+cat > "$tmp/messages.jsonl" <<'JSONL'
+{"id": "m", "messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}], "max_new_tokens": 4}
+{"id": "raw", "text": "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n", "max_new_tokens": 4}
+JSONL
+"$bin" --backends=cpu --model="$tiny/qwen2.gguf" --prompts="$tmp/messages.jsonl" \
+  --output="$tmp/o_messages.jsonl" >/dev/null 2>"$tmp/messages.err" ||
+  fail "messages on qwen2.gguf: $(cat "$tmp/messages.err")"
+python3 - "$tmp/o_messages.jsonl" <<'PY' || fail "messages differ from hand-written ChatML"
+import json, sys
+r = {l["id"]: l for l in map(json.loads, open(sys.argv[1]))}
+assert r["m"]["prompt_tokens"] == r["raw"]["prompt_tokens"] > 10, r
+assert r["m"]["tokens"] == r["raw"]["tokens"], r
+PY
+"$bin" --backends=cpu --model="$tiny/llama" --prompts="$tmp/messages.jsonl" \
+  --output="$tmp/o_llama3.jsonl" >/dev/null 2>"$tmp/llama3.err" ||
+  fail "messages on an HF llama-3 directory: $(cat "$tmp/llama3.err")"
+expect_error unknown-chat-template "'alpaca' is not one of" \
+  --backends=cpu --model="$tiny/qwen2.gguf" --chat_template=alpaca --prompt=hi
+expect_error messages-without-model "\"messages\" need a model with a chat template" \
+  "${small[@]}" --prompts="$tmp/messages.jsonl"
+
 if [[ $failures -eq 0 ]]; then echo "all CLI checks passed"; fi
 exit $failures

@@ -13,30 +13,9 @@ export FERRY_WORKER_TOKEN="pipelined-inference-remote-test"
 small=(--layers=4 --embd=64 --heads=4 --kv_heads=2 --ff=96 --vocab=128
        --requests=4 --prompt_tokens=12 --gen_tokens=4 --batch_tokens=8)
 source "$(dirname "$0")/program_test_lib.sh"
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; }
-trap cleanup EXIT
-
-# start_worker N: a worker on a free port; sets port_N.
-start_worker() {
-  "$worker" --listen=127.0.0.1:0 --peers=127.0.0.1 --devices=cpu >"$tmp/worker$1.out" \
-    2>"$tmp/worker$1.err" &
-  pids+=($!)
-  for _ in $(seq 1 200); do
-    if grep -q "listening on" "$tmp/worker$1.out"; then
-      local line
-      line=$(grep -m1 "listening on" "$tmp/worker$1.out")
-      line=${line#*listening on 127.0.0.1:}
-      eval "port_$1=${line%% *}"
-      return 0
-    fi
-    sleep 0.05
-  done
-  echo "worker $1 did not start: $(cat "$tmp/worker$1.err")"
-  exit 1
-}
-start_worker 1
-start_worker 2
+trap stop_workers EXIT
+start_loopback_worker 1
+start_loopback_worker 2
 remote="remote:127.0.0.1:$port_1/cpu,remote:127.0.0.1:$port_2/cpu,cpu"
 
 out=$(timeout 120 "$bin" "${small[@]}" --backends="$remote" 2>"$tmp/w.err")

@@ -1,11 +1,36 @@
 # Sourced by the tests that run the main program on ferry_worker processes
-# (pipelined_inference_remote_test.sh, netns_pipeline_test.sh). The caller
-# sets bin (the program), compare (compare_program_runs.py), tmp, small (the
-# program's model flags) and writes its workers' stderr to
+# (pipelined_inference_remote_test.sh, netns_pipeline_test.sh,
+# worker_killed_test.sh). The caller sets bin (the program), compare
+# (compare_program_runs.py), tmp, small (the program's model flags), worker
+# (ferry_worker, for start_loopback_worker) and writes its workers' stderr to
 # $tmp/worker{1,2}.err.
 
 failures=0
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+
+# start_loopback_worker N: a worker serving its CPU on a free loopback port;
+# sets port_N and worker_pid_N. stop_workers ends them (the caller traps it
+# on EXIT).
+worker_pids=()
+stop_workers() { local p; for p in "${worker_pids[@]}"; do kill "$p" 2>/dev/null; done; }
+start_loopback_worker() {
+  "$worker" --listen=127.0.0.1:0 --peers=127.0.0.1 --devices=cpu >"$tmp/worker$1.out" \
+    2>"$tmp/worker$1.err" &
+  worker_pids+=($!)
+  eval "worker_pid_$1=$!"
+  for _ in $(seq 1 200); do
+    if grep -q "listening on" "$tmp/worker$1.out"; then
+      local line
+      line=$(grep -m1 "listening on" "$tmp/worker$1.out")
+      line=${line#*listening on 127.0.0.1:}
+      eval "port_$1=${line%% *}"
+      return 0
+    fi
+    sleep 0.05
+  done
+  echo "worker $1 did not start: $(cat "$tmp/worker$1.err")"
+  exit 1
+}
 
 # The end of a program's stderr, or the head of a sanitizer's report in it.
 report() {
