@@ -83,7 +83,7 @@ absl::Status Run() {
                          ModelOptionsFromFlags());
   FERRY_ASSIGN_OR_RETURN(
       ExampleBackends backends,
-      MakeBackends(absl::GetFlag(FLAGS_backends), absl::GetFlag(FLAGS_sim),
+      MakeBackends(BackendsFromFlags(), absl::GetFlag(FLAGS_sim),
                    absl::GetFlag(FLAGS_cpu_threads)));
   const bool tracing = !trace_path.empty() || !timeline_path.empty();
   std::unique_ptr<llama::LlamaModel> model;
@@ -173,7 +173,7 @@ absl::Status Run() {
   std::fprintf(out, "ferry pipelined inference: llama %s\n",
                c.ToString().c_str());
   std::fprintf(out, "%s", loaded.c_str());
-  std::fprintf(out, "backends: %s", absl::GetFlag(FLAGS_backends).c_str());
+  std::fprintf(out, "backends: %s", BackendsFromFlags().c_str());
   if (backends.modelled != nullptr) {
     std::fprintf(out, "  (sim: %s)", absl::GetFlag(FLAGS_sim).c_str());
   }

@@ -13,9 +13,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 
-ABSL_FLAG(std::string, backends, "sim0,sim1,cpu",
+ABSL_FLAG(std::string, backends, "",
           "Backends in priority order, the CPU last: simN (simulated GPUs), "
-          "cpu, or any registered device (e.g. cuda0).");
+          "cpu, or any registered device (e.g. cuda0). Default: cpu with "
+          "--model, else sim0,sim1,cpu (the demo's random weights).");
 ABSL_FLAG(std::string, sim, "flops=10G,bw=20GB/s,h2d=2GB/s,d2h=2GB/s,d2d=4GB/s",
           "SimConfig for every simulated device (see backends/sim/"
           "sim_config.h).");
@@ -274,6 +275,15 @@ void ApplyEngineFlags(int64_t n_ctx, engine::EngineOptions& options) {
     options.n_copies = n;
   }
   options.window_buckets = absl::GetFlag(FLAGS_window_buckets);
+}
+
+std::string BackendsFromFlags() {
+  std::string backends = absl::GetFlag(FLAGS_backends);
+  if (!backends.empty()) return backends;
+  // A real model runs on the real machine; the demo's random weights (made
+  // here or written by --write_weights) show the pipeline over simulated
+  // accelerators.
+  return absl::GetFlag(FLAGS_model).empty() ? "sim0,sim1,cpu" : "cpu";
 }
 
 }  // namespace ferry::examples

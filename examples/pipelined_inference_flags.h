@@ -56,6 +56,10 @@ ABSL_DECLARE_FLAG(std::string, timeline);
 
 namespace ferry::examples {
 
+// --backends, or its default: the CPU for a real model (--model), two
+// simulated accelerators and the CPU for the demo's random weights.
+std::string BackendsFromFlags();
+
 // InvalidArgument "--FLAG: WHY".
 absl::Status InvalidFlag(absl::string_view flag, absl::string_view why);
 

@@ -23,6 +23,21 @@ TEST(PipelinedInferenceFlagsTest, DefaultsAreValid) {
   EXPECT_THAT(ValidateFlags(), IsOk());
 }
 
+// A real model runs on the CPU unless --backends says otherwise; the demo's
+// random weights on two simulated accelerators and the CPU.
+TEST(PipelinedInferenceFlagsTest, BackendsDefaultToTheCpuForARealModel) {
+  absl::FlagSaver saver;
+  EXPECT_EQ(BackendsFromFlags(), "sim0,sim1,cpu");
+  absl::SetFlag(&FLAGS_model, "m.gguf");
+  EXPECT_EQ(BackendsFromFlags(), "cpu");
+  absl::SetFlag(&FLAGS_model, "");
+  absl::SetFlag(&FLAGS_weights, "w.safetensors");
+  EXPECT_EQ(BackendsFromFlags(), "sim0,sim1,cpu");
+  absl::SetFlag(&FLAGS_model, "m.gguf");
+  absl::SetFlag(&FLAGS_backends, "sim0,cpu");
+  EXPECT_EQ(BackendsFromFlags(), "sim0,cpu");
+}
+
 TEST(PipelinedInferenceFlagsTest, OutOfRangeNamesTheFlag) {
   absl::FlagSaver saver;
   absl::SetFlag(&FLAGS_gen_tokens, -5);
