@@ -1,8 +1,8 @@
-// QuantMatMul on SmolLM2-135M's shapes (q4_1 ffn_up 576 -> 1536, ffn_down
-// 1536 -> 576) on one thread, for 1 to 128 tokens: the integer path
-// (activations rounded to q8_1; one-token dots, tiles from 2 tokens on)
-// beside the dequantized-weight f32 GEMM path. `per_token` at n tokens
-// against n = 1 is what batching tokens saves.
+// QuantMatMul on SmolLM2-135M's shapes (ffn_up 576 -> 1536, ffn_down
+// 1536 -> 576) in q4_1, q4_0 and q8_0 on one thread, for 1 to 128 tokens: the
+// integer path (activations rounded to q8_1; one-token dots, tiles from 2
+// tokens on) beside the dequantized-weight f32 GEMM path. `per_token` at n
+// tokens against n = 1 is what batching tokens saves.
 //
 //   ./bazelw run --config=opt //backends/host:quant_mat_mul_benchmark
 #include <cstddef>
@@ -15,6 +15,7 @@
 #include "ferry/backends/host/internal/quant_group_layout.h"
 #include "ferry/backends/host/internal/quant_mat_mul.h"
 #include "ferry/graph/dtype.h"
+#include "ferry/quant/quant_dtype.h"
 #include "ferry/quant/quant_type.h"
 #include "ferry/quant/quantize.h"
 
@@ -24,13 +25,14 @@ namespace {
 // Args: m, k, n, path (0: integer dots on row-major weights, 1: the
 // dequantized GEMM, 2: integer tiles on weights in groups of 8 rows, as
 // the CPU's weight buffers store q4_0/q4_1).
-void BM_QuantMatMulQ4_1(benchmark::State& state) {
+template <quant::QuantType kType>
+void BM_QuantMatMul(benchmark::State& state) {
   const int64_t m = state.range(0);
   const int64_t k = state.range(1);
   const int64_t n = state.range(2);
   const bool gemm = state.range(3) == 1;
   const bool grouped = state.range(3) == 2;
-  const quant::QuantType type = quant::QuantType::kQ4_1;
+  const quant::QuantType type = kType;
   std::mt19937 rng(1);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
   std::vector<float> values(static_cast<size_t>(m * k));
@@ -46,7 +48,7 @@ void BM_QuantMatMulQ4_1(benchmark::State& state) {
   std::vector<float> dst(static_cast<size_t>(n * m));
   if (grouped) {
     std::vector<std::byte> rows = a;
-    QuantGroupLayout(DType::kQ4_1, {k, m, 1, 1})
+    QuantGroupLayout(*quant::DTypeOf(type), {k, m, 1, 1})
         .Pack(rows.data(), 0, rows.size(), a.data());
   }
   QuantMatMulArgs args;
@@ -81,10 +83,14 @@ void BM_QuantMatMulQ4_1(benchmark::State& state) {
       static_cast<double>(n) * static_cast<double>(state.iterations()),
       benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
 }
-BENCHMARK(BM_QuantMatMulQ4_1)
-    ->ArgNames({"m", "k", "n", "path"})
-    ->ArgsProduct({{1536}, {576}, {1, 2, 4, 8, 16, 32, 64, 128}, {0, 1, 2}})
-    ->ArgsProduct({{576}, {1536}, {1, 2, 4, 8, 16, 32, 64, 128}, {0, 1, 2}});
+void Shapes(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"m", "k", "n", "path"})
+      ->ArgsProduct({{1536}, {576}, {1, 2, 4, 8, 16, 32, 64, 128}, {0, 1, 2}})
+      ->ArgsProduct({{576}, {1536}, {1, 2, 4, 8, 16, 32, 64, 128}, {0, 1, 2}});
+}
+BENCHMARK_TEMPLATE(BM_QuantMatMul, quant::QuantType::kQ4_1)->Apply(Shapes);
+BENCHMARK_TEMPLATE(BM_QuantMatMul, quant::QuantType::kQ4_0)->Apply(Shapes);
+BENCHMARK_TEMPLATE(BM_QuantMatMul, quant::QuantType::kQ8_0)->Apply(Shapes);
 
 }  // namespace
 }  // namespace ferry::cpu_internal

@@ -1,13 +1,15 @@
-// The layout in which the CPU backend stores q4_0 and q4_1 weight matrices
-// (CpuPackedBuffer), so that quantized mul_mat reads 8 rows at a time as its
-// tiles want them (quant_tile.h) without laying them out on every call, as
-// ggml's CPU "repack" buffers do for q4_0.
+// The layout in which the CPU backend stores q4_0, q4_1 and q8_0 weight
+// matrices
+// (CpuPackedBuffer), so that quantized mul_mat reads 8 rows at a time as
+// its tiles want them (quant_tile.h) without laying them out on every call,
+// as ggml's CPU "repack" buffers do for q4_0.
 //
 // A matrix of M rows (a multiple of kGroupRows) of K elements (whole
 // blocks) is cut into groups of kGroupRows consecutive rows. A group stores
 // its rows block by block: for block b, the 8 rows' f16 scales d, then (q4_1)
-// their 8 f16 minimums m, then their 16 bytes of packed values as 4 pieces
-// of 4 bytes, each piece with the 8 rows' side by side (32 bytes). The same
+// their 8 f16 minimums m, then their value bytes (16 for q4, 32 for q8) as
+// pieces of 4 bytes, each piece with the 8 rows' side by side (32 bytes).
+// The same
 // bytes as the row-major matrix, in another order, so the same size.
 // Higher dimensions are more rows: a slice holds whole groups.
 #ifndef FERRY_BACKENDS_HOST_INTERNAL_QUANT_GROUP_LAYOUT_H_
@@ -28,8 +30,8 @@ inline constexpr int64_t kGroupRows = 8;
 // Thread-compatible value type.
 class QuantGroupLayout {
  public:
-  // True for q4_0 and q4_1 matrices whose row count (ne[1]) is a multiple of
-  // kGroupRows and whose rows are whole blocks.
+  // True for q4_0, q4_1 and q8_0 matrices whose row count (ne[1]) is a
+  // multiple of kGroupRows and whose rows are whole blocks.
   static bool Packable(DType dtype, const std::array<int64_t, 4>& ne);
 
   // The layout of a contiguous tensor that Packable accepts.

@@ -12,6 +12,7 @@
 #include "ferry/backends/host/internal/quant_tile.h"
 #include "ferry/backends/host/vec_dot.h"
 #include "ferry/quant/dequantize.h"
+#include "ferry/quant/quant_dtype.h"
 #include "ferry/quant/quantize.h"
 
 namespace ferry {
@@ -117,7 +118,8 @@ int64_t RunRows(int64_t act_row_bytes) {
 }
 
 bool GroupPackable(quant::QuantType type) {
-  return type == quant::QuantType::kQ4_0 || type == quant::QuantType::kQ4_1;
+  return type == quant::QuantType::kQ4_0 || type == quant::QuantType::kQ4_1 ||
+         type == quant::QuantType::kQ8_0;
 }
 
 // Weights in groups of rows (QuantGroupLayout) without tiles for `isa`:
@@ -126,9 +128,8 @@ bool GroupPackable(quant::QuantType type) {
 void UngroupedDots(const QuantMatMulArgs& args, quant::VecDotFn dot,
                    Range range, const std::byte* act, int64_t act_row_bytes,
                    std::byte* rows) {
-  const QuantGroupLayout layout(
-      args.a_type == quant::QuantType::kQ4_1 ? DType::kQ4_1 : DType::kQ4_0,
-      {args.k, args.m, 1, 1});
+  const QuantGroupLayout layout(*quant::DTypeOf(args.a_type),
+                                {args.k, args.m, 1, 1});
   const int64_t row_bytes = layout.row_bytes();
   for (int64_t i = range.begin; i < range.end; i += kGroupRows) {
     const int64_t count = std::min(kGroupRows, range.end - i);
@@ -186,9 +187,7 @@ void Dots(const QuantMatMulArgs& args, quant::VecDotFn dot, Range rows,
 }  // namespace
 
 int64_t DefaultMinGemmTokens(quant::QuantType type) {
-  const bool group_tiles =
-      type == quant::QuantType::kQ4_0 || type == quant::QuantType::kQ4_1;
-  return group_tiles &&
+  return GroupPackable(type) &&
                  FindQuantTile(type, quant::PreferredIsa(type)) != nullptr
              ? std::numeric_limits<int64_t>::max()
              : kMinGemmTokens;

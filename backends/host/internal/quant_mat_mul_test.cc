@@ -20,6 +20,7 @@
 #include "ferry/graph/dtype.h"
 #include "ferry/quant/block_formats.h"
 #include "ferry/quant/dequantize.h"
+#include "ferry/quant/quant_dtype.h"
 #include "ferry/quant/quant_type.h"
 #include "ferry/quant/quantize.h"
 #include "ferry/runtime/cpu_features.h"
@@ -173,15 +174,15 @@ TEST_P(QuantMatMulTest, MatchesDequantizedProducts) {
     args.m = s.m;
     args.n = s.n;
     args.k = s.k;
-    // q4 weights whose rows make whole groups also as CpuPackedBuffer
+    // Weights whose rows make whole groups also as CpuPackedBuffer
     // stores them (QuantGroupLayout).
     const bool groupable =
-        (type == QuantType::kQ4_0 || type == QuantType::kQ4_1) &&
+        (type == QuantType::kQ4_0 || type == QuantType::kQ4_1 ||
+         type == QuantType::kQ8_0) &&
         s.m % kGroupRows == 0;
     std::vector<std::byte> grouped_bytes(a.bytes.size());
     if (groupable) {
-      QuantGroupLayout(type == QuantType::kQ4_1 ? DType::kQ4_1 : DType::kQ4_0,
-                       {s.k, s.m, 1, 1})
+      QuantGroupLayout(*quant::DTypeOf(type), {s.k, s.m, 1, 1})
           .Pack(a.bytes.data(), 0, a.bytes.size(), grouped_bytes.data());
     }
     // Many tokens: the GEMM path, and the vec_dot path forced. The vec_dot
@@ -245,16 +246,16 @@ INSTANTIATE_TEST_SUITE_P(
                           IsaName(std::get<1>(info.param)));
     });
 
-// q4_0 and q4_1 stay on their tiles at any token count where the CPU has
-// them (they beat the GEMM); other types switch at kMinGemmTokens.
+// q4_0, q4_1 and q8_0 stay on their tiles at any token count where the CPU
+// has them (they beat the GEMM); other types switch at kMinGemmTokens.
 TEST(DefaultMinGemmTokensTest, TilesWhereTheyAreFaster) {
   const bool tiles = IsaSupported(Isa::kAvx2);
-  for (QuantType type : {QuantType::kQ4_0, QuantType::kQ4_1}) {
+  for (QuantType type :
+       {QuantType::kQ4_0, QuantType::kQ4_1, QuantType::kQ8_0}) {
     EXPECT_EQ(DefaultMinGemmTokens(type),
               tiles ? std::numeric_limits<int64_t>::max() : kMinGemmTokens)
         << quant::QuantTypeName(type);
   }
-  EXPECT_EQ(DefaultMinGemmTokens(QuantType::kQ8_0), kMinGemmTokens);
   EXPECT_EQ(DefaultMinGemmTokens(QuantType::kQ5_1), kMinGemmTokens);
 }
 

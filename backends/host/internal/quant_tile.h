@@ -1,13 +1,13 @@
-// Tiles of a quantized mul_mat for 2 tokens or more: a block of weight rows
-// times a block of activation rows, each weight block unpacked once for
-// every token of the tile and each activation block loaded once for every
-// row, the integer products of a block summed in registers and scaled once
-// per block (as llamafile's tinyBLAS and ggml's repacked GEMMs do). One row
-// and one token at a time (quant::VecDot) unpacks every weight block once
-// per token. q4_0 and q4_1 tiles take 8 rows at a time, laid out so that one
-// vector holds the 8 rows' sums: per token, 8 tokens cost 0.35x and 32
-// tokens 0.30x of one token's time (quant_mat_mul_benchmark, q4_1, AVX2,
-// 1536 x 576); q8_0's take 2 rows by 4 tokens (0.71x at 8 tokens).
+// Tiles of a quantized mul_mat: 8 weight rows at a time by up to 4 tokens,
+// each weight block unpacked once for every token of the tile and each
+// activation block loaded once for the 8 rows, the integer products of a
+// block summed in registers and scaled once per block (as llamafile's
+// tinyBLAS and ggml's repacked GEMMs do). Weights are row-major (laid out a
+// group at a time as they are read) or already in groups of 8 rows
+// (QuantTileArgs::grouped, quant_group_layout.h). Measured (AVX2-only EPYC,
+// one thread, 1536 x 576): q4_1 per token against one token's vec_dot time,
+// 8 tokens 0.31x, 32 tokens 0.29x; grouped weights at one token 0.32x
+// (q4_0, q4_1) and 0.50x (q8_0) of vec_dot's time.
 //
 //   dst[j * ldc + i] = vec_dot(weight row i, activation row j)
 //
