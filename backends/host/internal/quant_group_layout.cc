@@ -48,8 +48,7 @@ size_t QuantGroupLayout::PackedOffset(size_t offset) const {
 template <bool kToPacked>
 void QuantGroupLayout::Transfer(std::byte* logical, size_t offset, size_t size,
                                 std::byte* packed) const {
-  const auto move = [&](size_t from, size_t bytes) {
-    const size_t to = PackedOffset(from);
+  const auto move = [&](size_t from, size_t to, size_t bytes) {
     if constexpr (kToPacked) {
       std::memcpy(packed + to, logical + (from - offset), bytes);
     } else {
@@ -61,15 +60,22 @@ void QuantGroupLayout::Transfer(std::byte* logical, size_t offset, size_t size,
   size_t at = offset;
   while (at < end) {
     if (at % block == 0 && at + block <= end) {
-      // A whole block: its f16 fields and its pieces, each contiguous.
-      for (int64_t f = 0; f < header_bytes_; f += 2) move(at + f, 2);
-      for (auto v = static_cast<size_t>(header_bytes_); v < block;
-           v += kPieceBytes) {
-        move(at + v, kPieceBytes);
+      // A whole block: its f16 fields and its pieces, each contiguous, at
+      // fixed distances from where its first byte goes.
+      const auto r = at / static_cast<size_t>(row_bytes_) % kGroupRows;
+      const size_t start = PackedOffset(at) - 2 * r;
+      for (int64_t f = 0; f < header_bytes_; f += 2) {
+        move(at + f, start + f / 2 * 2 * kGroupRows + 2 * r, 2);
+      }
+      const size_t values =
+          start + header_bytes_ * kGroupRows + kPieceBytes * r;
+      for (size_t v = 0; v * kPieceBytes + header_bytes_ < block; ++v) {
+        move(at + header_bytes_ + v * kPieceBytes,
+             values + v * kPieceBytes * kGroupRows, kPieceBytes);
       }
       at += block;
     } else {
-      move(at, 1);
+      move(at, PackedOffset(at), 1);
       ++at;
     }
   }
