@@ -1,5 +1,6 @@
 #include "ferry/backends/host/internal/quant_mat_mul.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstddef>
@@ -150,8 +151,11 @@ TEST_P(QuantMatMulTest, MatchesDequantizedProducts) {
        {Shape{1, 1, 32}, Shape{37, 1, 576}, Shape{64, 2, 96}, Shape{33, 7, 160},
         Shape{17, 16, 224}, Shape{48, 32, 96}, Shape{19, 100, 160},
         Shape{40, 512, 96}, Shape{520, 64, 64}}) {
-    // Super-block types: the same numbers of 256-element blocks.
-    s.k = s.k / quant::kQK * quant::BlockSize(type);
+    // Super-block types: 1 to 3 blocks of 256 (their kernels have no tails
+    // within a row; longer rows only cost test time).
+    if (quant::BlockSize(type) > quant::kQK) {
+      s.k = std::min<int64_t>(s.k / quant::kQK, 3) * quant::BlockSize(type);
+    }
     // m >= 512 only changes the GEMM path (panels), which has no quant ISA.
     if (s.m >= 512 && isa != Isa::kScalar) continue;
     const QuantRows a =
