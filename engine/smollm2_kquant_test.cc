@@ -166,13 +166,15 @@ TEST_P(SmolLm2KQuantTest, MatchesLlamaCpp) {
   check("exact", vs_exact, kExactBounds);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Files, SmolLm2KQuantTest,
-    ::testing::Values(Case{"Q4_K_M", 0}, Case{"Q4_K_M", 2}),
-    [](const auto& info) {
-      return absl::StrCat(info.param.type,
-                          info.param.n_sims == 0 ? "_cpu" : "_sim0_sim1_cpu");
-    });
+INSTANTIATE_TEST_SUITE_P(Files, SmolLm2KQuantTest,
+                         ::testing::Values(Case{"Q4_K_M", 0}, Case{"Q4_K_M", 2},
+                                           Case{"Q6_K", 0}, Case{"IQ4_XS", 0}),
+                         [](const auto& info) {
+                           return absl::StrCat(info.param.type,
+                                               info.param.n_sims == 0
+                                                   ? "_cpu"
+                                                   : "_sim0_sim1_cpu");
+                         });
 
 }  // namespace
 }  // namespace ferry::engine
