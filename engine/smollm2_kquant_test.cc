@@ -11,6 +11,7 @@
 // Skips, visibly, when the requantized file is absent.
 #include <cstdio>
 #include <memory>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -49,6 +50,10 @@ struct Case {
   const char* type;  // llama-quantize's name of the file's type.
   int n_sims;
 };
+
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << c.type << " on " << c.n_sims << " sims + cpu";
+}
 
 class SmolLm2KQuantTest : public ::testing::TestWithParam<Case> {};
 
