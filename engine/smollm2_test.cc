@@ -29,9 +29,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -40,119 +38,30 @@
 #include "ferry/backends/cpu/cpu_backend.h"
 #include "ferry/backends/sim/sim_device.h"
 #include "ferry/engine/engine.h"
+#include "ferry/engine/testing/smollm2_reference.h"
 #include "ferry/models/llama/llama_gguf.h"
 #include "ferry/runtime/io_reactor.h"
 #include "ferry/runtime/status_matchers.h"
 #include "ferry/runtime/thread_pool.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "nlohmann/json.hpp"
 
 namespace ferry::engine {
 namespace {
 
 using ::ferry::testing::IsOk;
 
-// Bounds per reference: the largest |ferry - reference| over the
-// reference's top-16 logits of every prompt position (logits are ~10-25 in
-// magnitude here), the share of positions whose argmax agrees, and the
-// margin below which a greedy step counts as a tie.
-struct Bounds {
-  double max_abs_error;
-  double min_top1_agreement;
-  double tie_margin;
-};
+using testing::Agreement;
+using testing::Bounds;
+using testing::Compare;
+using testing::Reference;
+using testing::ReferencePrompt;
+
 constexpr Bounds kExactBounds = {0.005, 1.0, 0.01};
 constexpr Bounds kLlamaCppBounds = {1.0, 0.95, 1.0};
 // Quantized weights, 8-bit activations (max |err| seen: 0.95 vs llama.cpp,
 // 0.87 vs exact; top-1 52/52 vs both).
 constexpr Bounds kQuantizedBounds = {1.5, 0.95, 1.0};
-
-struct Reference {
-  std::vector<std::vector<int32_t>> top_ids;   // Per position.
-  std::vector<std::vector<float>> top_logits;  // Per position.
-  std::vector<int32_t> greedy;
-  std::vector<float> greedy_margin;  // Best minus second-best, per step.
-};
-
-struct ReferencePrompt {
-  std::string text;
-  std::vector<int32_t> tokens;
-  Reference llama_cpp;
-  Reference exact;
-};
-
-Reference ParseReference(const nlohmann::json& p, const std::string& prefix) {
-  Reference r;
-  for (const auto& row : p.at(prefix + "top")) {
-    r.top_ids.push_back(row.at("ids").get<std::vector<int32_t>>());
-    r.top_logits.push_back(row.at("logits").get<std::vector<float>>());
-  }
-  r.greedy = p.at(prefix + "greedy").get<std::vector<int32_t>>();
-  r.greedy_margin = p.at(prefix + "greedy_margin").get<std::vector<float>>();
-  return r;
-}
-
-struct Agreement {
-  double max_err = 0;
-  int rows = 0;
-  int top1 = 0;
-  int greedy_equal = 0;  // Continuations equal in full.
-  int greedy_bad = 0;    // Continuations that left at a clear choice.
-};
-
-// Adds one prompt's comparison with `ref` to `a`; returns a line saying it.
-std::string Compare(const Reference& ref, const Result& res,
-                    const Bounds& bounds, Agreement& a) {
-  double err = 0;
-  for (size_t p = 0; p < ref.top_ids.size(); ++p) {
-    const std::vector<float>& row = res.logits[p].second;
-    for (size_t i = 0; i < ref.top_ids[p].size(); ++i) {
-      const double d = std::fabs(row[ref.top_ids[p][i]] - ref.top_logits[p][i]);
-      err = std::isnan(d) ? INFINITY : std::max(err, d);  // NaN fails.
-    }
-    const int32_t argmax = static_cast<int32_t>(
-        std::max_element(row.begin(), row.end()) - row.begin());
-    a.top1 += argmax == ref.top_ids[p][0];
-    ++a.rows;
-  }
-  a.max_err = std::max(a.max_err, err);
-  size_t first_diff = 0;
-  while (first_diff < ref.greedy.size() && first_diff < res.tokens.size() &&
-         res.tokens[first_diff] == ref.greedy[first_diff]) {
-    ++first_diff;
-  }
-  std::string verdict = "equal";
-  if (first_diff == ref.greedy.size() && res.tokens.size() == first_diff) {
-    ++a.greedy_equal;
-  } else if (first_diff < ref.greedy.size() &&
-             ref.greedy_margin[first_diff] < bounds.tie_margin) {
-    verdict = absl::StrFormat("leaves at step %d, a near-tie (margin %.3f)",
-                              first_diff, ref.greedy_margin[first_diff]);
-  } else {
-    ++a.greedy_bad;
-    verdict = absl::StrFormat("DIFFERS at step %d", first_diff);
-  }
-  return absl::StrFormat("max |err| %.2e, greedy %s", err, verdict);
-}
-
-std::vector<ReferencePrompt> LoadReference() {
-  std::ifstream in("engine/testdata/smollm2_reference.json");
-  EXPECT_TRUE(in.good()) << "engine/testdata/smollm2_reference.json";
-  std::stringstream ss;
-  ss << in.rdbuf();
-  const nlohmann::json j = nlohmann::json::parse(ss.str());
-  std::vector<ReferencePrompt> out;
-  for (const auto& p : j.at("prompts")) {
-    ReferencePrompt r;
-    r.text = p.at("text").get<std::string>();
-    r.tokens = p.at("tokens").get<std::vector<int32_t>>();
-    r.llama_cpp = ParseReference(p, "");
-    r.exact = ParseReference(p, "exact_");
-    out.push_back(std::move(r));
-  }
-  return out;
-}
 
 struct Placement {
   int n_sims;
@@ -178,16 +87,11 @@ TEST_P(SmolLm2Test, MatchesLlamaCppAndExactMath) {
 #else
   constexpr size_t kGreedySteps = 16;
 #endif
-  std::vector<ReferencePrompt> reference = LoadReference();
+  FERRY_ASSERT_OK_AND_ASSIGN(
+      std::vector<ReferencePrompt> reference,
+      testing::LoadReference("engine/testdata/smollm2_reference.json"));
   ASSERT_FALSE(reference.empty());
-  for (ReferencePrompt& r : reference) {
-    for (Reference* ref : {&r.exact, &r.llama_cpp}) {
-      if (ref->greedy.size() > kGreedySteps) {
-        ref->greedy.resize(kGreedySteps);
-        ref->greedy_margin.resize(kGreedySteps);
-      }
-    }
-  }
+  testing::TruncateGreedy(reference, kGreedySteps);
 
   FERRY_ASSERT_OK_AND_ASSIGN(std::unique_ptr<Backend> cpu,
                              GetCpuDevice().CreateBackend("threads=2"));

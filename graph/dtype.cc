@@ -20,6 +20,13 @@ constexpr std::array<DTypeTraits, kNumDTypes> kTraits = {{
     {"q5_0", 32, 22, false},
     {"q5_1", 32, 24, false},
     {"q8_0", 32, 34, false},
+    {"q2_K", 256, 84, false},
+    {"q3_K", 256, 110, false},
+    {"q4_K", 256, 144, false},
+    {"q5_K", 256, 176, false},
+    {"q6_K", 256, 210, false},
+    {"iq4_nl", 32, 18, false},
+    {"iq4_xs", 256, 136, false},
 }};
 
 }  // namespace
@@ -34,7 +41,8 @@ absl::StatusOr<DType> ParseDType(absl::string_view name) {
   }
   return absl::InvalidArgumentError(absl::StrCat(
       "unknown dtype '", name,
-      "' (expected f32, f16, bf16, i32, q4_0, q4_1, q5_0, q5_1 or q8_0)"));
+      "' (expected f32, f16, bf16, i32, q4_0, q4_1, q5_0, q5_1, q8_0, q2_K, "
+      "q3_K, q4_K, q5_K, q6_K, iq4_nl or iq4_xs)"));
 }
 
 }  // namespace ferry

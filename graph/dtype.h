@@ -2,7 +2,7 @@
 //
 // Every dtype has a block size (elements per block) and a block's byte size:
 // for the plain types a block is one element; the quantized types are ggml's
-// 32-element block formats (layouts in quant/block_formats.h), so a
+// block formats of 32 or 256 elements (layouts in quant/block_formats.h), so a
 // row of ne0 elements takes ne0 / block_size * block_bytes bytes and ne0
 // must be a multiple of the block size. Only mul_mat (as the weight) and
 // get_rows (as the table) accept quantized tensors; other ops refuse them.
@@ -28,9 +28,16 @@ enum class DType : uint8_t {
   kQ5_0 = 6,
   kQ5_1 = 7,
   kQ8_0 = 8,
+  kQ2_K = 9,
+  kQ3_K = 10,
+  kQ4_K = 11,
+  kQ5_K = 12,
+  kQ6_K = 13,
+  kIQ4_NL = 14,
+  kIQ4_XS = 15,
 };
 
-inline constexpr int kNumDTypes = 9;
+inline constexpr int kNumDTypes = 16;
 
 struct DTypeTraits {
   absl::string_view name;
@@ -55,7 +62,8 @@ inline int64_t DTypeBlockBytes(DType dtype) {
 inline bool IsQuantized(DType dtype) { return DTypeBlockSize(dtype) > 1; }
 
 // Parses a dtype's name: "f32", "f16", "bf16", "i32", "q4_0", "q4_1",
-// "q5_0", "q5_1" or "q8_0".
+// "q5_0", "q5_1", "q8_0", "q2_K", "q3_K", "q4_K", "q5_K", "q6_K", "iq4_nl"
+// or "iq4_xs".
 absl::StatusOr<DType> ParseDType(absl::string_view name);
 
 // IEEE half and bfloat16 storage types. Plain 16-bit payloads: arithmetic is

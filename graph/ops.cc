@@ -53,8 +53,9 @@ absl::Status CheckNotQuantized(Op op, absl::string_view arg, const Tensor& t) {
 
 // The types mul_mat's weight and get_rows' table may have.
 constexpr std::initializer_list<DType> kWeightTypes = {
-    DType::kF32,  DType::kF16,  DType::kBF16, DType::kQ4_0,
-    DType::kQ4_1, DType::kQ5_0, DType::kQ5_1, DType::kQ8_0};
+    DType::kF32,  DType::kF16,  DType::kBF16, DType::kQ4_0,   DType::kQ4_1,
+    DType::kQ5_0, DType::kQ5_1, DType::kQ8_0, DType::kQ2_K,   DType::kQ3_K,
+    DType::kQ4_K, DType::kQ5_K, DType::kQ6_K, DType::kIQ4_NL, DType::kIQ4_XS};
 
 absl::Status CheckRows(Op op, absl::string_view arg, const Tensor& t) {
   if (!t.HasContiguousRows()) {

@@ -15,7 +15,8 @@
 //   * OpCanRunInPlace (op.h) ops must tolerate dst == src[0].
 //   * Op params (Tensor::op_params, 32-bit words) are listed per op:
 //     i32[k] is an int32 in word k, f32[k] a float in word k.
-//   * Block-quantized tensors (q4_0, q4_1, q5_0, q5_1, q8_0; dtype.h) are
+//   * Block-quantized tensors (q4_0 ... q8_0, q2_K ... q6_K, iq4_nl,
+//     iq4_xs; dtype.h) are
 //     accepted only as mul_mat's a and get_rows' a, plus by the view ops
 //     that keep dim 0 (reshape, views, permutes leaving dim 0 in place);
 //     every other op refuses them with an InvalidArgumentError.

@@ -6,6 +6,7 @@
 #include "ferry/graph/dtype.h"
 #include "ferry/quant/block_formats.h"
 #include "ferry/quant/internal/dequantize_avx2.h"
+#include "ferry/quant/internal/dequantize_k.h"
 #include "ferry/quant/internal/scales.h"
 
 namespace ferry::quant {
@@ -94,7 +95,7 @@ bool CanDequantize(QuantType type) {
     case QuantType::kQ8_1:
       return true;
     default:
-      return false;
+      return quant_internal::IsKType(type);
   }
 }
 
@@ -152,6 +153,7 @@ absl::Status DequantizeRowWithIsa(QuantType type, const void* src, float* dst,
       DequantizeQ8(static_cast<const BlockQ8_1*>(src), dst, blocks);
       break;
     default:
+      quant_internal::DequantizeKBlocks(type, src, dst, blocks);
       break;
   }
   return absl::OkStatus();

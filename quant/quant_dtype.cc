@@ -24,6 +24,20 @@ QuantType QuantTypeOf(DType dtype) {
       return QuantType::kQ5_1;
     case DType::kQ8_0:
       return QuantType::kQ8_0;
+    case DType::kQ2_K:
+      return QuantType::kQ2_K;
+    case DType::kQ3_K:
+      return QuantType::kQ3_K;
+    case DType::kQ4_K:
+      return QuantType::kQ4_K;
+    case DType::kQ5_K:
+      return QuantType::kQ5_K;
+    case DType::kQ6_K:
+      return QuantType::kQ6_K;
+    case DType::kIQ4_NL:
+      return QuantType::kIQ4_NL;
+    case DType::kIQ4_XS:
+      return QuantType::kIQ4_XS;
   }
   return QuantType::kF32;  // Unreachable: every enumerator is listed.
 }

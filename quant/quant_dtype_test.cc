@@ -23,7 +23,7 @@ TEST(QuantDTypeTest, EveryDTypeRoundTrips) {
 }
 
 TEST(QuantDTypeTest, TypesWithoutDTypeAreRefused) {
-  EXPECT_THAT(DTypeOf(QuantType::kQ4_K),
+  EXPECT_THAT(DTypeOf(QuantType::kQ8_K),
               StatusIs(absl::StatusCode::kUnimplemented));
   EXPECT_THAT(DTypeOf(QuantType::kQ8_1),
               StatusIs(absl::StatusCode::kUnimplemented));

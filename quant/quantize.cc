@@ -8,6 +8,7 @@
 #include "ferry/graph/dtype.h"
 #include "ferry/quant/block_formats.h"
 #include "ferry/quant/internal/quantize_avx2.h"
+#include "ferry/quant/internal/quantize_k.h"
 #include "ferry/quant/internal/scales.h"
 #include "ferry/runtime/cpu_features.h"
 
@@ -159,6 +160,14 @@ bool CanQuantize(QuantType type) {
     case QuantType::kQ5_1:
     case QuantType::kQ8_0:
     case QuantType::kQ8_1:
+    case QuantType::kQ2_K:
+    case QuantType::kQ3_K:
+    case QuantType::kQ4_K:
+    case QuantType::kQ5_K:
+    case QuantType::kQ6_K:
+    case QuantType::kQ8_K:
+    case QuantType::kIQ4_NL:
+    case QuantType::kIQ4_XS:
       return true;
     default:
       return false;
@@ -210,6 +219,7 @@ absl::Status QuantizeRow(QuantType type, const float* src, void* dst,
       QuantizeQ8_1(src, static_cast<BlockQ8_1*>(dst), blocks);
       break;
     default:
+      quant_internal::QuantizeKBlocks(type, src, dst, blocks);
       break;
   }
   return absl::OkStatus();

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -15,6 +16,7 @@
 #include "ferry/graph/dtype.h"
 #include "ferry/quant/block_formats.h"
 #include "ferry/quant/dequantize.h"
+#include "ferry/quant/internal/k_scales.h"
 #include "ferry/quant/internal/quantize_avx2.h"
 #include "ferry/quant/quant_type.h"
 #include "ferry/runtime/cpu_features.h"
@@ -250,10 +252,143 @@ TEST(QuantizeTest, RejectsBadLengthsAndUnsupportedTypes) {
               StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_THAT(DequantizeRow(QuantType::kQ8_0, q.data(), x.data(), 48),
               StatusIs(absl::StatusCode::kInvalidArgument));
-  EXPECT_THAT(QuantizeRow(QuantType::kQ6_K, x.data(), q.data(), 256),
+  EXPECT_THAT(QuantizeRow(QuantType::kIQ2_XXS, x.data(), q.data(), 256),
               StatusIs(absl::StatusCode::kUnimplemented));
+  EXPECT_THAT(QuantizeRow(QuantType::kQ4_K, x.data(), q.data(), 64),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(DequantizeRow(QuantType::kQ6_K, q.data(), x.data(), 32),
+              StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_THAT(DequantizeRow(QuantType::kIQ2_XXS, q.data(), x.data(), 256),
               StatusIs(absl::StatusCode::kUnimplemented));
+}
+
+// K-quant and iq4 rows (testdata/make_golden_k.py): bytes from ggml's
+// reference quantizers, floats from the python gguf package.
+std::vector<std::pair<GoldenRow, bool>> LoadGoldenK() {
+  std::ifstream in("quant/testdata/golden_k.bin", std::ios::binary);
+  EXPECT_TRUE(in) << "quant/testdata/golden_k.bin missing";
+  Reader r(std::string((std::istreambuf_iterator<char>(in)),
+                       std::istreambuf_iterator<char>()));
+  std::vector<std::pair<GoldenRow, bool>> rows;
+  const uint32_t n_rows = r.U32();
+  for (uint32_t i = 0; i < n_rows && r.ok(); ++i) {
+    GoldenRow row;
+    row.type = r.U32();
+    const uint32_t n = r.U32();
+    row.input = r.Vec<float>(n);
+    row.quantized = r.Vec<uint8_t>(r.U32());
+    row.dequantized = r.Vec<float>(n);
+    const bool exact = r.U32() != 0;
+    rows.emplace_back(std::move(row), exact);
+  }
+  EXPECT_TRUE(r.ok()) << "golden_k.bin truncated";
+  return rows;
+}
+
+constexpr QuantType kKTypes[] = {
+    QuantType::kQ2_K, QuantType::kQ3_K, QuantType::kQ4_K,   QuantType::kQ5_K,
+    QuantType::kQ6_K, QuantType::kQ8_K, QuantType::kIQ4_NL, QuantType::kIQ4_XS};
+
+// Dequantization of ggml's bytes (its quantizers' output and random bytes)
+// gives the python package's floats bit for bit; q8_K quantizes to ggml's
+// bytes.
+TEST(QuantizeTest, KTypesMatchGgmlAndPythonGguf) {
+  const auto rows = LoadGoldenK();
+  ASSERT_EQ(rows.size(), 56u);
+  int exact_rows = 0;
+  for (const auto& [row, exact] : rows) {
+    const QuantType type = *QuantTypeFromId(row.type);
+    const int64_t n = static_cast<int64_t>(row.input.size());
+    SCOPED_TRACE(absl::StrCat(QuantTypeName(type), " n=", n));
+    ASSERT_EQ(RowBytes(type, n), static_cast<int64_t>(row.quantized.size()));
+    // Copied for alignment (q8_K's f32 d).
+    std::vector<uint32_t> aligned((row.quantized.size() + 3) / 4);
+    std::memcpy(aligned.data(), row.quantized.data(), row.quantized.size());
+    std::vector<float> out(n);
+    ASSERT_THAT(DequantizeRow(type, aligned.data(), out.data(), n), IsOk());
+    for (int64_t i = 0; i < n; ++i) {
+      ASSERT_TRUE(SameFloat(out[i], row.dequantized[i]))
+          << "element " << i << ": " << out[i] << " vs python "
+          << row.dequantized[i];
+    }
+    if (!exact) continue;
+    ++exact_rows;
+    std::vector<uint32_t> bytes(aligned.size());
+    ASSERT_THAT(QuantizeRow(type, row.input.data(), bytes.data(), n), IsOk());
+    EXPECT_EQ(
+        std::memcmp(bytes.data(), row.quantized.data(), row.quantized.size()),
+        0);
+  }
+  EXPECT_EQ(exact_rows, 5);
+}
+
+// Each sub-block keeps its values within a fraction of the super-block's
+// range: the quantizers' scales and quants are consistent with the
+// dequantizers' reading of them.
+TEST(QuantizeTest, KTypesRoundTrip) {
+  std::mt19937 rng(3);
+  std::normal_distribution<float> dist(0.2f, 1.0f);
+  const int64_t n = 1024;
+  std::vector<float> x(n);
+  for (float& v : x) v = dist(rng);
+  for (int i = 0; i < 32; ++i) x[256 + i] = 0;    // A zero sub-block.
+  for (int i = 512; i < 768; ++i) x[i] *= 1e-3f;  // A quiet super-block.
+  for (QuantType type : kKTypes) {
+    SCOPED_TRACE(QuantTypeName(type));
+    std::vector<uint32_t> q((RowBytes(type, n) + 3) / 4);
+    ASSERT_THAT(QuantizeRow(type, x.data(), q.data(), n), IsOk());
+    std::vector<float> back(n);
+    ASSERT_THAT(DequantizeRow(type, q.data(), back.data(), n), IsOk());
+    // Worst relative error (to the super-block's largest magnitude) by
+    // quant width: 2, 3, 4, 5, 6, 8 bits; iq4's grid steps reach 24 / 254.
+    const double bound = type == QuantType::kQ2_K   ? 0.40
+                         : type == QuantType::kQ3_K ? 0.20
+                         : type == QuantType::kQ4_K ? 0.09
+                         : type == QuantType::kQ5_K ? 0.05
+                         : type == QuantType::kQ6_K ? 0.025
+                         : type == QuantType::kQ8_K ? 0.005
+                                                    : 0.12;
+    double sq = 0, sq_ref = 0;
+    for (int64_t s = 0; s < n / 256; ++s) {
+      float amax = 0;
+      for (int i = 0; i < 256; ++i) {
+        amax = std::max(amax, std::fabs(x[s * 256 + i]));
+      }
+      for (int i = 0; i < 256; ++i) {
+        const int64_t e = s * 256 + i;
+        ASSERT_LE(std::fabs(back[e] - x[e]), bound * amax)
+            << "element " << e << ": " << back[e] << " for " << x[e];
+        sq += (back[e] - x[e]) * (back[e] - x[e]);
+        sq_ref += x[e] * x[e];
+      }
+    }
+    std::printf("%s: rms error / rms %.4f\n",
+                std::string(QuantTypeName(type)).c_str(),
+                std::sqrt(sq / sq_ref));
+  }
+}
+
+// The 6-bit scale packings invert each other on every value.
+TEST(QuantizeTest, KScalePackingsRoundTrip) {
+  for (int v = 0; v < 64; ++v) {
+    uint8_t sc[8], m[8], packed[12], sc2[8], m2[8];
+    for (int j = 0; j < 8; ++j) {
+      sc[j] = static_cast<uint8_t>((v + 7 * j) % 64);
+      m[j] = static_cast<uint8_t>((v + 13 * j + 1) % 64);
+    }
+    quant_internal::PackScaleMinK4(sc, m, packed);
+    quant_internal::UnpackScaleMinK4(packed, sc2, m2);
+    for (int j = 0; j < 8; ++j) {
+      EXPECT_EQ(sc2[j], sc[j]);
+      EXPECT_EQ(m2[j], m[j]);
+    }
+    int8_t s3[16], s3b[16];
+    for (int j = 0; j < 16; ++j)
+      s3[j] = static_cast<int8_t>((v + 5 * j) % 64 - 32);
+    quant_internal::PackScalesQ3K(s3, packed);
+    quant_internal::UnpackScalesQ3K(packed, s3b);
+    for (int j = 0; j < 16; ++j) EXPECT_EQ(s3b[j], s3[j]);
+  }
 }
 
 }  // namespace

@@ -633,6 +633,25 @@ TEST_F(CudaBackendFakeTest, Issue34_QuantizedMulMatMatchesTheCpu) {
   }
 }
 
+// CUDA has no kernel for the K-quant and iq4 block types: it refuses them
+// by name (so the scheduler places the node elsewhere and the GGUF loader
+// hands CUDA f32 copies) instead of reading their blocks as something else.
+TEST_F(CudaBackendFakeTest, Issue31_KQuantWeightsAreRefusedByName) {
+  for (DType dtype : {DType::kQ2_K, DType::kQ3_K, DType::kQ4_K, DType::kQ5_K,
+                      DType::kQ6_K, DType::kIQ4_NL, DType::kIQ4_XS}) {
+    SCOPED_TRACE(DTypeName(dtype));
+    Context ctx;
+    FERRY_ASSERT_OK_AND_ASSIGN(Tensor * a, ctx.NewTensor(dtype, {256, 4}, "w"));
+    FERRY_ASSERT_OK_AND_ASSIGN(Tensor * b,
+                               ctx.NewTensor(DType::kF32, {256, 1}, "x"));
+    FERRY_ASSERT_OK_AND_ASSIGN(Tensor * out, MulMat(ctx, a, b));
+    const absl::Status status = device_->CheckOp(*out);
+    EXPECT_THAT(status, StatusIs(absl::StatusCode::kUnimplemented));
+    EXPECT_THAT(status.message(), HasSubstr(std::string(DTypeName(dtype))));
+    EXPECT_FALSE(device_->SupportsOp(*out));
+  }
+}
+
 TEST_F(CudaBackendFakeTest, Issue34_Tf32IsAnOptIn) {
   EXPECT_THAT(device_->CreateBackend("tf32=2").status(),
               StatusIs(absl::StatusCode::kInvalidArgument));

@@ -10,7 +10,15 @@ absl::StatusOr<QuantType> VecDotActivationType(QuantType weight) {
     case QuantType::kQ4_0:
     case QuantType::kQ5_0:
     case QuantType::kQ8_0:
+    case QuantType::kIQ4_NL:
       return QuantType::kQ8_0;
+    case QuantType::kQ2_K:
+    case QuantType::kQ3_K:
+    case QuantType::kQ4_K:
+    case QuantType::kQ5_K:
+    case QuantType::kQ6_K:
+    case QuantType::kIQ4_XS:
+      return QuantType::kQ8_K;
     case QuantType::kQ4_1:
     case QuantType::kQ5_1:
       return QuantType::kQ8_1;
@@ -32,6 +40,13 @@ Isa PreferredIsa(QuantType weight) {
     case QuantType::kQ5_0:
     case QuantType::kQ5_1:
     case QuantType::kQ8_0:
+    case QuantType::kQ2_K:
+    case QuantType::kQ3_K:
+    case QuantType::kQ4_K:
+    case QuantType::kQ5_K:
+    case QuantType::kQ6_K:
+    case QuantType::kIQ4_NL:
+    case QuantType::kIQ4_XS:
       return best == Isa::kAvx512 ? Isa::kAvx2 : best;
     default:
       return best;

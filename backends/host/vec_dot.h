@@ -10,11 +10,16 @@
 //   q5_0     q8_0         sum_b d_w d_a sum_j (q_w - 16) q_a
 //   q5_1     q8_1         sum_b d_w d_a sum_j q_w q_a + m_w s_a
 //   q8_0     q8_0         sum_b d_w d_a sum_j q_w q_a
+//   q2_K..q6_K  q8_K      per super-block: d_a (d_w sum_s sc_s sum_j q_w q_a
+//                         - dmin_w sum_s m_s bsum_a) (block_formats.h)
+//   iq4_xs   q8_K         sum_b d_w d_a sum_s sc_s sum_j grid[q_w] q_a
+//   iq4_nl   q8_0         sum_b d_w d_a sum_j grid[q_w] q_a
 //   f32/f16/bf16  f32     sum_j w_j a_j
 //
 // Paths: scalar, AVX2 and AVX-512, picked at run time (PreferredIsa());
-// every path is tested against the scalar one. (q5 types have no AVX-512
-// kernel of their own: the AVX-512 table hands out the AVX2 ones.) Use:
+// every path is tested against the scalar one. (q5, K and iq4 types have no
+// AVX-512 kernel of their own: the AVX-512 table hands out the AVX2 ones.)
+// Use:
 //   const VecDotFn dot = FindVecDot(QuantType::kQ4_1);   // once
 //   QuantizeRow(VecDotActivationType(QuantType::kQ4_1), x, act, n);
 //   for (row ...) y[row] = dot(w + row * RowBytes(kQ4_1, n), act, n);
@@ -31,7 +36,8 @@ namespace ferry::quant {
 
 // Returns the dot product of the `n`-element weight row at `w` with the
 // activation row at `act`. `n` must be a multiple of the weight type's block
-// size (and of 32 for quantized types); rows must be 2-byte aligned. Pure
+// size (and of 32 for quantized types); rows must be 2-byte aligned (q8_K
+// activations 4-byte). Pure
 // function: thread-safe.
 using VecDotFn = float (*)(const void* w, const void* act, int64_t n);
 

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -24,8 +25,10 @@ using ::ferry::testing::IsOk;
 using ::ferry::testing::StatusIs;
 
 constexpr QuantType kWeightTypes[] = {
-    QuantType::kQ4_0, QuantType::kQ4_1, QuantType::kQ5_0, QuantType::kQ5_1,
-    QuantType::kQ8_0, QuantType::kF32,  QuantType::kF16,  QuantType::kBF16};
+    QuantType::kQ4_0, QuantType::kQ4_1,   QuantType::kQ5_0,  QuantType::kQ5_1,
+    QuantType::kQ8_0, QuantType::kF32,    QuantType::kF16,   QuantType::kBF16,
+    QuantType::kQ2_K, QuantType::kQ3_K,   QuantType::kQ4_K,  QuantType::kQ5_K,
+    QuantType::kQ6_K, QuantType::kIQ4_NL, QuantType::kIQ4_XS};
 constexpr Isa kIsas[] = {Isa::kScalar, Isa::kAvx2, Isa::kAvx512};
 
 std::vector<float> RandomRow(std::mt19937& rng, int64_t n, float offset) {
@@ -85,10 +88,14 @@ TEST(VecDotTest, ActivationTypes) {
   EXPECT_EQ(*VecDotActivationType(QuantType::kQ4_1), QuantType::kQ8_1);
   EXPECT_EQ(*VecDotActivationType(QuantType::kQ8_0), QuantType::kQ8_0);
   EXPECT_EQ(*VecDotActivationType(QuantType::kBF16), QuantType::kF32);
-  EXPECT_THAT(VecDotActivationType(QuantType::kQ6_K),
+  EXPECT_EQ(*VecDotActivationType(QuantType::kQ4_K), QuantType::kQ8_K);
+  EXPECT_EQ(*VecDotActivationType(QuantType::kIQ4_XS), QuantType::kQ8_K);
+  EXPECT_EQ(*VecDotActivationType(QuantType::kIQ4_NL), QuantType::kQ8_0);
+  EXPECT_THAT(VecDotActivationType(QuantType::kIQ2_XXS),
               StatusIs(absl::StatusCode::kUnimplemented));
-  EXPECT_EQ(FindVecDot(QuantType::kQ6_K, Isa::kScalar), nullptr);
-  EXPECT_EQ(FindVecDot(QuantType::kQ6_K), nullptr);
+  EXPECT_EQ(FindVecDot(QuantType::kIQ2_XXS, Isa::kScalar), nullptr);
+  EXPECT_EQ(FindVecDot(QuantType::kIQ2_XXS), nullptr);
+  EXPECT_EQ(FindVecDot(QuantType::kQ8_K), nullptr);
   for (QuantType type : kWeightTypes) {
     EXPECT_TRUE(IsaSupported(PreferredIsa(type)));
     EXPECT_EQ(FindVecDot(type), FindVecDot(type, PreferredIsa(type)));
@@ -101,8 +108,12 @@ TEST(VecDotTest, EveryIsaMatchesScalarAndDequantizedReference) {
   for (QuantType type : kWeightTypes) {
     const VecDotFn scalar = FindVecDot(type, Isa::kScalar);
     ASSERT_NE(scalar, nullptr) << QuantTypeName(type);
-    // Lengths with 1, 3, 18 (SmolLM2's 576) and 48 (1536) blocks and more.
-    for (int64_t n : {32, 96, 160, 576, 1536, 4096}) {
+    // Lengths with 1, 3, 18 (SmolLM2's 576) and 48 (1536) blocks and more;
+    // super-block types: 1, 3, 6 (1536) and 16.
+    const bool super = BlockSize(type) == 256;
+    for (int64_t n : super
+                         ? std::vector<int64_t>{256, 768, 1536, 4096}
+                         : std::vector<int64_t>{32, 96, 160, 576, 1536, 4096}) {
       const Case c = MakeCase(type, n, rng);
       // The integer block sums are exact, so the integer paths differ from
       // the double reference only by float rounding of per-block products.
@@ -133,8 +144,10 @@ TEST(VecDotTest, ConvenienceChecksItsArguments) {
   EXPECT_NEAR(*v, c.reference, c.magnitude * 1e-5 + c.slack + 1e-5);
   EXPECT_THAT(VecDot(QuantType::kQ4_1, c.w.data(), c.act.data(), 48),
               StatusIs(absl::StatusCode::kInvalidArgument));
-  EXPECT_THAT(VecDot(QuantType::kQ6_K, c.w.data(), c.act.data(), 256),
+  EXPECT_THAT(VecDot(QuantType::kIQ2_XXS, c.w.data(), c.act.data(), 256),
               StatusIs(absl::StatusCode::kUnimplemented));
+  EXPECT_THAT(VecDot(QuantType::kQ4_K, c.w.data(), c.act.data(), 64),
+              StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
 // Odd float lengths exercise the SIMD tails.
@@ -174,6 +187,70 @@ TEST(VecDotTest, Q8_0WeightMinus128) {
     EXPECT_FLOAT_EQ(FindVecDot(QuantType::kQ8_0, isa)(w.data(), a.data(), 96),
                     expected)
         << IsaName(isa);
+  }
+}
+
+// Weights as files may hold them: every bit pattern of quants and scales
+// (q6_K's scale -128, q3_K's -32, iq4_xs' extremes), with sane f16 factors.
+// Every ISA agrees with the scalar kernel, and the scalar kernel with the
+// dequantized dot.
+TEST(VecDotTest, KWeightsOfRandomBytesOnEveryIsa) {
+  std::mt19937 rng(11);
+  for (QuantType type :
+       {QuantType::kQ2_K, QuantType::kQ3_K, QuantType::kQ4_K, QuantType::kQ5_K,
+        QuantType::kQ6_K, QuantType::kIQ4_NL, QuantType::kIQ4_XS}) {
+    const int64_t n = 1024;
+    std::vector<uint8_t> w(RowBytes(type, n));
+    for (uint8_t& b : w) b = static_cast<uint8_t>(rng());
+    // The f16 fields: d (and dmin) where each layout keeps them.
+    const int64_t block = BlockBytes(type);
+    for (int64_t off = 0; off < static_cast<int64_t>(w.size()); off += block) {
+      const uint16_t d = F32ToF16(0.01f + (rng() % 100) * 1e-4f).bits;
+      const uint16_t dmin = F32ToF16((rng() % 100) * 1e-4f).bits;
+      auto put = [&](int64_t at, uint16_t v) {
+        std::memcpy(w.data() + off + at, &v, 2);
+      };
+      switch (type) {
+        case QuantType::kQ2_K:
+          put(80, d);
+          put(82, dmin);
+          break;
+        case QuantType::kQ3_K:
+          put(108, d);
+          break;
+        case QuantType::kQ6_K:
+          put(208, d);
+          break;
+        case QuantType::kQ4_K:
+        case QuantType::kQ5_K:
+          put(0, d);
+          put(2, dmin);
+          break;
+        default:  // iq4: d first.
+          put(0, d);
+          break;
+      }
+    }
+    const QuantType act_type = *VecDotActivationType(type);
+    const std::vector<float> af = RandomRow(rng, n, 0.0f);
+    std::vector<uint8_t> act(RowBytes(act_type, n));
+    ASSERT_THAT(QuantizeRow(act_type, af.data(), act.data(), n), IsOk());
+    std::vector<float> wd(n), ad(n);
+    ASSERT_THAT(DequantizeRow(type, w.data(), wd.data(), n), IsOk());
+    ASSERT_THAT(DequantizeRow(act_type, act.data(), ad.data(), n), IsOk());
+    double reference = 0, magnitude = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      reference += static_cast<double>(wd[i]) * ad[i];
+      magnitude += std::fabs(static_cast<double>(wd[i]) * ad[i]);
+    }
+    const double tol = magnitude * 1e-5 + 1e-5;
+    const float s = FindVecDot(type, Isa::kScalar)(w.data(), act.data(), n);
+    EXPECT_NEAR(s, reference, tol) << QuantTypeName(type);
+    for (Isa isa : kIsas) {
+      if (!IsaSupported(isa)) continue;
+      EXPECT_NEAR(FindVecDot(type, isa)(w.data(), act.data(), n), s, tol)
+          << QuantTypeName(type) << " " << IsaName(isa);
+    }
   }
 }
 

@@ -16,8 +16,19 @@ GGUF (tools/fetch_smollm2.sh) but not llama_cpp.
 
   /work/venv-gguf/bin/python engine/testdata/make_smollm2_reference.py \
       ~/.cache/ferry/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf
+
+The requantized files of tools/requantize_smollm2.sh the same way, e.g.
+smollm2_q4_k_m_reference.json for engine/smollm2_kquant_test.cc, with
+llama-cpp-python's sources on the llama.cpp build in the cache:
+
+  c=~/.cache/ferry/llama.cpp/0.3.36
+  LLAMA_CPP_LIB_PATH=$c/bin PYTHONPATH=$c/src ~/.cache/ferry/venv-ref/bin/python \
+      engine/testdata/make_smollm2_reference.py \
+      ~/.cache/ferry/smollm2/SmolLM2-135M-Instruct.Q4_K_M.gguf \
+      > engine/testdata/smollm2_q4_k_m_reference.json
 """
 import json
+import os
 import sys
 
 import gguf
@@ -119,7 +130,7 @@ def main():
     llm = Llama(model_path=path, n_ctx=256, n_threads=2, n_batch=256,
                 logits_all=True, verbose=False)
     exact = ExactLlama(path)
-    out = {"model": "SmolLM2-135M-Instruct.Q4_1.gguf", "top_k": TOP_K,
+    out = {"model": os.path.basename(path), "top_k": TOP_K,
            "prompts": []}
     for text in PROMPTS:
         tokens = llm.tokenize(text.encode(), add_bos=False, special=True)

@@ -8,15 +8,17 @@
 // llama.cpp's "normal" rope (pairs 2i, 2i+1), so the config uses
 // RopeMode::kNormal and the weights load as they are.
 //
-// Quantized weights (q4_0, q4_1, q5_0, q5_1, q8_0; the SmolLM2 file has
-// q4_1 matrices, a q8_0 token embedding, tied as the output, and f32
-// norms) are KEPT QUANTIZED where the device holding them computes on them
-// (its SupportsOp accepts mul_mat, and get_rows for the embedding, on that
-// dtype: the CPU and sim devices do; CUDA takes mul_mat on q4_0/q4_1/
-// q8_0 but not get_rows on them), as llama.cpp does:
-// decode reads ~0.6 bytes a weight instead of 4. Elsewhere, or when the
-// caller's LlamaModelOptions::weight_dtype says so (F32Weights), they are
-// dequantized to f32 at load (a device never has to fall back to the CPU
+// Quantized weights (q4_0, q4_1, q5_0, q5_1, q8_0, the K-quants q2_K..q6_K,
+// iq4_nl and iq4_xs; the SmolLM2 file has q4_1 matrices, a q8_0 token
+// embedding, tied as the output, and f32 norms; its Q4_K_M requantization
+// has q4_K/q6_K ffn_down and q5_0 elsewhere) are KEPT QUANTIZED where the
+// device holding them computes on them (its SupportsOp accepts mul_mat, and
+// get_rows for the embedding, on that dtype: the CPU and sim devices do;
+// CUDA takes mul_mat on q4_0/q4_1/q8_0 but not get_rows on them, and no
+// K-quant or iq4 type), as llama.cpp does: decode reads ~0.6 bytes a weight
+// instead of 4. Elsewhere, or when the caller's
+// LlamaModelOptions::weight_dtype says so (F32Weights), they are dequantized
+// to f32 at load (a device never has to fall back to the CPU
 // for a weight it holds). f16 and bf16 file tensors load as f32.
 //
 // Everything is checked before anything is allocated: the architecture,

@@ -306,15 +306,25 @@ TEST_F(LlamaGgufTest, UnsupportedTypesAndShapesAreRefusedBeforeAllocating) {
     add("output_norm.weight", {256});
     return b;
   };
-  // q4_K: 256 elements in 144 bytes a block.
+  // iq2_xxs (no kernels): 256 elements in 66 bytes a block.
   EXPECT_THAT(
-      Load(with("blk.0.ffn_up.weight", {256, 256}, QuantType::kQ4_K,
-                std::string(256 * 144, '\0')),
-           "q4k.gguf")
+      Load(with("blk.0.ffn_up.weight", {256, 256}, QuantType::kIQ2_XXS,
+                std::string(256 * 66, '\0')),
+           "iq2.gguf")
           .status(),
       StatusIs(absl::StatusCode::kUnimplemented,
-               AllOf(HasSubstr("q4k.gguf"), HasSubstr("blk.0.ffn_up.weight"),
-                     HasSubstr("q4_K"))));
+               AllOf(HasSubstr("iq2.gguf"), HasSubstr("blk.0.ffn_up.weight"),
+                     HasSubstr("iq2_xxs"))));
+  // q4_K (256 elements in 144 bytes a block) loads, and stays q4_K.
+  {
+    auto model = Load(with("blk.0.ffn_up.weight", {256, 256}, QuantType::kQ4_K,
+                           std::string(256 * 144, '\0')),
+                      "q4k.gguf");
+    ASSERT_THAT(model, IsOk());
+    int q4k = 0;
+    for (Tensor* w : (*model)->Weights()) q4k += w->dtype == DType::kQ4_K;
+    EXPECT_EQ(q4k, 1);
+  }
   // Wrong shape.
   EXPECT_THAT(Load(with("blk.0.attn_k.weight", {256, 128}, QuantType::kF32,
                         std::string(256 * 128 * 4, '\0')),

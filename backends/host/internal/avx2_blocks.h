@@ -1,6 +1,6 @@
-// Block helpers of the AVX2 quantized kernels (vec_dot_avx2.cc and
-// quant_tile_avx2.cc). Include only from files compiled with -mavx2 -mfma
-// -mf16c.
+// Block helpers of the AVX2 quantized kernels (vec_dot_avx2.cc,
+// vec_dot_k_avx2.cc and quant_tile_avx2.cc). Include only from files compiled
+// with -mavx2 -mfma -mf16c.
 #ifndef FERRY_BACKENDS_HOST_INTERNAL_AVX2_BLOCKS_H_
 #define FERRY_BACKENDS_HOST_INTERNAL_AVX2_BLOCKS_H_
 
@@ -22,6 +22,14 @@ inline float HorizontalSum(__m256 v) {
 // 8 int32 partial sums of unsigned bytes u (< 128) times signed bytes a.
 inline __m256i DotUnsigned(__m256i u, __m256i a) {
   return _mm256_madd_epi16(_mm256_maddubs_epi16(u, a), _mm256_set1_epi16(1));
+}
+
+// 8 int32 partial sums of the 32 products of signed bytes w and a (the
+// sign trick: |w| unsigned times sign(w) * a; a must not hold -128).
+inline __m256i DotSigned(__m256i w, __m256i a) {
+  const __m256i pairs =
+      _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(a, w));
+  return _mm256_madd_epi16(pairs, _mm256_set1_epi16(1));
 }
 
 // The 32 nibbles of a q4 block as bytes in element order.

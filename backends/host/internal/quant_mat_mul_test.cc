@@ -1,5 +1,6 @@
 #include "ferry/backends/host/internal/quant_mat_mul.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstddef>
@@ -147,10 +148,15 @@ TEST_P(QuantMatMulTest, MatchesDequantizedProducts) {
   }
   const QuantType act_type = *quant::VecDotActivationType(type);
   std::mt19937 rng(7);
-  for (const Shape& s :
+  for (Shape s :
        {Shape{1, 1, 32}, Shape{37, 1, 576}, Shape{24, 1, 160}, Shape{64, 2, 96},
         Shape{33, 7, 160}, Shape{17, 16, 224}, Shape{48, 32, 96},
         Shape{19, 100, 160}, Shape{40, 512, 96}, Shape{520, 64, 64}}) {
+    // Super-block types: 1 to 3 blocks of 256 (their kernels have no tails
+    // within a row; longer rows only cost test time).
+    if (quant::BlockSize(type) > quant::kQK) {
+      s.k = std::min<int64_t>(s.k / quant::kQK, 3) * quant::BlockSize(type);
+    }
     // m >= 512 only changes the GEMM path (panels), which has no quant ISA.
     if (s.m >= 512 && isa != Isa::kScalar) continue;
     const QuantRows a =
@@ -239,7 +245,10 @@ INSTANTIATE_TEST_SUITE_P(
     TypesAndIsas, QuantMatMulTest,
     ::testing::Combine(
         ::testing::Values(QuantType::kQ4_0, QuantType::kQ4_1, QuantType::kQ5_0,
-                          QuantType::kQ5_1, QuantType::kQ8_0),
+                          QuantType::kQ5_1, QuantType::kQ8_0, QuantType::kQ2_K,
+                          QuantType::kQ3_K, QuantType::kQ4_K, QuantType::kQ5_K,
+                          QuantType::kQ6_K, QuantType::kIQ4_NL,
+                          QuantType::kIQ4_XS),
         ::testing::Values(Isa::kScalar, Isa::kAvx2, Isa::kAvx512)),
     [](const ::testing::TestParamInfo<Param>& info) {
       return absl::StrCat(quant::QuantTypeName(std::get<0>(info.param)), "_",
@@ -261,12 +270,15 @@ TEST(DefaultMinGemmTokensTest, TilesWhereTheyAreFaster) {
 
 TEST(QuantMatMulSupportsTest, BlockTypesWithKernelsOnly) {
   // Every block dtype of the graph (the CPU kernels admit exactly these).
-  for (QuantType t : {QuantType::kQ4_0, QuantType::kQ4_1, QuantType::kQ5_0,
-                      QuantType::kQ5_1, QuantType::kQ8_0}) {
-    EXPECT_TRUE(QuantMatMulSupports(t)) << quant::QuantTypeName(t);
+  for (int i = 0; i < kNumDTypes; ++i) {
+    const quant::QuantTypeInfo& info =
+        quant::GetQuantTypeInfo(quant::QuantTypeOf(static_cast<DType>(i)));
+    if (info.block_size == 1) continue;
+    EXPECT_TRUE(QuantMatMulSupports(info.type)) << info.name;
   }
   EXPECT_FALSE(QuantMatMulSupports(QuantType::kF32));
-  EXPECT_FALSE(QuantMatMulSupports(QuantType::kQ4_K));
+  EXPECT_FALSE(QuantMatMulSupports(QuantType::kIQ2_XXS));
+  EXPECT_FALSE(QuantMatMulSupports(QuantType::kQ8_K));
 }
 
 }  // namespace

@@ -14,18 +14,12 @@
 namespace ferry::quant::quant_internal {
 namespace {
 
+using host_avx2::DotSigned;
 using host_avx2::DotUnsigned;
 using host_avx2::Half;
 using host_avx2::HorizontalSum;
 using host_avx2::Load32;
 using host_avx2::Nibbles;
-
-// 8 int32 partial sums of the 32 products of signed bytes w and a.
-inline __m256i DotSigned(__m256i w, __m256i a) {
-  const __m256i pairs =
-      _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(a, w));
-  return _mm256_madd_epi16(pairs, _mm256_set1_epi16(1));
-}
 
 // The fifth bits of a q5 block as 0x10 in each byte whose element has it:
 // byte i takes byte i / 8 of qh, then tests bit i % 8.
@@ -172,7 +166,7 @@ VecDotFn Avx2VecDot(QuantType weight) {
     case QuantType::kBF16:
       return DotFloat<LoadBF16, OneBF16>;
     default:
-      return nullptr;
+      return Avx2VecDotK(weight);
   }
 }
 

@@ -13,6 +13,11 @@ VecDotFn ScalarVecDot(QuantType weight);
 VecDotFn Avx2VecDot(QuantType weight);
 VecDotFn Avx512VecDot(QuantType weight);
 
+// The K and iq4 weight formats' kernels (q2_K..q6_K, iq4_nl, iq4_xs), which
+// ScalarVecDot and Avx2VecDot hand out; AVX-512 takes the AVX2 ones.
+VecDotFn ScalarVecDotK(QuantType weight);
+VecDotFn Avx2VecDotK(QuantType weight);
+
 }  // namespace ferry::quant::quant_internal
 
 #endif  // FERRY_BACKENDS_HOST_INTERNAL_VEC_DOT_KERNELS_H_

@@ -138,7 +138,7 @@ VecDotFn ScalarVecDot(QuantType weight) {
     case QuantType::kBF16:
       return DotBF16;
     default:
-      return nullptr;
+      return ScalarVecDotK(weight);
   }
 }
 

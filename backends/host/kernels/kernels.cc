@@ -104,8 +104,9 @@ absl::Status CheckRowWise(const Tensor& node, const Tensor& a) {
 // What mul_mat's a and get_rows' table may be: the float types and every
 // block type (quant/ dequantizes and backends/host/vec_dot.h dots all of them).
 constexpr std::initializer_list<DType> kWeightTypes = {
-    DType::kF32,  DType::kF16,  DType::kBF16, DType::kQ4_0,
-    DType::kQ4_1, DType::kQ5_0, DType::kQ5_1, DType::kQ8_0};
+    DType::kF32,  DType::kF16,  DType::kBF16, DType::kQ4_0,   DType::kQ4_1,
+    DType::kQ5_0, DType::kQ5_1, DType::kQ8_0, DType::kQ2_K,   DType::kQ3_K,
+    DType::kQ4_K, DType::kQ5_K, DType::kQ6_K, DType::kIQ4_NL, DType::kIQ4_XS};
 
 absl::Status CheckMulMat(const Tensor& node, const Tensor& a, const Tensor& b) {
   FERRY_RETURN_IF_ERROR(CheckDType(node, "a", a, kWeightTypes));

@@ -29,8 +29,16 @@ using ::ferry::testing::ReadTensor;
 using ::ferry::testing::StatusIs;
 using ::ferry::testing::WriteTensor;
 
-constexpr DType kQuantTypes[] = {DType::kQ4_0, DType::kQ4_1, DType::kQ5_0,
-                                 DType::kQ5_1, DType::kQ8_0};
+constexpr DType kQuantTypes[] = {DType::kQ4_0, DType::kQ4_1,   DType::kQ5_0,
+                                 DType::kQ5_1, DType::kQ8_0,   DType::kQ2_K,
+                                 DType::kQ3_K, DType::kQ4_K,   DType::kQ5_K,
+                                 DType::kQ6_K, DType::kIQ4_NL, DType::kIQ4_XS};
+
+// A row length of a few blocks that no SIMD width divides evenly: 5 blocks
+// of 32, or 3 super-blocks of 256.
+int64_t RowLength(DType type) {
+  return DTypeBlockSize(type) == 256 ? 768 : 160;
+}
 
 // Runs `out`'s graph with the kernels on 1 and 2 threads (results poisoned
 // first) and with the reference, and expects NMSE <= tolerance.
@@ -53,16 +61,17 @@ void ExpectMatchesReference(Tensor* out, double tolerance) {
 // mul_mat with a quantized weight, for decode (1 token), short batches
 // (vec_dot or tiles on 8-bit activations: NMSE of their rounding, ~1e-5)
 // and prompts (the dequantized GEMM's exact f32 products, except for types
-// whose tiles serve every token count), with a broadcast batch dim; k = 160
-// is not a multiple of any SIMD width's blocks.
+// whose tiles serve every token count), with a broadcast batch dim;
+// k = RowLength(type).
 TEST(QuantKernelsTest, MulMatMatchesReference) {
   for (DType type : kQuantTypes) {
     for (int64_t n : {1, 5, 40, 100}) {
       SCOPED_TRACE(absl::StrCat(DTypeName(type), " n=", n));
       Context ctx;
-      FERRY_ASSERT_OK_AND_ASSIGN(Tensor * a, ctx.NewTensor(type, {160, 70}));
+      const int64_t k = RowLength(type);
+      FERRY_ASSERT_OK_AND_ASSIGN(Tensor * a, ctx.NewTensor(type, {k, 70}));
       FERRY_ASSERT_OK_AND_ASSIGN(Tensor * b,
-                                 ctx.NewTensor(DType::kF32, {160, n, 2}));
+                                 ctx.NewTensor(DType::kF32, {k, n, 2}));
       FERRY_ASSERT_OK_AND_ASSIGN(Tensor * out, MulMat(ctx, a, b));
       FERRY_ASSERT_OK(ctx.AllocateHostData());
       FERRY_ASSERT_OK(FillRandom(*a, 1));
@@ -80,7 +89,9 @@ TEST(QuantKernelsTest, GetRowsMatchesReference) {
   for (DType type : kQuantTypes) {
     SCOPED_TRACE(DTypeName(type));
     Context ctx;
-    FERRY_ASSERT_OK_AND_ASSIGN(Tensor * table, ctx.NewTensor(type, {96, 50}));
+    FERRY_ASSERT_OK_AND_ASSIGN(
+        Tensor * table,
+        ctx.NewTensor(type, {DTypeBlockSize(type) == 256 ? 512 : 96, 50}));
     FERRY_ASSERT_OK_AND_ASSIGN(Tensor * ids, ctx.NewTensor(DType::kI32, {7}));
     FERRY_ASSERT_OK_AND_ASSIGN(Tensor * out, GetRows(ctx, table, ids));
     FERRY_ASSERT_OK(ctx.AllocateHostData());

@@ -18,6 +18,14 @@ std::optional<std::string> FindSmolLm2Gguf();
 // What a skipped test prints: where it looked and how to fetch the file.
 std::string SmolLm2MissingMessage();
 
+// The SmolLM2 GGUF requantized to `type` ("Q4_K_M", "Q6_K", ...) by
+// tools/requantize_smollm2.sh, SmolLM2-135M-Instruct.<type>.gguf in
+// $FERRY_CACHE_DIR/smollm2/ or $HOME/.cache/ferry/smollm2/, or nullopt.
+std::optional<std::string> FindSmolLm2Requantized(const std::string& type);
+
+// What a test skipped for the lack of that file prints.
+std::string SmolLm2RequantizedMissingMessage(const std::string& type);
+
 }  // namespace ferry::gguf::testing
 
 // Skips the current test, visibly, when the model file is absent; else

@@ -1,0 +1,189 @@
+// SmolLM2-135M-Instruct requantized by llama.cpp's own llama-quantize
+// (tools/requantize_smollm2.sh: Q4_K_M, Q6_K, ...) through the engine on
+// the CPU (and for Q4_K_M also split over sim0, sim1, cpu), with the K-quant
+// and iq4 weights kept quantized, compared with what llama.cpp and an exact
+// float64 pass computed on the same file
+// (testdata/smollm2_<type>_reference.json, make_smollm2_reference.py): the
+// argmax of every prompt position and the greedy continuation, which may
+// leave llama.cpp's only at one of its near-ties. As in smollm2_test, both
+// round activations to 8 bits (q8_K for K-quant weights) in slightly
+// different orders, so logits stay within ~1-2 of each other, not closer.
+// Skips, visibly, when the requantized file is absent.
+#include <cstdio>
+#include <memory>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "ferry/backends/cpu/cpu_backend.h"
+#include "ferry/backends/sim/sim_device.h"
+#include "ferry/engine/engine.h"
+#include "ferry/engine/testing/smollm2_reference.h"
+#include "ferry/models/gguf/testing/smollm2.h"
+#include "ferry/models/llama/llama_gguf.h"
+#include "ferry/runtime/io_reactor.h"
+#include "ferry/runtime/status_matchers.h"
+#include "ferry/runtime/thread_pool.h"
+#include "gtest/gtest.h"
+
+namespace ferry::engine {
+namespace {
+
+using testing::Agreement;
+using testing::Bounds;
+using testing::Compare;
+using testing::ReferencePrompt;
+
+// Issue #31's bar against llama.cpp: top-1 agreement >= 95% and greedy
+// continuations equal except where llama.cpp's own top-2 margin is < 0.3.
+// Measured (top-1 of 52 positions, max |err| on the top-16 logits):
+// Q4_K_M 50, 1.27; Q5_K_M 52, 1.08; Q6_K 51, 1.16; Q3_K_M 51, 1.54;
+// Q2_K 52, 2.04; IQ4_XS 51, 1.23.
+constexpr Bounds kLlamaCppBounds = {2.5, 0.95, 0.3};
+// The exact pass rounds nothing, so both 8-bit paths stray from it alike:
+// llama.cpp's own logits agree with it at 49/52 positions on every file but
+// Q2_K (52/52), max |err| 1.52 (Q4_K_M) to 2.22 (IQ4_XS); ferry's at 48-52,
+// max |err| 1.19-1.85. A continuation that left llama.cpp's at one of its
+// near-ties meets other near-ties of the exact pass later on, so the tie
+// margin here is smollm2_test's for quantized weights.
+constexpr Bounds kExactBounds = {2.5, 0.9, 1.0};
+
+struct Case {
+  const char* type;  // llama-quantize's name of the file's type.
+  int n_sims;
+};
+
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << c.type << " on " << c.n_sims << " sims + cpu";
+}
+
+class SmolLm2KQuantTest : public ::testing::TestWithParam<Case> {};
+
+bool IsKOrIq4(DType dtype) {
+  switch (dtype) {
+    case DType::kQ2_K:
+    case DType::kQ3_K:
+    case DType::kQ4_K:
+    case DType::kQ5_K:
+    case DType::kQ6_K:
+    case DType::kIQ4_NL:
+    case DType::kIQ4_XS:
+      return true;
+    default:
+      return false;
+  }
+}
+
+TEST_P(SmolLm2KQuantTest, MatchesLlamaCpp) {
+  const std::string type = GetParam().type;
+  const int n_sims = GetParam().n_sims;
+  const std::optional<std::string> path =
+      gguf::testing::FindSmolLm2Requantized(type);
+  if (!path.has_value()) {
+    GTEST_SKIP() << gguf::testing::SmolLm2RequantizedMissingMessage(type);
+  }
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  // Minutes per case under a sanitizer: the CPU alone, 4 greedy steps.
+  if (n_sims > 0) GTEST_SKIP() << "SKIPPED under a sanitizer: cpu case only";
+  constexpr size_t kGreedySteps = 4;
+#else
+  constexpr size_t kGreedySteps = 16;
+#endif
+  FERRY_ASSERT_OK_AND_ASSIGN(
+      std::vector<ReferencePrompt> reference,
+      testing::LoadReference(absl::StrCat("engine/testdata/smollm2_",
+                                          absl::AsciiStrToLower(type),
+                                          "_reference.json")));
+  ASSERT_FALSE(reference.empty());
+  testing::TruncateGreedy(reference, kGreedySteps);
+
+  FERRY_ASSERT_OK_AND_ASSIGN(std::unique_ptr<Backend> cpu,
+                             GetCpuDevice().CreateBackend("threads=2"));
+  std::vector<std::unique_ptr<Device>> sim_devices;
+  std::vector<std::unique_ptr<Backend>> sims;
+  std::vector<Backend*> backends;
+  for (int i = 0; i < n_sims; ++i) {
+    FERRY_ASSERT_OK_AND_ASSIGN(
+        auto device, SimDevice::Create(absl::StrCat("kquant_sim", i), ""));
+    FERRY_ASSERT_OK_AND_ASSIGN(auto backend, device->CreateBackend());
+    backends.push_back(backend.get());
+    sim_devices.push_back(std::move(device));
+    sims.push_back(std::move(backend));
+  }
+  backends.push_back(cpu.get());
+  ThreadPool pool(2);
+  FERRY_ASSERT_OK_AND_ASSIGN(std::unique_ptr<IoReactor> io,
+                             IoReactor::Create(&pool));
+  FERRY_ASSERT_OK_AND_ASSIGN(
+      std::unique_ptr<llama::LlamaModel> model,
+      llama::LoadLlamaGguf(*path, backends, {}, *io, /*n_ctx=*/64));
+  // The file's K-quant / iq4 matrices stay in their type (not f32 copies).
+  int k_weights = 0;
+  for (Tensor* w : model->Weights()) k_weights += IsKOrIq4(w->dtype);
+  EXPECT_GT(k_weights, 0);
+  std::printf("%s: %d weights kept as K-quant / iq4\n", type.c_str(),
+              k_weights);
+
+  FERRY_ASSERT_OK_AND_ASSIGN(
+      std::unique_ptr<Engine> engine,
+      Engine::Create(*model, {.max_sequences = 4,
+                              .max_sequence_len = 64,
+                              .batch_tokens = 32,
+                              .n_copies = n_sims > 0 ? 2 : 1}));
+  std::vector<RequestHandle> handles;
+  for (size_t k = 0; k < reference.size(); ++k) {
+    Request req;
+    req.id = absl::StrCat(k);
+    req.prompt = reference[k].tokens;
+    req.max_new_tokens = static_cast<int>(reference[k].llama_cpp.greedy.size());
+    for (size_t p = 0; p < req.prompt.size(); ++p) {
+      req.logits_positions.push_back(static_cast<int64_t>(p));
+    }
+    FERRY_ASSERT_OK_AND_ASSIGN(RequestHandle h, engine->Submit(req));
+    handles.push_back(std::move(h));
+  }
+  Agreement vs_exact, vs_llama_cpp;
+  for (size_t k = 0; k < reference.size(); ++k) {
+    const ReferencePrompt& ref = reference[k];
+    FERRY_ASSERT_OK_AND_ASSIGN(Result res, handles[k].Wait());
+    EXPECT_EQ(res.non_finite_logits, 0);
+    ASSERT_EQ(res.logits.size(), ref.tokens.size());
+    const std::string exact = Compare(ref.exact, res, kExactBounds, vs_exact);
+    const std::string llama =
+        Compare(ref.llama_cpp, res, kLlamaCppBounds, vs_llama_cpp);
+    std::printf(
+        "prompt %zu (%zu tokens):\n  vs exact:     %s\n  vs "
+        "llama.cpp: %s\n",
+        k, ref.tokens.size(), exact.c_str(), llama.c_str());
+  }
+  const auto check = [&](const char* name, const Agreement& a,
+                         const Bounds& bounds) {
+    std::printf(
+        "%s, %d sims + cpu vs %s: max |err| %.2e over the top-16 logits of %d "
+        "positions, top-1 agreement %d/%d, greedy equal %d/%zu (%d left at a "
+        "clear choice)\n",
+        type.c_str(), n_sims, name, a.max_err, a.rows, a.top1, a.rows,
+        a.greedy_equal, reference.size(), a.greedy_bad);
+    EXPECT_LE(a.max_err, bounds.max_abs_error) << name;
+    EXPECT_GE(static_cast<double>(a.top1) / a.rows, bounds.min_top1_agreement)
+        << name;
+    EXPECT_EQ(a.greedy_bad, 0) << name;
+  };
+  check("llama.cpp", vs_llama_cpp, kLlamaCppBounds);
+  check("exact", vs_exact, kExactBounds);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Files, SmolLm2KQuantTest,
+    ::testing::Values(Case{"Q4_K_M", 0}, Case{"Q4_K_M", 2}, Case{"Q6_K", 0},
+                      Case{"IQ4_XS", 0}, Case{"Q5_K_M", 0}, Case{"Q3_K_M", 0},
+                      Case{"Q2_K", 0}),
+    [](const auto& info) {
+      return absl::StrCat(info.param.type,
+                          info.param.n_sims == 0 ? "_cpu" : "_sim0_sim1_cpu");
+    });
+
+}  // namespace
+}  // namespace ferry::engine
