@@ -11,11 +11,15 @@
 #include <exception>
 #include <set>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 
 namespace ferry::remote {
 
@@ -122,11 +126,40 @@ UcxLoop::~UcxLoop() {
     executor_->loop_ = nullptr;
   }
   if (loop_epfd_ >= 0) close(loop_epfd_);
-  if (worker_ != nullptr) ucp_worker_destroy(worker_);
-  if (context_ != nullptr) ucp_cleanup(context_);
+  CloseUcx();
+}
+
+void UcxLoop::CloseUcx() {
+  if (worker_ != nullptr) {
+    // A send whose endpoint was force-closed mid-rendezvous finishes only
+    // when the worker runs the slow-path callback UCX queued for it: give
+    // such sends a bounded chance, telling nobody (no one waits now).
+    for (SendContext* ctx : sends_in_flight_) ctx->done = nullptr;
+    const absl::Time deadline = absl::Now() + absl::Milliseconds(200);
+    while (!sends_in_flight_.empty() && absl::Now() < deadline) {
+      ucp_worker_progress(worker_);
+    }
+    ucp_worker_destroy(worker_);
+    worker_ = nullptr;
+  }
+  if (context_ != nullptr) {
+    if (sends_in_flight_.empty()) {
+      ucp_cleanup(context_);
+    } else {
+      // Still unfinished, they hold registered memory, and UCX 1.13's
+      // ucp_cleanup aborts on it ("destroying inuse region"): the context
+      // is kept, reachable, for the rest of the process instead.
+      static auto* kept = new std::vector<ucp_context_h>;
+      static absl::Mutex kept_mu;
+      absl::MutexLock lock(&kept_mu);
+      kept->push_back(context_);
+    }
+    context_ = nullptr;
+  }
   // UCX will not touch these sends' headers again; their callbacks never
   // came, so nobody waits for `done` any more.
   for (SendContext* ctx : sends_in_flight_) delete ctx;
+  sends_in_flight_.clear();
 }
 
 void UcxLoop::Post(absl::AnyInvocable<void() &&> fn) {
@@ -156,10 +189,7 @@ void UcxLoop::Shutdown() {
   }
   dropped.clear();
   deferred_.clear();
-  if (worker_ != nullptr) ucp_worker_destroy(worker_);
-  if (context_ != nullptr) ucp_cleanup(context_);
-  worker_ = nullptr;
-  context_ = nullptr;
+  CloseUcx();
 }
 
 void UcxLoop::RunOrPost(absl::AnyInvocable<void() &&> fn) {

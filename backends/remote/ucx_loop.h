@@ -137,6 +137,10 @@ class UcxLoop {
   void SetIdleSpin(absl::Duration spin) { idle_spin_ = spin; }
 
  private:
+  // Destroys the worker and the context (the loop's thread is gone), first
+  // letting sends in flight finish for a moment.
+  void CloseUcx();
+
   friend class LoopExecutor;
   UcxLoop() = default;
   void PostHandle(std::coroutine_handle<> handle);
