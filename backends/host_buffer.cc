@@ -62,15 +62,17 @@ HostBuffer::~HostBuffer() {
   if (owned_) std::free(base());
 }
 
+// memmove throughout: a source may lie in device memory too (a remote
+// worker's copy between two tensors of one buffer) and overlap the target.
 absl::Status HostBuffer::SetTensor(Tensor& tensor, const void* data,
                                    size_t offset, size_t size) {
-  std::memcpy(static_cast<char*>(tensor.data) + offset, data, size);
+  std::memmove(static_cast<char*>(tensor.data) + offset, data, size);
   return absl::OkStatus();
 }
 
 absl::Status HostBuffer::GetTensor(const Tensor& tensor, void* data,
                                    size_t offset, size_t size) {
-  std::memcpy(data, static_cast<const char*>(tensor.data) + offset, size);
+  std::memmove(data, static_cast<const char*>(tensor.data) + offset, size);
   return absl::OkStatus();
 }
 
@@ -84,7 +86,7 @@ absl::Status HostBuffer::CopyTensorFrom(const Tensor& src, Tensor& dst) {
   if (src.buffer == nullptr || !src.buffer->is_host()) {
     return Buffer::CopyTensorFrom(src, dst);
   }
-  std::memcpy(dst.data, src.data, static_cast<size_t>(src.NumBytes()));
+  std::memmove(dst.data, src.data, static_cast<size_t>(src.NumBytes()));
   return absl::OkStatus();
 }
 

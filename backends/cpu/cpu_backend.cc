@@ -204,7 +204,9 @@ absl::Status CpuBackend::EnqueueSetTensor(Tensor& tensor, const void* data,
   char* dst = static_cast<char*>(tensor.data) + offset;
   stream_.EnqueueDeferred([dst, data, size, track = copy_track_] {
     ScopedTraceSpan span(track, "set");
-    std::memcpy(dst, data, size);
+    // memmove: `data` may lie in this device's memory (a remote worker's
+    // copy between two tensors of one buffer), overlapping dst.
+    std::memmove(dst, data, size);
     return absl::OkStatus();
   });
   return absl::OkStatus();
@@ -224,7 +226,7 @@ absl::Status CpuBackend::EnqueueGetTensor(const Tensor& tensor, void* data,
   const char* src = static_cast<const char*>(tensor.data) + offset;
   stream_.EnqueueDeferred([src, data, size, track = copy_track_] {
     ScopedTraceSpan span(track, "get");
-    std::memcpy(data, src, size);
+    std::memmove(data, src, size);  // As in EnqueueSetTensor.
     return absl::OkStatus();
   });
   return absl::OkStatus();

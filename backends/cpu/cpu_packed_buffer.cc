@@ -79,7 +79,7 @@ absl::Status CpuPackedBuffer::SetTensor(Tensor& tensor, const void* data,
   if (StoredPacked(tensor)) {
     LayoutOf(tensor).Pack(data, offset, size, tensor.data);
   } else {
-    std::memcpy(static_cast<char*>(tensor.data) + offset, data, size);
+    std::memmove(static_cast<char*>(tensor.data) + offset, data, size);
   }
   return absl::OkStatus();
 }
@@ -92,7 +92,7 @@ absl::Status CpuPackedBuffer::GetTensor(const Tensor& tensor, void* data,
   if (StoredPacked(tensor)) {
     LayoutOf(tensor).Unpack(tensor.data, offset, size, data);
   } else {
-    std::memcpy(data, static_cast<const char*>(tensor.data) + offset, size);
+    std::memmove(data, static_cast<const char*>(tensor.data) + offset, size);
   }
   return absl::OkStatus();
 }

@@ -99,7 +99,7 @@ absl::Status SimBackend::EnqueueSetTensor(Tensor& tensor, const void* data,
                         fault_message = std::move(fault_message)](
                            std::vector<SimWork>& work) mutable {
                          if (fault) return absl::InternalError(fault_message);
-                         std::memcpy(dst, data, size);
+                         std::memmove(dst, data, size);
                          work.push_back(SimWork{std::move(name), ns,
                                                 static_cast<int64_t>(size), 0});
                          return absl::OkStatus();
@@ -129,7 +129,7 @@ absl::Status SimBackend::EnqueueGetTensor(const Tensor& tensor, void* data,
                         fault_message = std::move(fault_message)](
                            std::vector<SimWork>& work) mutable {
                          if (fault) return absl::InternalError(fault_message);
-                         std::memcpy(data, src, size);
+                         std::memmove(data, src, size);
                          work.push_back(SimWork{std::move(name), ns,
                                                 static_cast<int64_t>(size), 0});
                          return absl::OkStatus();

@@ -48,7 +48,7 @@ class SimBuffer final : public Buffer {
     return device_->RunSync(
         SimEngineKind::kH2D, [dst, data, size, ns, name = std::move(name)](
                                  std::vector<SimWork>& work) mutable {
-          std::memcpy(dst, data, size);
+          std::memmove(dst, data, size);
           work.push_back(
               SimWork{std::move(name), ns, static_cast<int64_t>(size), 0});
           return absl::OkStatus();
