@@ -126,6 +126,16 @@ UcxLoop::~UcxLoop() {
     executor_->loop_ = nullptr;
   }
   if (loop_epfd_ >= 0) close(loop_epfd_);
+  // Work never run may hold what needs UCX to let go (a buffer's memory
+  // registration): drop it while UCX is still there, as Shutdown does.
+  std::deque<absl::AnyInvocable<void() &&>> dropped;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    shut_down_ = true;
+    dropped.swap(posted_);
+  }
+  dropped.clear();
+  deferred_.clear();
   CloseUcx();
 }
 
