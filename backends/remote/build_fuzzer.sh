@@ -19,6 +19,7 @@ clang++ -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined \
   "$root/backends/host_buffer.cc" \
   "$root/backends/cpu/cpu_packed_buffer.cc" \
   "$root/backends/host/internal/packed_layout.cc" \
+  "$root/backends/host/internal/quant_group_layout.cc" \
   "$root/backends/host/packed_state.cc" \
   "$root/graph/tensor.cc" "$root/graph/dtype.cc" "$root/graph/op.cc" \
   $(pkg-config --libs absl_status absl_statusor absl_strings absl_str_format \
