@@ -21,6 +21,8 @@ namespace {
 
 // Weight rows per claimed unit in the weight-row split.
 constexpr int64_t kRowUnit = 16;
+// Grouped weights' tiles need every thread's rows to start at a group.
+static_assert(kRowUnit % kGroupRows == 0);
 // Activation bytes a token run may occupy: the run stays in L1 while every
 // weight row streams past it once.
 constexpr int64_t kRunBytes = 16 << 10;
