@@ -107,16 +107,19 @@ void QuantizeQ5_1(const float* x, BlockQ5_1* y, int64_t blocks) {
   }
 }
 
-// Shared by q8_0 and q8_1: returns d and writes the 32 quants.
+// Shared by q8_0 and q8_1: returns d and writes the 32 quants. As ggml's
+// x86 CPU code rounds activations (not its scalar reference, which takes
+// 1 / d and roundf): x * (127 / max|x|) to the nearest integer, ties to
+// even, so that ferry's products round where llama.cpp's do.
 float QuantizeQ8BlockScalar(const float* x, int8_t* qs) {
   float amax = 0;
   for (int j = 0; j < kQK; ++j) amax = std::max(amax, std::fabs(x[j]));
-  const float d = amax / 127;
-  const float id = d != 0 ? 1.0f / d : 0.0f;
+  const float id = amax != 0 ? 127 / amax : 0.0f;
   for (int j = 0; j < kQK; ++j) {
-    qs[j] = static_cast<int8_t>(std::roundf(x[j] * id));
+    // The default rounding mode: to nearest, ties to even.
+    qs[j] = static_cast<int8_t>(std::nearbyint(x[j] * id));
   }
-  return d;
+  return amax / 127;
 }
 
 // QuantizeQ8BlockScalar, on AVX2 where the CPU has it (the activations of

@@ -161,9 +161,10 @@ TEST(QuantizeTest, Q8_1StoresScaledSum) {
 }
 
 // The AVX2 activation rounding against the scalar definition (d = max|x| /
-// 127, q = roundf(x / d)), byte for byte: random blocks of many magnitudes,
-// all-zero blocks, and exact halves (x / d = k + 0.5, which roundf takes
-// away from zero and round-to-nearest-even would not).
+// 127, q = x * (127 / max|x|) rounded to nearest, ties to even, as ggml's
+// x86 code does), byte for byte: random blocks of many magnitudes, all-zero
+// blocks, and exact halves (x * 127 / max|x| = k + 0.5, which roundf would
+// take away from zero).
 TEST(QuantizeTest, Q8BlockAvx2MatchesScalarDefinition) {
   if (!IsaSupported(Isa::kAvx2)) GTEST_SKIP() << "no AVX2 on this CPU";
   std::mt19937 rng(5);
@@ -190,11 +191,11 @@ TEST(QuantizeTest, Q8BlockAvx2MatchesScalarDefinition) {
     float amax = 0;
     for (float v : x) amax = std::max(amax, std::fabs(v));
     const float d = amax / 127;
-    const float id = d != 0 ? 1.0f / d : 0.0f;
+    const float id = amax != 0 ? 127 / amax : 0.0f;
     int8_t want[kQK];
     int want_sum = 0;
     for (int j = 0; j < kQK; ++j) {
-      want[j] = static_cast<int8_t>(std::roundf(x[j] * id));
+      want[j] = static_cast<int8_t>(std::nearbyint(x[j] * id));
       want_sum += want[j];
     }
     int8_t got[kQK];
@@ -207,6 +208,24 @@ TEST(QuantizeTest, Q8BlockAvx2MatchesScalarDefinition) {
           << "block " << i << " j=" << j << " x=" << x[j];
     }
   }
+}
+
+// Activations round as llama.cpp's do on x86: ties to even (roundf would
+// give 3, -3, 4 and 1 below).
+TEST(QuantizeTest, Q8_0RoundsTiesToEven) {
+  std::vector<float> x(kQK, 0.0f);
+  x[0] = 127;  // d = 1: each value is its own quant.
+  x[1] = 2.5f;
+  x[2] = -2.5f;
+  x[3] = 3.5f;
+  x[4] = 0.5f;
+  BlockQ8_0 q;
+  ASSERT_THAT(QuantizeRow(QuantType::kQ8_0, x.data(), &q, kQK), IsOk());
+  EXPECT_EQ(q.qs[0], 127);
+  EXPECT_EQ(q.qs[1], 2);
+  EXPECT_EQ(q.qs[2], -2);
+  EXPECT_EQ(q.qs[3], 4);
+  EXPECT_EQ(q.qs[4], 0);
 }
 
 TEST(QuantizeTest, RoundTripErrorWithinHalfAStep) {

@@ -20,16 +20,13 @@ float QuantizeQ8BlockAvx2(const float* x, int8_t* qs, int* sum) {
       _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
   m = _mm_max_ps(m, _mm_movehl_ps(m, m));
   m = _mm_max_ss(m, _mm_movehdup_ps(m));
-  const float d = _mm_cvtss_f32(m) / 127;
-  const float id = d != 0 ? 1.0f / d : 0.0f;
-  // roundf (half away from zero) as trunc(y + copysign(0.49999997, y)):
-  // exact for |y| <= 127.5, the range x * id covers.
-  const __m256 half = _mm256_set1_ps(0.49999997f);
+  const float amax_scalar = _mm_cvtss_f32(m);
+  const float id = amax_scalar != 0 ? 127 / amax_scalar : 0.0f;
   __m256i q[4];
   for (int i = 0; i < 4; ++i) {
     const __m256 y = _mm256_mul_ps(v[i], _mm256_set1_ps(id));
-    const __m256 away = _mm256_or_ps(half, _mm256_and_ps(sign_bit, y));
-    q[i] = _mm256_cvttps_epi32(_mm256_add_ps(y, away));
+    q[i] = _mm256_cvtps_epi32(
+        _mm256_round_ps(y, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
   }
   const __m256i sums = _mm256_add_epi32(_mm256_add_epi32(q[0], q[1]),
                                         _mm256_add_epi32(q[2], q[3]));
@@ -46,7 +43,7 @@ float QuantizeQ8BlockAvx2(const float* x, int8_t* qs, int* sum) {
   const __m256i ordered =
       _mm256_permutevar8x32_epi32(b, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(qs), ordered);
-  return d;
+  return amax_scalar / 127;
 }
 
 }  // namespace ferry::quant::quant_internal
