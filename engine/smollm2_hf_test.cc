@@ -33,6 +33,7 @@
 #include "ferry/models/llama/llama_gguf.h"
 #include "ferry/models/llama/llama_hf.h"
 #include "ferry/runtime/io_reactor.h"
+#include "ferry/runtime/sanitizer_build.h"
 #include "ferry/runtime/status_matchers.h"
 #include "ferry/runtime/thread_pool.h"
 #include "ferry/tokenizer/hf_tokenizer_json.h"
@@ -42,12 +43,6 @@
 
 namespace ferry::engine {
 namespace {
-
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-constexpr bool kSanitized = true;
-#else
-constexpr bool kSanitized = false;
-#endif
 
 // |ferry on HF - ferry on the rounded GGUF| over every logit of every
 // prompt position (logits are ~10-25 here; measured ~1e-4).
@@ -82,7 +77,7 @@ std::vector<ReferencePrompt> LoadReference() {
     r.greedy_margin = p.at("greedy_margin").get<std::vector<float>>();
     out.push_back(std::move(r));
   }
-  if (kSanitized) {  // The shortest prompt, one new token.
+  if (kSanitizerBuild) {  // The shortest prompt, one new token.
     out.resize(1);
     out[0].greedy.resize(1);
   }
@@ -137,7 +132,7 @@ class SmolLm2HfTest : public ::testing::TestWithParam<const char*> {};
 TEST_P(SmolLm2HfTest, MatchesRoundedGgufAndLlamaCpp) {
   FERRY_REQUIRE_SMOLLM2(gguf_path);
   const std::string dtype = GetParam();
-  if (kSanitized && dtype == "f16") {
+  if (kSanitizerBuild && dtype == "f16") {
     // Loading and rounding 135M weights twice costs a minute or two under
     // a sanitizer; bf16 (sharded) runs, llama_hf_test covers f16 loading.
     GTEST_SKIP() << "SKIPPED under a sanitizer: the bf16 case covers it";

@@ -41,6 +41,7 @@
 #include "ferry/engine/testing/smollm2_reference.h"
 #include "ferry/models/llama/llama_gguf.h"
 #include "ferry/runtime/io_reactor.h"
+#include "ferry/runtime/sanitizer_build.h"
 #include "ferry/runtime/status_matchers.h"
 #include "ferry/runtime/thread_pool.h"
 #include "gmock/gmock.h"
@@ -74,19 +75,15 @@ TEST_P(SmolLm2Test, MatchesLlamaCppAndExactMath) {
   FERRY_REQUIRE_SMOLLM2(path);
   const int n_sims = GetParam().n_sims;
   const bool f32_weights = GetParam().f32_weights;
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
   // Each case is many minutes under a sanitizer (30 layers, 52 positions,
   // 16 tokens each): the f32 kernels run under the sanitizers in the
   // engine's and the CPU backend's own tests, and the quantized cases
   // continue each prompt by 4 tokens instead of 16.
-  if (f32_weights) {
+  if (kSanitizerBuild && f32_weights) {
     GTEST_SKIP() << "SKIPPED under a sanitizer: the quantized cases cover "
                     "the engine on the real model";
   }
-  constexpr size_t kGreedySteps = 4;
-#else
-  constexpr size_t kGreedySteps = 16;
-#endif
+  constexpr size_t kGreedySteps = kSanitizerBuild ? 4 : 16;
   FERRY_ASSERT_OK_AND_ASSIGN(
       std::vector<ReferencePrompt> reference,
       testing::LoadReference("engine/testdata/smollm2_reference.json"));

@@ -24,6 +24,7 @@
 #include "ferry/backends/sim/sim_device.h"
 #include "ferry/models/llama/llama_graph.h"
 #include "ferry/models/llama/llama_model.h"
+#include "ferry/runtime/sanitizer_build.h"
 #include "ferry/runtime/status_matchers.h"
 #include "ferry/sched/scheduler.h"
 #include "gtest/gtest.h"
@@ -38,12 +39,6 @@ using llama::LlamaModel;
 using llama::LlamaModelOptions;
 using llama::MakeLlamaInputs;
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-constexpr bool kSanitized = true;
-#else
-constexpr bool kSanitized = false;
-#endif
-
 constexpr LlamaConfig kConfig = {.n_layer = 8,
                                  .n_embd = 128,
                                  .n_head = 4,
@@ -53,7 +48,7 @@ constexpr LlamaConfig kConfig = {.n_layer = 8,
                                  .n_ctx = 64};
 constexpr int64_t kTokens = 32;  // Op offload starts at 32 rows.
 // Under sanitizers only correctness is checked: fewer batches.
-constexpr int kBatches = kSanitized ? 8 : 40;
+constexpr int kBatches = kSanitizerBuild ? 8 : 40;
 // The modelled devices run at 1/scale of real time, so that their real
 // work (the CPU kernels) keeps up with the model.
 constexpr double kScale = 6.0;
@@ -198,7 +193,7 @@ class PlacementMatrixTest : public ::testing::Test {
             ? absl::StrFormat(" (host slip %.1f ms)", four.slip_ns / 1e6)
                   .c_str()
             : "");
-    if (kSanitized) {
+    if (kSanitizerBuild) {
       std::printf("  (sanitized build: timings reported, not judged)\n");
       return;
     }

@@ -25,6 +25,7 @@
 #include "ferry/quant/quant_type.h"
 #include "ferry/quant/quantize.h"
 #include "ferry/runtime/cpu_features.h"
+#include "ferry/runtime/sanitizer_build.h"
 #include "gtest/gtest.h"
 
 namespace ferry {
@@ -34,14 +35,6 @@ namespace {
 using quant::QuantType;
 
 constexpr float kSentinel = -12345.0f;
-
-// Under a sanitizer (5-15x slower; what it checks does not depend on size)
-// the largest token counts and the single-thread runs are left out.
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-constexpr bool kSanitized = true;
-#else
-constexpr bool kSanitized = false;
-#endif
 
 struct Shape {
   int64_t m;
@@ -148,7 +141,8 @@ class QuantMatMulTest : public ::testing::TestWithParam<Param> {};
 // to float summation order (relative to the sum of |products|); padding of
 // dst is left alone. Shapes: one token (GEMV), 2-7 tokens (weight-row
 // split), 16 (token split), 32-512 (dequantized GEMM); k = 32 * odd, so not
-// a multiple of any SIMD width's blocks.
+// a multiple of any SIMD width's blocks. Under a sanitizer the largest token
+// counts and the single-thread runs are left out.
 TEST_P(QuantMatMulTest, MatchesDequantizedProducts) {
   const auto [type, isa] = GetParam();
   if (!IsaSupported(isa)) {
@@ -165,7 +159,7 @@ TEST_P(QuantMatMulTest, MatchesDequantizedProducts) {
     if (quant::BlockSize(type) > quant::kQK) {
       s.k = std::min<int64_t>(s.k / quant::kQK, 3) * quant::BlockSize(type);
     }
-    if (kSanitized && s.n > 64) continue;
+    if (kSanitizerBuild && s.n > 64) continue;
     // m >= 512 only changes the GEMM path (panels), which has no quant ISA.
     if (s.m >= 512 && isa != Isa::kScalar) continue;
     const QuantRows a =
@@ -213,7 +207,7 @@ TEST_P(QuantMatMulTest, MatchesDequantizedProducts) {
           gemm ? kMinGemmTokens : std::numeric_limits<int64_t>::max();
       const std::vector<float>& b_values = gemm ? b_rows : act.values;
       for (int nth : {1, 2, 3}) {
-        if (kSanitized && nth == 1) continue;
+        if (kSanitizerBuild && nth == 1) continue;
         for (bool counter : {false, true}) {
           SCOPED_TRACE(absl::StrCat("m=", s.m, " n=", s.n, " k=", s.k,
                                     " nth=", nth, " counter=", counter,

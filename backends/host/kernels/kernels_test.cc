@@ -26,6 +26,7 @@
 #include "ferry/graph/tensor.h"
 #include "ferry/graph/testing/in_place_ops.h"
 #include "ferry/graph/testing/reference.h"
+#include "ferry/runtime/sanitizer_build.h"
 #include "ferry/runtime/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -41,12 +42,6 @@ using ::ferry::testing::StatusIs;
 using ::ferry::testing::WriteTensor;
 
 constexpr int kThreadCounts[] = {1, 2, 3, 7};
-
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-constexpr bool kSanitized = true;
-#else
-constexpr bool kSanitized = false;
-#endif
 
 // Tolerances (NMSE).
 constexpr double kTolF32 = 1e-10;  // Element-wise and row-wise f32.
@@ -294,7 +289,7 @@ TEST_P(KernelsTest, MulMatModelShapesPackedAndRows) {
   // slices broadcast over b.
   // Under a sanitizer (10x slower, and what it checks does not depend on
   // size) the model-sized weights shrink by 8 in each dimension.
-  constexpr int64_t kDiv = kSanitized ? 8 : 1;
+  constexpr int64_t kDiv = kSanitizerBuild ? 8 : 1;
   const PackedCase cases[] = {
       {2048 / kDiv, 5632 / kDiv, 1},
       {2048 / kDiv, 5632 / kDiv, 8},
