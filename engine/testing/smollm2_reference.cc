@@ -69,7 +69,10 @@ std::string Compare(const Reference& ref, const Result& res,
     }
     const int32_t argmax = static_cast<int32_t>(
         std::max_element(row.begin(), row.end()) - row.begin());
-    a.top1 += argmax == ref.top_ids[p][0];
+    const bool same = argmax == ref.top_ids[p][0];
+    a.top1 += same;
+    a.top1_bad += !same && ref.top_logits[p][0] - ref.top_logits[p][1] >=
+                               bounds.tie_margin;
     ++a.rows;
   }
   a.max_err = std::max(a.max_err, err);

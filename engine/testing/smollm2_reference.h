@@ -51,6 +51,8 @@ struct Agreement {
   double max_err = 0;
   int rows = 0;
   int top1 = 0;
+  int top1_bad = 0;      // Argmax misses where the reference's top-2 margin
+                         // is at least the tie margin.
   int greedy_equal = 0;  // Continuations equal in full.
   int greedy_bad = 0;    // Continuations that left at a clear choice.
 };
