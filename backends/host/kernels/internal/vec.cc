@@ -75,6 +75,14 @@ float SumSquaresRow(const float* x, float center, int64_t n) {
   return K().sum_squares_row(x, center, n);
 }
 
+float DotRow(const float* x, const float* y, int64_t n) {
+  return K().dot_row(x, y, n);
+}
+
+void AxpyRow(float a, const float* x, float* y, int64_t n) {
+  K().axpy_row(a, x, y, n);
+}
+
 float ScaleMaskMaxRow(const float* x, const float* mask, float scale,
                       float* dst, int64_t n) {
   return K().scale_mask_max_row(x, mask, scale, dst, n);

@@ -48,6 +48,10 @@ void ReluRow(const float* x, float* dst, int64_t n);
 float SumRow(const float* x, int64_t n);
 // Returns sum((x[i] - center)^2).
 float SumSquaresRow(const float* x, float center, int64_t n);
+// Returns sum(x[i] * y[i]).
+float DotRow(const float* x, const float* y, int64_t n);
+// y[i] += a * x[i].
+void AxpyRow(float a, const float* x, float* y, int64_t n);
 
 // dst[i] = x[i] * scale + (mask ? mask[i] : 0); returns max(dst[i]) (-inf
 // for n == 0). dst may equal x.

@@ -355,6 +355,31 @@ float SumSquaresRowAvx2(const float* x, float center, int64_t n) {
   return sum;
 }
 
+float DotRowAvx2(const float* x, const float* y, int64_t n) {
+  __m256 acc0 = _mm256_setzero_ps();
+  __m256 acc1 = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    acc0 =
+        _mm256_fmadd_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i), acc0);
+    acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 8),
+                           _mm256_loadu_ps(y + i + 8), acc1);
+  }
+  float sum = HorizontalSum(_mm256_add_ps(acc0, acc1));
+  for (; i < n; ++i) sum += x[i] * y[i];
+  return sum;
+}
+
+void AxpyRowAvx2(float a, const float* x, float* y, int64_t n) {
+  const __m256 va = Broadcast(a);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, _mm256_loadu_ps(x + i),
+                                            _mm256_loadu_ps(y + i)));
+  }
+  for (; i < n; ++i) y[i] += a * x[i];
+}
+
 float SumRowAvx2(const float* x, int64_t n) {
   __m256 acc0 = _mm256_setzero_ps();
   __m256 acc1 = _mm256_setzero_ps();
@@ -491,6 +516,8 @@ const VecKernels& Avx2Kernels() {
       .relu_row = ReluRowAvx2,
       .sum_row = SumRowAvx2,
       .sum_squares_row = SumSquaresRowAvx2,
+      .dot_row = DotRowAvx2,
+      .axpy_row = AxpyRowAvx2,
       .scale_mask_max_row = ScaleMaskMaxRowAvx2,
       .exp_sub_row = ExpSubRowAvx2,
       .sin_cos_row = SinCosAvx2,

@@ -250,6 +250,34 @@ float SumRow(const float* x, int64_t n) {
   return ReduceAdd(_mm512_add_ps(acc0, acc1));
 }
 
+float DotRow(const float* x, const float* y, int64_t n) {
+  __m512 acc0 = _mm512_setzero_ps();
+  __m512 acc1 = _mm512_setzero_ps();
+  int64_t i = 0;
+  for (; i + 2 * kLanes <= n; i += 2 * kLanes) {
+    acc0 =
+        _mm512_fmadd_ps(_mm512_loadu_ps(x + i), _mm512_loadu_ps(y + i), acc0);
+    acc1 = _mm512_fmadd_ps(_mm512_loadu_ps(x + i + kLanes),
+                           _mm512_loadu_ps(y + i + kLanes), acc1);
+  }
+  for (; i < n; i += kLanes) {
+    const __mmask16 m = FirstLanes(n - i < kLanes ? n - i : kLanes);
+    acc0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, x + i),
+                           _mm512_maskz_loadu_ps(m, y + i), acc0);
+  }
+  return ReduceAdd(_mm512_add_ps(acc0, acc1));
+}
+
+void AxpyRow(float a, const float* x, float* y, int64_t n) {
+  const __m512 va = Bc(a);
+  for (int64_t i = 0; i < n; i += kLanes) {
+    const __mmask16 m = FirstLanes(n - i < kLanes ? n - i : kLanes);
+    _mm512_mask_storeu_ps(y + i, m,
+                          _mm512_fmadd_ps(va, _mm512_maskz_loadu_ps(m, x + i),
+                                          _mm512_maskz_loadu_ps(m, y + i)));
+  }
+}
+
 float SumSquaresRow(const float* x, float center, int64_t n) {
   const __m512 c = Bc(center);
   __m512 acc0 = _mm512_setzero_ps();
@@ -458,6 +486,8 @@ const VecKernels& Avx512Kernels() {
       .relu_row = ReluRow,
       .sum_row = SumRow,
       .sum_squares_row = SumSquaresRow,
+      .dot_row = DotRow,
+      .axpy_row = AxpyRow,
       .scale_mask_max_row = ScaleMaskMaxRow,
       .exp_sub_row = ExpSubRow,
       .sin_cos_row = SinCosRow,

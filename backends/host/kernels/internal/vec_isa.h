@@ -29,6 +29,8 @@ struct VecKernels {
   void (*relu_row)(const float* x, float* dst, int64_t n);
   float (*sum_row)(const float* x, int64_t n);
   float (*sum_squares_row)(const float* x, float center, int64_t n);
+  float (*dot_row)(const float* x, const float* y, int64_t n);
+  void (*axpy_row)(float a, const float* x, float* y, int64_t n);
   float (*scale_mask_max_row)(const float* x, const float* mask, float scale,
                               float* dst, int64_t n);
   float (*exp_sub_row)(float* x, float max, int64_t n);

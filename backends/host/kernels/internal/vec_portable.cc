@@ -134,6 +134,16 @@ float SumSquaresRow(const float* x, float center, int64_t n) {
   return static_cast<float>(sum);
 }
 
+float DotRow(const float* x, const float* y, int64_t n) {
+  float sum = 0;
+  for (int64_t i = 0; i < n; ++i) sum += x[i] * y[i];
+  return sum;
+}
+
+void AxpyRow(float a, const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
+}
+
 float ScaleMaskMaxRow(const float* x, const float* mask, float scale,
                       float* dst, int64_t n) {
   float max = -std::numeric_limits<float>::infinity();
@@ -303,6 +313,8 @@ const VecKernels& PortableKernels() {
       .relu_row = ReluRow,
       .sum_row = SumRow,
       .sum_squares_row = SumSquaresRow,
+      .dot_row = DotRow,
+      .axpy_row = AxpyRow,
       .scale_mask_max_row = ScaleMaskMaxRow,
       .exp_sub_row = ExpSubRow,
       .sin_cos_row = SinCosRow,

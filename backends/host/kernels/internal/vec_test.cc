@@ -133,6 +133,13 @@ TEST_P(VecIsaTest, ReductionsMatchPortable) {
     Compare("sum", 1, 1e-4f, [&](float* d) { d[0] = SumRow(x.data(), n); });
     Compare("sum squares", 1, 1e-5f,
             [&](float* d) { d[0] = SumSquaresRow(x.data(), 0.5f, n); });
+    const std::vector<float> y = RandomRow(rng, n, -4, 4, /*with_nan=*/false);
+    Compare("dot", 1, 1e-4f,
+            [&](float* d) { d[0] = DotRow(x.data(), y.data(), n); });
+    Compare("axpy", n, 1e-6f, [&](float* d) {
+      std::copy(y.begin(), y.begin() + n, d);
+      AxpyRow(-1.5f, x.data(), d, n);
+    });
     std::vector<float> mask = RandomRow(rng, n, -2, 0, /*with_nan=*/false);
     if (n > 3) mask[1] = -std::numeric_limits<float>::infinity();
     Compare("scale mask max", n, 0, [&](float* d) {
