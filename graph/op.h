@@ -39,9 +39,10 @@ enum class Op : uint8_t {
   kConcat,
   kSetRows,
   kTanh,
+  kRangeAttention,
 };
 
-inline constexpr int kNumOps = static_cast<int>(Op::kTanh) + 1;
+inline constexpr int kNumOps = static_cast<int>(Op::kRangeAttention) + 1;
 
 // Returns the op's lower-case name ("mul_mat", "soft_max", ...), or "unknown"
 // for a value outside the enum.

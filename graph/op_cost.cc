@@ -1,5 +1,7 @@
 #include "ferry/graph/op_cost.h"
 
+#include <algorithm>
+
 #include "ferry/graph/dtype.h"
 
 namespace ferry {
@@ -38,6 +40,12 @@ int64_t OpFlops(const Tensor& node) {
       return 5 * n;  // scale+mask, max, sub+exp, sum, div.
     case Op::kRope:
       return 6 * n;  // sin, cos, 4 mul/add per pair, amortized.
+    case Op::kRangeAttention:
+      // The ranges are data: as if each token saw a quarter of the cache
+      // (dot and axpy per row seen, 2 flops each per element).
+      return node.src[1] == nullptr
+                 ? 0
+                 : 4 * n * std::max<int64_t>(1, node.src[1]->ne[1] / 4);
     default:
       return 0;
   }
@@ -51,6 +59,14 @@ int64_t OpBytes(const Tensor& node) {
     const int64_t rows_read = node.NumRows();
     return rows_read * a.RowBytes() + PackedBytes(node.src[1]) +
            PackedBytes(&node);
+  }
+  if (node.op == Op::kRangeAttention && node.src[1] != nullptr) {
+    // q, ranges and the result, and (as OpFlops assumes) a quarter of the
+    // K and V rows.
+    const Tensor& k = *node.src[1];
+    return PackedBytes(node.src[0]) + PackedBytes(node.src[3]) +
+           PackedBytes(&node) +
+           2 * std::max<int64_t>(1, k.ne[1] / 4) * k.RowBytes();
   }
   if (node.op == Op::kSetRows && node.src[0] != nullptr &&
       node.src[2] != nullptr) {

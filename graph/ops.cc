@@ -304,6 +304,44 @@ absl::StatusOr<Tensor*> Cpy(Context& ctx, Tensor* a, Tensor* b) {
   return ctx.AddTensor(std::move(t));
 }
 
+absl::StatusOr<Tensor*> RangeAttention(Context& ctx, Tensor* q, Tensor* k,
+                                       Tensor* v, Tensor* ranges, float scale) {
+  constexpr Op kOp = Op::kRangeAttention;
+  FERRY_RETURN_IF_ERROR(CheckNotNull(kOp, "q", q));
+  FERRY_RETURN_IF_ERROR(CheckNotNull(kOp, "k", k));
+  FERRY_RETURN_IF_ERROR(CheckNotNull(kOp, "v", v));
+  FERRY_RETURN_IF_ERROR(CheckNotNull(kOp, "ranges", ranges));
+  for (auto [arg, t] :
+       {std::pair<const char*, Tensor*>{"q", q}, {"k", k}, {"v", v}}) {
+    FERRY_RETURN_IF_ERROR(CheckDType(kOp, arg, *t, {DType::kF32}));
+    FERRY_RETURN_IF_ERROR(CheckRows(kOp, arg, *t));
+  }
+  FERRY_RETURN_IF_ERROR(CheckDType(kOp, "ranges", *ranges, {DType::kI32}));
+  const std::string all =
+      absl::StrCat(Describe("q", *q), ", ", Describe("k", *k), ", ",
+                   Describe("v", *v), ", ", Describe("ranges", *ranges));
+  const int64_t hd = q->ne[0];
+  if (q->ne[3] != 1 || k->ne[2] != 1 || k->ne[3] != 1 || k->ne != v->ne ||
+      k->nb != v->nb) {
+    return Error(kOp, absl::StrCat(all, ": q must be 3-D, k and v 2-D alike"));
+  }
+  if (hd < 1 || k->ne[0] % hd != 0 || k->ne[0] / hd < 1 ||
+      q->ne[1] % (k->ne[0] / hd) != 0) {
+    return Error(kOp, absl::StrCat(all,
+                                   ": k.ne[0] must be q.ne[0] times a divisor "
+                                   "of q.ne[1] (the kv heads)"));
+  }
+  if (ranges->ne[0] != 2 || ranges->ne[1] != q->ne[2] || ranges->ne[2] != 1 ||
+      ranges->ne[3] != 1 || !ranges->IsContiguous()) {
+    return Error(kOp,
+                 absl::StrCat(all, ": ranges must be [2, q.ne[2]] contiguous"));
+  }
+  Tensor t = NewResult(kOp, DType::kF32, q->ne);
+  t.src = {q, k, v, ranges};
+  t.SetParamF32(0, scale);
+  return ctx.AddTensor(std::move(t));
+}
+
 absl::StatusOr<Tensor*> SetRows(Context& ctx, Tensor* dst, Tensor* rows,
                                 Tensor* ids) {
   constexpr Op kOp = Op::kSetRows;

@@ -119,6 +119,21 @@ absl::StatusOr<Tensor*> Cpy(Context& ctx, Tensor* a, Tensor* b);
 absl::StatusOr<Tensor*> SetRows(Context& ctx, Tensor* dst, Tensor* rows,
                                 Tensor* ids);
 
+// Attention of each token over its own range of cache rows, read in place:
+// the fused form a micro-batch of several sequences uses, so that a token
+// reads only its sequence's cells and no window is gathered or masked.
+// q: [hd, n_head, T] f32 with contiguous rows; k, v: [hd * n_kv, C] f32 2-D
+// with contiguous rows (K and V caches; n_head a multiple of n_kv); ranges:
+// [2, T] i32 contiguous: token t attends over cache rows [ranges[0, t],
+// ranges[1, t]). Head h reads kv head h / (n_head / n_kv):
+//   out[:, h, t] = sum_r softmax_r(scale * q[:, h, t] . k[r, kvh]) v[r, kvh].
+// An empty range gives zeros. At compute time ranges lie within [0, C];
+// kernels clamp one that does not, the reference evaluator returns
+// OutOfRangeError. Result [hd, n_head, T] f32, contiguous. f32[0] = scale.
+// src = {q, k, v, ranges}.
+absl::StatusOr<Tensor*> RangeAttention(Context& ctx, Tensor* q, Tensor* k,
+                                       Tensor* v, Tensor* ranges, float scale);
+
 // Contiguous copy of a (any strides, any unquantized dtype), same dtype and
 // shape.
 // src = {a}.

@@ -373,6 +373,46 @@ absl::Status Compute(Tensor& node, std::vector<double>& out) {
       }
       return absl::OkStatus();
     }
+    case Op::kRangeAttention: {
+      const Tensor& k = *node.src[1];
+      const Tensor& v = *node.src[2];
+      const Tensor& ranges = *node.src[3];
+      const int64_t hd = ne[0];
+      const int64_t group = ne[1] / (k.ne[0] / hd);
+      const double scale = node.ParamF32(0);
+      out.assign(out.size(), 0.0);
+      for (int64_t t = 0; t < ne[2]; ++t) {
+        const auto begin = static_cast<int64_t>(Load(ranges, {0, t, 0, 0}));
+        const auto end = static_cast<int64_t>(Load(ranges, {1, t, 0, 0}));
+        if (begin < 0 || end < begin || end > k.ne[1]) {
+          return absl::OutOfRangeError(absl::StrCat(
+              "reference: range_attention range [", begin, ", ", end,
+              ") of token ", t, " outside [0, ", k.ne[1], "]"));
+        }
+        for (int64_t h = 0; h < ne[1]; ++h) {
+          const int64_t kv0 = h / group * hd;
+          std::vector<double> p;
+          double max = -INFINITY;
+          for (int64_t r = begin; r < end; ++r) {
+            double s = 0;
+            for (int64_t e = 0; e < hd; ++e) {
+              s += Load(*a, {e, h, t, 0}) * Load(k, {kv0 + e, r, 0, 0});
+            }
+            p.push_back(s * scale);
+            max = std::max(max, p.back());
+          }
+          double sum = 0;
+          for (double& x : p) sum += (x = std::exp(x - max));
+          for (int64_t r = begin; r < end; ++r) {
+            const double w = p[static_cast<size_t>(r - begin)] / sum;
+            for (int64_t e = 0; e < hd; ++e) {
+              out[Flat(ne, {e, h, t, 0})] += w * Load(v, {kv0 + e, r, 0, 0});
+            }
+          }
+        }
+      }
+      return absl::OkStatus();
+    }
     case Op::kConcat: {
       const int dim = node.ParamI32(0);
       ForEachIndex(ne, [&](const Index& i) {

@@ -20,6 +20,7 @@
 #include "ferry/backends/host/kernels/internal/vec.h"
 #include "ferry/backends/host/kernels/kernel_context.h"
 #include "ferry/backends/host/kernels/mat_mul_node.h"
+#include "ferry/backends/host/kernels/range_attention_node.h"
 #include "ferry/backends/host/packed_state.h"
 #include "ferry/graph/dtype.h"
 #include "ferry/graph/op.h"
@@ -918,6 +919,8 @@ absl::Status CheckSupported(const Tensor& node) {
     case Op::kConcat:
       FERRY_RETURN_IF_ERROR(CheckSources(node, 2));
       return CheckConcat(node, *node.src[0], *node.src[1]);
+    case Op::kRangeAttention:
+      return CheckRangeAttention(node);
     default:
       return Unimplemented(node, "op has no CPU kernel");
   }
@@ -929,6 +932,8 @@ size_t ScratchBytes(const Tensor& node, int nth) {
       return RopeScratchBytesPerThread(node) * static_cast<size_t>(nth);
     case Op::kMulMat:
       return MatMulScratchBytes(node, nth);
+    case Op::kRangeAttention:
+      return RangeAttentionScratchBytes(node, nth);
     default:
       return 0;
   }
@@ -984,6 +989,8 @@ void ComputeNode(const Tensor& node, int ith, int nth,
       return ConcatKernel(node, ith, nth);
     case Op::kSetRows:
       return SetRowsKernel(node, ith, nth);
+    case Op::kRangeAttention:
+      return RangeAttentionNode(node, ith, nth, ctx);
     default:
       return;  // Leafs and views compute nothing.
   }

@@ -1,0 +1,122 @@
+#include "ferry/backends/host/kernels/range_attention_node.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+#include "ferry/backends/host/kernels/internal/vec.h"
+#include "ferry/graph/dtype.h"
+#include "ferry/graph/op.h"
+
+namespace ferry {
+namespace cpu_kernels {
+namespace {
+
+namespace vec = ::ferry::cpu_kernels_internal;
+
+absl::Status Invalid(const Tensor& node, absl::string_view why) {
+  return absl::InvalidArgumentError(absl::StrCat(
+      "cpu kernels: range_attention: ", why, " (", node.ShapeString(), ")"));
+}
+
+size_t RoundUp(size_t bytes) {
+  return (bytes + kScratchAlignment - 1) / kScratchAlignment *
+         kScratchAlignment;
+}
+
+}  // namespace
+
+absl::Status CheckRangeAttention(const Tensor& node) {
+  const Tensor* q = node.src[0];
+  const Tensor* k = node.src[1];
+  const Tensor* v = node.src[2];
+  const Tensor* ranges = node.src[3];
+  if (q == nullptr || k == nullptr || v == nullptr || ranges == nullptr) {
+    return Invalid(node, "needs q, k, v and ranges");
+  }
+  for (const Tensor* t : {&node, q, k, v}) {
+    if (t->dtype != DType::kF32 || !t->HasContiguousRows()) {
+      return absl::UnimplementedError(absl::StrCat(
+          "cpu kernels: range_attention: q, k, v and the result must be f32 "
+          "with contiguous rows (",
+          t->ShapeString(), ")"));
+    }
+  }
+  if (ranges->dtype != DType::kI32 || !ranges->IsContiguous() ||
+      ranges->ne[0] != 2 || ranges->ne[1] != q->ne[2] || ranges->ne[2] != 1 ||
+      ranges->ne[3] != 1) {
+    return Invalid(node, "ranges must be [2, q.ne[2]] i32, contiguous");
+  }
+  const int64_t hd = q->ne[0];
+  if (q->ne[3] != 1 || k->ne[2] != 1 || k->ne[3] != 1 || k->ne != v->ne ||
+      k->nb != v->nb || hd < 1 || k->ne[0] % hd != 0 ||
+      q->ne[1] % (k->ne[0] / hd) != 0) {
+    return Invalid(node,
+                   "needs q [hd, n_head, T], k and v [hd * n_kv, C] alike, "
+                   "n_head a multiple of n_kv");
+  }
+  if (node.ne != q->ne || !node.IsContiguous()) {
+    return Invalid(node, "result must be contiguous, shaped as q");
+  }
+  return absl::OkStatus();
+}
+
+size_t RangeAttentionScratchBytes(const Tensor& node, int nth) {
+  const auto rows = static_cast<size_t>(node.src[1]->ne[1]);
+  return RoundUp(rows * sizeof(float)) * static_cast<size_t>(nth);
+}
+
+void RangeAttentionNode(const Tensor& node, int ith, int nth,
+                        const KernelContext& ctx) {
+  const Tensor& q = *node.src[0];
+  const Tensor& k = *node.src[1];
+  const Tensor& v = *node.src[2];
+  const auto* ranges = static_cast<const int32_t*>(node.src[3]->data);
+  const int64_t hd = q.ne[0];
+  const int64_t n_head = q.ne[1];
+  const int64_t n_tokens = q.ne[2];
+  const int64_t group = n_head / (k.ne[0] / hd);
+  const int64_t rows = k.ne[1];
+  const float scale = node.ParamF32(0);
+  auto* scores = reinterpret_cast<float*>(
+      static_cast<std::byte*>(ctx.scratch) +
+      RoundUp(static_cast<size_t>(rows) * sizeof(float)) *
+          static_cast<size_t>(ith));
+  const auto* k_base = static_cast<const std::byte*>(k.data);
+  const auto* v_base = static_cast<const std::byte*>(v.data);
+  for (int64_t u = ith; u < n_tokens * n_head; u += nth) {
+    const int64_t t = u / n_head;
+    const int64_t h = u % n_head;
+    const int64_t begin = std::clamp<int64_t>(ranges[2 * t], 0, rows);
+    const int64_t end = std::clamp<int64_t>(ranges[2 * t + 1], begin, rows);
+    const auto* qh = reinterpret_cast<const float*>(
+        static_cast<const std::byte*>(q.data) + t * q.nb[2] + h * q.nb[1]);
+    auto* out = reinterpret_cast<float*>(static_cast<std::byte*>(node.data) +
+                                         t * node.nb[2] + h * node.nb[1]);
+    std::fill(out, out + hd, 0.0f);
+    if (begin == end) continue;
+    const int64_t kv_offset =
+        h / group * hd * static_cast<int64_t>(sizeof(float));
+    float max = -std::numeric_limits<float>::infinity();
+    for (int64_t r = begin; r < end; ++r) {
+      const auto* kr =
+          reinterpret_cast<const float*>(k_base + r * k.nb[1] + kv_offset);
+      const float s = scale * vec::DotRow(qh, kr, hd);
+      scores[r - begin] = s;
+      max = std::max(max, s);
+    }
+    const float sum = vec::ExpSubRow(scores, max, end - begin);
+    const float inv = 1.0f / sum;
+    for (int64_t r = begin; r < end; ++r) {
+      const auto* vr =
+          reinterpret_cast<const float*>(v_base + r * v.nb[1] + kv_offset);
+      vec::AxpyRow(scores[r - begin] * inv, vr, out, hd);
+    }
+  }
+}
+
+}  // namespace cpu_kernels
+}  // namespace ferry
