@@ -109,17 +109,22 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(
   llama::LlamaBatchShape& shape = engine->shape_;
   shape.n_tokens = o.batch_tokens;
   shape.n_outputs = o.batch_outputs > 0 ? o.batch_outputs : o.batch_tokens;
+  shape.attend_by_ranges =
+      o.attend_by_ranges && llama::CanAttendByRanges(model);
+  // By ranges a window costs nothing: by default it spans every slot.
+  const int64_t window_sequences =
+      shape.attend_by_ranges
+          ? o.max_sequences
+          : std::min<int64_t>(o.max_sequences, o.batch_tokens);
   shape.n_window = o.batch_window > 0
                        ? o.batch_window
-                       : std::min<int64_t>(o.max_sequences, o.batch_tokens) *
-                                 o.max_sequence_len +
-                             1;
+                       : window_sequences * o.max_sequence_len + 1;
   FERRY_RETURN_IF_ERROR(shape.Validate());
   // A sequence's whole context is in one micro-batch's window.
   engine->slot_len_ = std::min(o.max_sequence_len, shape.n_window - 1);
   FERRY_ASSIGN_OR_RETURN(engine->cache_,
                          llama::LlamaKvCache::Create(model, n_cells));
-  if (o.window_buckets) {
+  if (o.window_buckets && !shape.attend_by_ranges) {
     // Powers of two: at most twice the cells a batch needs, and few graphs.
     // One within a quarter of the full window saves too little for a graph
     // (512 beside 513).
@@ -448,12 +453,16 @@ absl::Status Engine::SubmitMicroBatch(MicroBatch& mb) {
   io.In(*g.tokens, b.tokens().data(), bytes(b.tokens()))
       .In(*g.pos, b.pos().data(), bytes(b.pos()))
       .In(*g.kv_dst, b.kv_dst().data(), bytes(b.kv_dst()))
-      .In(*g.kv_window, b.kv_window().data(), bytes(b.kv_window()))
-      .In(*g.mask, b.mask().data(), bytes(b.mask()))
-      .In(*g.out_rows, b.out_rows().data(), bytes(b.out_rows()))
-      .Out(*g.logits, mb.logits.data(),
-           static_cast<size_t>(g.shape.n_outputs * model_.config().n_vocab) *
-               sizeof(float));
+      .In(*g.out_rows, b.out_rows().data(), bytes(b.out_rows()));
+  if (g.kv_ranges != nullptr) {
+    io.In(*g.kv_ranges, b.kv_ranges().data(), bytes(b.kv_ranges()));
+  } else {
+    io.In(*g.kv_window, b.kv_window().data(), bytes(b.kv_window()))
+        .In(*g.mask, b.mask().data(), bytes(b.mask()));
+  }
+  io.Out(*g.logits, mb.logits.data(),
+         static_cast<size_t>(g.shape.n_outputs * model_.config().n_vocab) *
+             sizeof(float));
   FERRY_ASSIGN_OR_RETURN(mb.done, bucket->sched->Submit(g.graph, io));
   std::lock_guard<std::mutex> lock(mu_);
   ++stats_.micro_batches;

@@ -91,6 +91,13 @@ struct EngineOptions {
   // The smallest bucket's window (a power of two, >= 2); larger buckets
   // double it while they are at most 3/4 of the full window.
   int64_t min_window_bucket = 64;
+  // Each token attends in place over its own sequence's cells
+  // (range_attention) where the model and every backend allow it
+  // (llama::CanAttendByRanges): a micro-batch then costs what its
+  // sequences' contexts cost, so the default window spans every slot and
+  // decode steps carry all active sequences. false: a gathered, masked
+  // window (window buckets apply).
+  bool attend_by_ranges = true;
   bool static_batching = false;
   // Nanoseconds for Result times; default: the steady clock. (Programs on
   // simulated devices pass the modelled clock.)

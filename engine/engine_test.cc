@@ -143,12 +143,22 @@ class EngineTest : public ::testing::Test {
 
 // Many sequences at once, chunked prefill beside decode, pipelined over two
 // sims: each request's greedy tokens are those of recomputing its whole
-// context on the CPU at every step, and the logits it asked for match.
-TEST_F(EngineTest, GreedyTokensMatchFullRecompute) {
-  auto engine = MakeEngine({.max_sequences = 4,
-                            .max_sequence_len = 40,
-                            .batch_tokens = 8,
-                            .n_copies = 4});
+// context on the CPU at every step, and the logits it asked for match;
+// attending by ranges (the default here: the sims and the CPU run
+// range_attention) and over a masked window alike.
+class EngineAttentionTest : public EngineTest,
+                            public ::testing::WithParamInterface<bool> {};
+
+TEST_P(EngineAttentionTest, GreedyTokensMatchFullRecompute) {
+  const bool by_ranges = GetParam();
+  EngineOptions options = {.max_sequences = 4,
+                           .max_sequence_len = 40,
+                           .batch_tokens = 8,
+                           .n_copies = 4};
+  options.attend_by_ranges = by_ranges;
+  auto engine = MakeEngine(options);
+  ASSERT_NE(engine, nullptr);
+  EXPECT_EQ(engine->bucket_shape(0).attend_by_ranges, by_ranges);
   std::vector<Request> requests = MixedRequests(false);
   requests[2].logits_positions = {0, 5, 12};  // Prompt of 13 tokens.
   std::vector<Result> results = RunAll(*engine, requests);
@@ -171,9 +181,12 @@ TEST_F(EngineTest, GreedyTokensMatchFullRecompute) {
   EXPECT_EQ(stats.requests_done, 6);
   EXPECT_GT(stats.max_in_flight, 1);  // Micro-batches were pipelined.
   // Window buckets of 64 and the full 161 cells (128 is within a quarter
-  // of 161). One plan per bucket, made when first needed (the full shape's
-  // at Create): switching buckets never replans.
-  EXPECT_EQ(engine->window_sizes(), (std::vector<int64_t>{64, 161}));
+  // of 161); by ranges, the window spans the 4 slots and costs nothing, so
+  // it has no buckets. One plan per bucket, made when first needed (the
+  // full shape's at Create): switching buckets never replans.
+  const std::vector<int64_t> windows =
+      by_ranges ? std::vector<int64_t>{161} : std::vector<int64_t>{64, 161};
+  EXPECT_EQ(engine->window_sizes(), windows);
   EXPECT_EQ(engine->bucket_shape(0).n_tokens, 8);
   EXPECT_EQ(engine->bucket_shape(0).n_window, 161);
   ASSERT_GT(engine->num_buckets(), 2);
@@ -193,6 +206,11 @@ TEST_F(EngineTest, GreedyTokensMatchFullRecompute) {
   EXPECT_LT(stats.micro_batches_by_tokens.begin()->first, 8);
   EXPECT_LE(stats.padded_tokens, stats.prefill_tokens + stats.decode_tokens);
 }
+
+INSTANTIATE_TEST_SUITE_P(ByRangesAndByWindow, EngineAttentionTest,
+                         ::testing::Bool(), [](const auto& info) {
+                           return info.param ? "ByRanges" : "ByWindow";
+                         });
 
 // Two pipeline stages that are backends of one device (two CPU backends
 // with a thread each) share its weights' and caches' buffer types: the
@@ -251,14 +269,16 @@ TEST_F(EngineTest, BucketsGiveTheSameTokensAndLogits) {
     EngineStats stats;
   };
   auto run = [&](bool buckets) {
-    auto engine = MakeEngine({.max_sequences = 4,
-                              .max_sequence_len = 40,
-                              .batch_tokens = 8,
-                              .prefill_chunk = 5,
-                              .n_copies = 4,
-                              .window_buckets = buckets,
-                              .token_buckets = buckets,
-                              .min_window_bucket = 4});
+    EngineOptions options = {.max_sequences = 4,
+                             .max_sequence_len = 40,
+                             .batch_tokens = 8,
+                             .prefill_chunk = 5,
+                             .n_copies = 4,
+                             .window_buckets = buckets,
+                             .token_buckets = buckets,
+                             .min_window_bucket = 4};
+    options.attend_by_ranges = false;  // Window buckets are the window's.
+    auto engine = MakeEngine(options);
     std::vector<Request> requests = MixedRequests(false);
     for (size_t k = 0; k < requests.size(); ++k) {
       // Every position: prefill chunks and decode steps alike.

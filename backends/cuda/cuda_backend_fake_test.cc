@@ -652,6 +652,21 @@ TEST_F(CudaBackendFakeTest, Issue31_KQuantWeightsAreRefusedByName) {
   }
 }
 
+// range_attention has no CUDA kernel: refused (the host kernels' check it
+// ends with would accept it), so the engine keeps the window path on CUDA.
+TEST_F(CudaBackendFakeTest, RangeAttentionIsRefused) {
+  Context ctx;
+  FERRY_ASSERT_OK_AND_ASSIGN(Tensor * q, ctx.NewTensor(DType::kF32, {8, 2, 3}));
+  FERRY_ASSERT_OK_AND_ASSIGN(Tensor * k, ctx.NewTensor(DType::kF32, {8, 5}));
+  FERRY_ASSERT_OK_AND_ASSIGN(Tensor * ranges,
+                             ctx.NewTensor(DType::kI32, {2, 3}));
+  FERRY_ASSERT_OK_AND_ASSIGN(Tensor * out,
+                             RangeAttention(ctx, q, k, k, ranges, 1.0f));
+  EXPECT_THAT(device_->CheckOp(*out),
+              StatusIs(absl::StatusCode::kUnimplemented));
+  EXPECT_FALSE(device_->SupportsOp(*out));
+}
+
 TEST_F(CudaBackendFakeTest, Issue34_Tf32IsAnOptIn) {
   EXPECT_THAT(device_->CreateBackend("tf32=2").status(),
               StatusIs(absl::StatusCode::kInvalidArgument));

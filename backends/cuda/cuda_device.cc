@@ -453,6 +453,13 @@ absl::Status CudaDevice::CheckOp(const Tensor& node) const {
         absl::StrCat(name_, ": no CUDA kernel writes block dtype ",
                      DTypeName(node.dtype), " ('", node.name, "')"));
   }
+  // No CUDA kernel yet: the engine attends over a gathered, masked window
+  // when a model's backend refuses range_attention
+  // (llama::CanAttendByRanges).
+  if (node.op == Op::kRangeAttention) {
+    return absl::UnimplementedError(absl::StrCat(
+        name_, ": no CUDA kernel for range_attention ('", node.name, "')"));
+  }
   // The CPU ropes with frequency factors, the CUDA kernel does not (yet):
   // such a node goes to the CPU.
   if (node.op == Op::kRope && node.src[2] != nullptr) {

@@ -1,6 +1,7 @@
 #include "ferry/models/llama/llama_batch.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 #include "absl/strings/str_cat.h"
@@ -18,30 +19,37 @@ constexpr int32_t kNoCell = -1;
 struct CacheAttention {
   const LlamaKvCache* cache;
   Tensor* kv_dst;
-  Tensor* kv_window;
+  Tensor* kv_window;  // Or kv_ranges.
+  Tensor* kv_ranges;
   int64_t head_dim;
   int64_t kv_heads;
+  float kq_scale;
 };
 
 // Writes the current tokens' K and V into the cache, then attends over the
-// window's cells of the written cache (reading the set_rows results orders
-// the reads after the writes).
+// window's cells of the written cache, or each token over its range of it
+// (reading the set_rows results orders the reads after the writes).
 absl::StatusOr<internal::AttentionKv> AttendCache(void* state, Context& ctx,
-                                                  int layer, Tensor* k,
-                                                  Tensor* v) {
+                                                  int layer, Tensor* q,
+                                                  Tensor* k, Tensor* v) {
   const auto& s = *static_cast<const CacheAttention*>(state);
   const int64_t nt = k->ne[2];
   const int64_t kv_dim = s.head_dim * s.kv_heads;
-  const int64_t n_window = s.kv_window->ne[0];
   FERRY_ASSIGN_OR_RETURN(Tensor * k_rows, Reshape(ctx, k, {kv_dim, nt}));
   FERRY_ASSIGN_OR_RETURN(Tensor * v_rows, Reshape(ctx, v, {kv_dim, nt}));
   FERRY_ASSIGN_OR_RETURN(Tensor * k_all,
                          SetRows(ctx, s.cache->k(layer), k_rows, s.kv_dst));
   FERRY_ASSIGN_OR_RETURN(Tensor * v_all,
                          SetRows(ctx, s.cache->v(layer), v_rows, s.kv_dst));
+  internal::AttentionKv out;
+  if (s.kv_ranges != nullptr) {
+    FERRY_ASSIGN_OR_RETURN(
+        out.out, RangeAttention(ctx, q, k_all, v_all, s.kv_ranges, s.kq_scale));
+    return out;
+  }
+  const int64_t n_window = s.kv_window->ne[0];
   FERRY_ASSIGN_OR_RETURN(Tensor * k_win, GetRows(ctx, k_all, s.kv_window));
   FERRY_ASSIGN_OR_RETURN(Tensor * v_win, GetRows(ctx, v_all, s.kv_window));
-  internal::AttentionKv out;
   FERRY_ASSIGN_OR_RETURN(
       out.k, Reshape(ctx, k_win, {s.head_dim, s.kv_heads, n_window}));
   FERRY_ASSIGN_OR_RETURN(
@@ -50,6 +58,29 @@ absl::StatusOr<internal::AttentionKv> AttendCache(void* state, Context& ctx,
 }
 
 }  // namespace
+
+bool CanAttendByRanges(const LlamaModel& model) {
+  const LlamaConfig& c = model.config();
+  if (c.attn_softcap > 0 ||
+      (c.sliding_window > 0 && c.sliding_window < c.n_ctx)) {
+    return false;
+  }
+  // A node of the model's head shapes, for the devices to judge.
+  Context ctx;
+  const int64_t n_cells = 2;
+  absl::StatusOr<Tensor*> q =
+      ctx.NewTensor(DType::kF32, {c.head_dim(), c.n_head, 1});
+  absl::StatusOr<Tensor*> k = ctx.NewTensor(DType::kF32, {c.kv_dim(), n_cells});
+  absl::StatusOr<Tensor*> v = ctx.NewTensor(DType::kF32, {c.kv_dim(), n_cells});
+  absl::StatusOr<Tensor*> ranges = ctx.NewTensor(DType::kI32, {2, 1});
+  if (!q.ok() || !k.ok() || !v.ok() || !ranges.ok()) return false;
+  absl::StatusOr<Tensor*> node = RangeAttention(ctx, *q, *k, *v, *ranges, 1.0f);
+  if (!node.ok()) return false;
+  for (Backend* backend : model.backends()) {
+    if (!backend->SupportsOp(**node)) return false;
+  }
+  return true;
+}
 
 absl::Status LlamaBatchShape::Validate() const {
   constexpr int64_t kMax = int64_t{1} << 20;
@@ -87,18 +118,32 @@ absl::StatusOr<LlamaBatchGraph> BuildLlamaBatchGraph(
   FERRY_ASSIGN_OR_RETURN(g.tokens, ctx.NewTensor(DType::kI32, {nt}, "tokens"));
   FERRY_ASSIGN_OR_RETURN(g.pos, ctx.NewTensor(DType::kI32, {nt}, "pos"));
   FERRY_ASSIGN_OR_RETURN(g.kv_dst, ctx.NewTensor(DType::kI32, {nt}, "kv_dst"));
-  FERRY_ASSIGN_OR_RETURN(
-      g.kv_window, ctx.NewTensor(DType::kI32, {shape.n_window}, "kv_window"));
-  FERRY_ASSIGN_OR_RETURN(
-      g.mask, ctx.NewTensor(DType::kF32, {shape.n_window, nt}, "mask"));
+  if (shape.attend_by_ranges) {
+    if (c.attn_softcap > 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("llama batch: ", c.arch,
+                       " soft-caps attention; range attention cannot"));
+    }
+    FERRY_ASSIGN_OR_RETURN(g.kv_ranges,
+                           ctx.NewTensor(DType::kI32, {2, nt}, "kv_ranges"));
+  } else {
+    FERRY_ASSIGN_OR_RETURN(
+        g.kv_window, ctx.NewTensor(DType::kI32, {shape.n_window}, "kv_window"));
+    FERRY_ASSIGN_OR_RETURN(
+        g.mask, ctx.NewTensor(DType::kF32, {shape.n_window, nt}, "mask"));
+  }
   FERRY_ASSIGN_OR_RETURN(
       g.out_rows, ctx.NewTensor(DType::kI32, {shape.n_outputs}, "out_rows"));
-  for (Tensor* t :
-       {g.tokens, g.pos, g.kv_dst, g.kv_window, g.mask, g.out_rows}) {
-    SetInput(*t);
+  for (Tensor* t : {g.tokens, g.pos, g.kv_dst, g.kv_window, g.mask, g.kv_ranges,
+                    g.out_rows}) {
+    if (t != nullptr) SetInput(*t);
   }
-  CacheAttention state{&cache, g.kv_dst, g.kv_window, c.head_dim(),
-                       c.head_count_kv()};
+  const float kq_scale =
+      c.attn_scale > 0 ? c.attn_scale
+                       : 1.0f / std::sqrt(static_cast<float>(c.head_dim()));
+  CacheAttention state{&cache,      g.kv_dst,     g.kv_window,
+                       g.kv_ranges, c.head_dim(), c.head_count_kv(),
+                       kq_scale};
   // Within n_ctx a window at least as long hides nothing: the causal mask
   // serves its layers too.
   Tensor* swa_mask = g.mask;
@@ -134,8 +179,17 @@ void LlamaBatchBuilder::Clear() {
   tokens_.assign(nt, 0);
   pos_.assign(nt, 0);
   kv_dst_.assign(nt, kNoCell);
-  kv_window_.assign(nw, pad_cell_);
   out_rows_.assign(static_cast<size_t>(shape_.n_outputs), 0);
+  if (shape_.attend_by_ranges) {
+    // Padding sees the scratch cell only.
+    kv_ranges_.resize(2 * nt);
+    for (size_t t = 0; t < nt; ++t) {
+      kv_ranges_[2 * t] = pad_cell_;
+      kv_ranges_[2 * t + 1] = pad_cell_ + 1;
+    }
+    return;
+  }
+  kv_window_.assign(nw, pad_cell_);
   // Padding rows see the last window entry only; no row sees it otherwise.
   mask_.assign(nt * nw, kMasked);
   for (size_t t = 0; t < nt; ++t) mask_[t * nw + nw - 1] = 0.0f;
@@ -157,6 +211,16 @@ absl::StatusOr<std::vector<int>> LlamaBatchBuilder::Add(
           "llama batch: logits index ", i, " outside [0, ", n, ")"));
     }
   }
+  if (shape_.attend_by_ranges) {
+    for (int64_t p = 1; p < context; ++p) {
+      if (cells[static_cast<size_t>(p)] != cells[0] + p) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "llama batch: range attention needs consecutive cells; position ",
+            p, " has cell ", cells[static_cast<size_t>(p)], " after ",
+            cells[static_cast<size_t>(p - 1)]));
+      }
+    }
+  }
   if (n > tokens_left() || context > window_left() ||
       static_cast<int64_t>(logits_at.size()) > outputs_left()) {
     return absl::OutOfRangeError(absl::StrCat(
@@ -166,7 +230,7 @@ absl::StatusOr<std::vector<int>> LlamaBatchBuilder::Add(
   }
   const auto nw = static_cast<size_t>(shape_.n_window);
   const int64_t w0 = n_window_;
-  for (int64_t p = 0; p < context; ++p) {
+  for (int64_t p = 0; p < context && !shape_.attend_by_ranges; ++p) {
     kv_window_[static_cast<size_t>(w0 + p)] = cells[static_cast<size_t>(p)];
   }
   for (int64_t i = 0; i < n; ++i) {
@@ -175,6 +239,11 @@ absl::StatusOr<std::vector<int>> LlamaBatchBuilder::Add(
     tokens_[t] = tokens[static_cast<size_t>(i)];
     pos_[t] = static_cast<int32_t>(position);
     kv_dst_[t] = cells[static_cast<size_t>(position)];
+    if (shape_.attend_by_ranges) {
+      kv_ranges_[2 * t] = cells[0];
+      kv_ranges_[2 * t + 1] = cells[0] + static_cast<int32_t>(position) + 1;
+      continue;
+    }
     float* row = &mask_[t * nw];
     row[nw - 1] = kMasked;
     std::fill(row + w0, row + w0 + position + 1, 0.0f);
@@ -202,9 +271,23 @@ absl::Status LlamaBatchBuilder::Narrow(const LlamaBatchShape& to) {
         " (and padding's) used to ", to.n_tokens, ", ", to.n_outputs, " and ",
         to.n_window));
   }
+  if (to.attend_by_ranges != shape_.attend_by_ranges) {
+    return absl::InvalidArgumentError(
+        "llama batch: cannot narrow between window and range attention");
+  }
   const auto nt = static_cast<size_t>(to.n_tokens);
   const auto from = static_cast<size_t>(shape_.n_window);
   const auto w = static_cast<size_t>(to.n_window);
+  if (to.attend_by_ranges) {
+    // Ranges name cache cells, not window entries: they stay.
+    kv_ranges_.resize(2 * nt);
+    tokens_.resize(nt);
+    pos_.resize(nt);
+    kv_dst_.resize(nt);
+    out_rows_.resize(static_cast<size_t>(to.n_outputs));
+    shape_ = to;
+    return absl::OkStatus();
+  }
   // Row t moves from t * from down to t * w, so moving rows in order never
   // overwrites one not yet moved (row 0 stays). Rows past nt are padding's.
   for (size_t t = 0; t < nt && w < from; ++t) {

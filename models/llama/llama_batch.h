@@ -14,6 +14,13 @@
 //   mask          [n_window, n_tokens] f32: 0 where token t may see window
 //                 entry w (same sequence, position <= its own), else -inf;
 //   out_rows      [n_outputs] i32: the tokens whose logits come out.
+// With attend_by_ranges (CanAttendByRanges) the graph has no kv_window and
+// no mask: each token attends in place over its sequence's cells, given as
+//   kv_ranges     [2, n_tokens] i32: cache cells [begin, end) of token t
+//                 (its sequence's cells up to its position, which must be
+//                 consecutive cells; padding's: the scratch cell),
+// with range_attention (graph/ops.h), so a token reads its own sequence's
+// cells only and n_window merely bounds the cells a batch may span.
 // The output is logits [n_vocab, n_outputs]. Unused token slots are padding:
 // their kv_dst is -1, so they write no cell (set_rows skips it; several
 // padding rows writing one cell would race), and they see only the last
@@ -41,6 +48,8 @@ struct LlamaBatchShape {
   int64_t n_tokens = 16;
   int64_t n_window = 256;  // >= 2: the last entry is padding's.
   int64_t n_outputs = 16;  // In [1, n_tokens].
+  // range_attention over kv_ranges instead of a gathered, masked window.
+  bool attend_by_ranges = false;
 
   absl::Status Validate() const;
 };
@@ -53,11 +62,17 @@ struct LlamaBatchGraph {
   Tensor* tokens = nullptr;
   Tensor* pos = nullptr;
   Tensor* kv_dst = nullptr;
-  Tensor* kv_window = nullptr;
-  Tensor* mask = nullptr;
+  Tensor* kv_window = nullptr;  // Null with attend_by_ranges.
+  Tensor* mask = nullptr;       // Null with attend_by_ranges.
+  Tensor* kv_ranges = nullptr;  // Only with attend_by_ranges.
   Tensor* out_rows = nullptr;
   Tensor* logits = nullptr;  // f32 [n_vocab, n_outputs], output.
 };
+
+// Whether `model`'s batch graph can attend by ranges: its layers attend over
+// their whole context (no sliding window shorter than n_ctx) without
+// soft-capping, and each of its backends' devices runs range_attention.
+bool CanAttendByRanges(const LlamaModel& model);
 
 // Builds the graph over `cache` (which must hold at least 2 cells: the last
 // is padding's scratch cell).
@@ -94,7 +109,8 @@ class LlamaBatchBuilder {
   // sees its own cells only, causally. `logits_at` lists indices into
   // `tokens` whose logits are wanted; returns their rows in the logits
   // output, in order. OutOfRange when the batch lacks tokens, window
-  // entries or outputs for it (nothing is added then).
+  // entries or outputs for it; InvalidArgument with attend_by_ranges when
+  // the cells are not consecutive (nothing is added then).
   absl::StatusOr<std::vector<int>> Add(absl::Span<const int32_t> tokens,
                                        int64_t first_pos,
                                        absl::Span<const int32_t> cells,
@@ -115,7 +131,8 @@ class LlamaBatchBuilder {
   const std::vector<int32_t>& pos() const { return pos_; }
   const std::vector<int32_t>& kv_dst() const { return kv_dst_; }
   const std::vector<int32_t>& kv_window() const { return kv_window_; }
-  const std::vector<float>& mask() const { return mask_; }
+  const std::vector<float>& mask() const { return mask_; }  // Else empty.
+  const std::vector<int32_t>& kv_ranges() const { return kv_ranges_; }
   const std::vector<int32_t>& out_rows() const { return out_rows_; }
 
  private:
@@ -125,7 +142,8 @@ class LlamaBatchBuilder {
   int64_t n_tokens_ = 0;
   int64_t n_window_ = 0;
   int64_t n_outputs_ = 0;
-  std::vector<int32_t> tokens_, pos_, kv_dst_, kv_window_, out_rows_;
+  std::vector<int32_t> tokens_, pos_, kv_dst_, kv_window_, kv_ranges_,
+      out_rows_;
   std::vector<float> mask_;
 };
 

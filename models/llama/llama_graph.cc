@@ -99,6 +99,31 @@ absl::StatusOr<Tensor*> FeedForward(const LlamaConfig& c, const LlamaLayer& l,
   return MulMat(ctx, l.w_down, cur);
 }
 
+// Attention of q [hd, n_head, nt] over kv's keys and values, masked:
+// [q_dim, nt].
+absl::StatusOr<Tensor*> Attend(const LlamaConfig& c, Context& ctx, int il,
+                               Tensor* q, const AttentionKv& kv, Tensor* mask,
+                               Tensor* swa_mask, float kq_scale, int64_t nt) {
+  FERRY_ASSIGN_OR_RETURN(q, Permute(ctx, q, 0, 2, 1, 3));  // [hd, nt, nh]
+  FERRY_ASSIGN_OR_RETURN(Tensor * k,
+                         Permute(ctx, kv.k, 0, 2, 1, 3));  // [hd, n, nkv]
+  FERRY_ASSIGN_OR_RETURN(Tensor * kq, MulMat(ctx, k, q));  // [n, nt, nh]
+  Tensor* layer_mask = c.IsSlidingLayer(il) ? swa_mask : mask;
+  if (c.attn_softcap > 0) {
+    FERRY_ASSIGN_OR_RETURN(kq, SoftCap(ctx, kq, kq_scale, c.attn_softcap));
+    FERRY_ASSIGN_OR_RETURN(kq, SoftMax(ctx, kq, layer_mask, 1.0f));
+  } else {
+    FERRY_ASSIGN_OR_RETURN(kq, SoftMax(ctx, kq, layer_mask, kq_scale));
+  }
+  FERRY_ASSIGN_OR_RETURN(Tensor * v,
+                         Permute(ctx, kv.v, 1, 2, 0, 3));  // [n, hd, nkv]
+  FERRY_ASSIGN_OR_RETURN(v, Cont(ctx, v));
+  FERRY_ASSIGN_OR_RETURN(Tensor * kqv, MulMat(ctx, v, kq));  // [hd, nt, nh]
+  FERRY_ASSIGN_OR_RETURN(kqv, Permute(ctx, kqv, 0, 2, 1, 3));
+  FERRY_ASSIGN_OR_RETURN(Tensor * cur, Cont(ctx, kqv));
+  return Reshape(ctx, cur, {c.q_dim(), nt});
+}
+
 }  // namespace
 
 absl::StatusOr<Tensor*> BuildLlamaBody(const LlamaModel& model, Context& ctx,
@@ -138,24 +163,13 @@ absl::StatusOr<Tensor*> BuildLlamaBody(const LlamaModel& model, Context& ctx,
                                    c.rope_freq_base, 1.0f, l.rope_freqs));
     FERRY_ASSIGN_OR_RETURN(k, Rope(ctx, k, pos, n_rot, c.rope_mode,
                                    c.rope_freq_base, 1.0f, l.rope_freqs));
-    FERRY_ASSIGN_OR_RETURN(AttentionKv kv, attend(state, ctx, il, k, qkv.v));
-    FERRY_ASSIGN_OR_RETURN(q, Permute(ctx, q, 0, 2, 1, 3));     // [hd, nt, nh]
-    FERRY_ASSIGN_OR_RETURN(k, Permute(ctx, kv.k, 0, 2, 1, 3));  // [hd, n, nkv]
-    FERRY_ASSIGN_OR_RETURN(Tensor * kq, MulMat(ctx, k, q));     // [n, nt, nh]
-    Tensor* layer_mask = c.IsSlidingLayer(il) ? swa_mask : mask;
-    if (c.attn_softcap > 0) {
-      FERRY_ASSIGN_OR_RETURN(kq, SoftCap(ctx, kq, kq_scale, c.attn_softcap));
-      FERRY_ASSIGN_OR_RETURN(kq, SoftMax(ctx, kq, layer_mask, 1.0f));
+    FERRY_ASSIGN_OR_RETURN(AttentionKv kv, attend(state, ctx, il, q, k, qkv.v));
+    if (kv.out != nullptr) {
+      FERRY_ASSIGN_OR_RETURN(cur, Reshape(ctx, kv.out, {c.q_dim(), nt}));
     } else {
-      FERRY_ASSIGN_OR_RETURN(kq, SoftMax(ctx, kq, layer_mask, kq_scale));
+      FERRY_ASSIGN_OR_RETURN(
+          cur, Attend(c, ctx, il, q, kv, mask, swa_mask, kq_scale, nt));
     }
-    FERRY_ASSIGN_OR_RETURN(Tensor * v,
-                           Permute(ctx, kv.v, 1, 2, 0, 3));  // [n, hd, nkv]
-    FERRY_ASSIGN_OR_RETURN(v, Cont(ctx, v));
-    FERRY_ASSIGN_OR_RETURN(Tensor * kqv, MulMat(ctx, v, kq));  // [hd, nt, nh]
-    FERRY_ASSIGN_OR_RETURN(kqv, Permute(ctx, kqv, 0, 2, 1, 3));
-    FERRY_ASSIGN_OR_RETURN(cur, Cont(ctx, kqv));
-    FERRY_ASSIGN_OR_RETURN(cur, Reshape(ctx, cur, {c.q_dim(), nt}));
     FERRY_ASSIGN_OR_RETURN(cur, MulMat(ctx, l.wo, cur));
     if (l.attn_post_norm != nullptr) {
       FERRY_ASSIGN_OR_RETURN(cur, NormTimes(ctx, cur, l.attn_post_norm, c.eps));
@@ -187,7 +201,8 @@ namespace {
 
 // Attention within the current tokens.
 absl::StatusOr<internal::AttentionKv> AttendCurrent(void*, Context&, int,
-                                                    Tensor* k, Tensor* v) {
+                                                    Tensor*, Tensor* k,
+                                                    Tensor* v) {
   return internal::AttentionKv{k, v};
 }
 

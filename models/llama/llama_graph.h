@@ -56,10 +56,13 @@ namespace internal {
 struct AttentionKv {
   Tensor* k = nullptr;
   Tensor* v = nullptr;
+  // Set instead of k and v when the callback attended itself: [head_dim,
+  // n_head, n_tokens] f32, contiguous (the body's mask is then unused).
+  Tensor* out = nullptr;
 };
 using AttendFn = absl::StatusOr<AttentionKv> (*)(void* state, Context& ctx,
-                                                 int layer, Tensor* k,
-                                                 Tensor* v);
+                                                 int layer, Tensor* q,
+                                                 Tensor* k, Tensor* v);
 // Builds the layers and the final norm; returns the normalized hidden
 // state [n_embd, n_tokens]. `swa_mask` masks the sliding-window layers
 // (LlamaConfig::IsSlidingLayer); it may be null when the model has none.

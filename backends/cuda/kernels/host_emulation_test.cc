@@ -105,7 +105,8 @@ TEST(HostEmulationCoverageTest, CasesCoverEveryOpAndDtype) {
   }
   for (int i = 0; i < kNumOps; ++i) {
     const Op op = static_cast<Op>(i);
-    if (op == Op::kNone || IsViewOp(op)) continue;
+    // CudaDevice refuses range_attention (cuda_backend_fake_test).
+    if (op == Op::kNone || IsViewOp(op) || op == Op::kRangeAttention) continue;
     EXPECT_TRUE(ops.contains(op)) << OpName(op);
     EXPECT_EQ(in_place_ops.contains(op), OpCanRunInPlace(op)) << OpName(op);
   }
