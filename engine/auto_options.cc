@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <set>
 
+#include "ferry/models/llama/llama_batch.h"
+
 namespace ferry::engine {
 
 EngineOptions ChooseEngineOptions(const llama::LlamaModel& model,
@@ -19,7 +21,10 @@ EngineOptions ChooseEngineOptions(const llama::LlamaModel& model,
   o.max_sequences = static_cast<int>(std::clamp<int64_t>(
       static_cast<int64_t>(requests.size()), 1, kMaxAutoSequences));
   o.batch_tokens = kAutoBatchTokens;
-  o.batch_window = std::max(kAutoWindowCells, o.max_sequence_len + 1);
+  // By ranges a window costs nothing: the engine's default spans every slot.
+  o.batch_window = llama::CanAttendByRanges(model)
+                       ? 0
+                       : std::max(kAutoWindowCells, o.max_sequence_len + 1);
   std::set<int> stages;
   for (const llama::LlamaLayer& layer : model.layers()) {
     stages.insert(layer.backend);

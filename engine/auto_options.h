@@ -17,12 +17,15 @@ namespace ferry::engine {
 //     long chunks (a weight loaded once serves many tokens) and every
 //     decoding sequence fits one micro-batch; token buckets keep small
 //     batches small;
-//   - a window of kAutoWindowCells cells (or one slot, if longer): every
-//     token of a micro-batch attends over the whole window (masked), so a
-//     larger one buys batch room with attention work that grows as the
-//     square of the sequences (SmolLM2, 8 requests of 128 + 64 tokens, 2
-//     threads, AVX2: windows of 256, 512, 768, 1024, 2048 cells took 15.1,
-//     12.8, 13.8, 14.6, 15.3 s);
+//   - where the model attends by ranges (llama::CanAttendByRanges: each
+//     token reads only its own sequence's cells), a window over every slot,
+//     so that every sequence may join each micro-batch; else a window of
+//     kAutoWindowCells cells (or one slot, if longer): every token of a
+//     micro-batch attends over the whole window (masked), so a larger one
+//     buys batch room with attention work that grows as the square of the
+//     sequences (SmolLM2, 8 requests of 128 + 64 tokens, 2 threads, AVX2:
+//     windows of 256, 512, 768, 1024, 2048 cells took 15.1, 12.8, 13.8,
+//     14.6, 15.3 s);
 //   - one micro-batch in flight per pipeline stage, plus one being formed
 //     while the last stage computes.
 // The result passes Engine::Create's checks for any model it can serve.

@@ -41,18 +41,21 @@ TEST(ChooseEngineOptionsTest, FollowsTheRequestsAndStages) {
   EXPECT_EQ(o.max_sequences, 5);
   EXPECT_EQ(o.max_sequence_len, 50);
   EXPECT_EQ(o.batch_tokens, kAutoBatchTokens);
-  EXPECT_EQ(o.batch_window, kAutoWindowCells);
+  // The CPU attends by ranges: the engine's window spans every slot.
+  EXPECT_EQ(o.batch_window, 0);
   EXPECT_EQ(o.n_copies, 2);  // One stage, plus one being formed.
   EXPECT_TRUE(o.token_buckets);
   EXPECT_TRUE(o.window_buckets);
-  FERRY_EXPECT_OK(Engine::Create(*model, o).status());
+  FERRY_ASSERT_OK_AND_ASSIGN(std::unique_ptr<Engine> engine,
+                             Engine::Create(*model, o));
+  EXPECT_TRUE(engine->batch_shape().attend_by_ranges);
+  EXPECT_EQ(engine->batch_shape().n_window, 5 * 50 + 1);
 
   // Longer than the context: a slot is the whole context; more requests
   // than the cap: the cap.
   o = ChooseEngineOptions(*model, Requests(100, 250, 100));
   EXPECT_EQ(o.max_sequences, kMaxAutoSequences);
   EXPECT_EQ(o.max_sequence_len, kConfig.n_ctx);
-  EXPECT_GE(o.batch_window, o.max_sequence_len + 1);
   FERRY_EXPECT_OK(Engine::Create(*model, o).status());
 
   // No requests yet: still an engine.
