@@ -27,6 +27,12 @@ size_t RoundUp(size_t bytes) {
          kScratchAlignment;
 }
 
+// The query heads that share kv head h / group: one (token, kv head) unit
+// reads each K and V row once for all of them.
+int64_t Group(const Tensor& node) {
+  return node.src[0]->ne[1] / (node.src[1]->ne[0] / node.src[0]->ne[0]);
+}
+
 }  // namespace
 
 absl::Status CheckRangeAttention(const Tensor& node) {
@@ -66,7 +72,8 @@ absl::Status CheckRangeAttention(const Tensor& node) {
 
 size_t RangeAttentionScratchBytes(const Tensor& node, int nth) {
   const auto rows = static_cast<size_t>(node.src[1]->ne[1]);
-  return RoundUp(rows * sizeof(float)) * static_cast<size_t>(nth);
+  const auto group = static_cast<size_t>(Group(node));
+  return RoundUp(group * (rows + 1) * sizeof(float)) * static_cast<size_t>(nth);
 }
 
 void RangeAttentionNode(const Tensor& node, int ith, int nth,
@@ -76,44 +83,54 @@ void RangeAttentionNode(const Tensor& node, int ith, int nth,
   const Tensor& v = *node.src[2];
   const auto* ranges = static_cast<const int32_t*>(node.src[3]->data);
   const int64_t hd = q.ne[0];
-  const int64_t n_head = q.ne[1];
   const int64_t n_tokens = q.ne[2];
-  const int64_t group = n_head / (k.ne[0] / hd);
+  const int64_t group = Group(node);
+  const int64_t n_kv = q.ne[1] / group;
   const int64_t rows = k.ne[1];
   const float scale = node.ParamF32(0);
+  // Scores of head g of the group at scores + g * rows, then the inverse
+  // of each head's softmax sum.
   auto* scores = reinterpret_cast<float*>(
       static_cast<std::byte*>(ctx.scratch) +
-      RoundUp(static_cast<size_t>(rows) * sizeof(float)) *
+      RoundUp(static_cast<size_t>(group * (rows + 1)) * sizeof(float)) *
           static_cast<size_t>(ith));
+  float* inv = scores + group * rows;
   const auto* k_base = static_cast<const std::byte*>(k.data);
   const auto* v_base = static_cast<const std::byte*>(v.data);
-  for (int64_t u = ith; u < n_tokens * n_head; u += nth) {
-    const int64_t t = u / n_head;
-    const int64_t h = u % n_head;
+  for (int64_t u = ith; u < n_tokens * n_kv; u += nth) {
+    const int64_t t = u / n_kv;
+    const int64_t kvh = u % n_kv;
     const int64_t begin = std::clamp<int64_t>(ranges[2 * t], 0, rows);
     const int64_t end = std::clamp<int64_t>(ranges[2 * t + 1], begin, rows);
-    const auto* qh = reinterpret_cast<const float*>(
-        static_cast<const std::byte*>(q.data) + t * q.nb[2] + h * q.nb[1]);
-    auto* out = reinterpret_cast<float*>(static_cast<std::byte*>(node.data) +
-                                         t * node.nb[2] + h * node.nb[1]);
-    std::fill(out, out + hd, 0.0f);
-    if (begin == end) continue;
-    const int64_t kv_offset =
-        h / group * hd * static_cast<int64_t>(sizeof(float));
-    float max = -std::numeric_limits<float>::infinity();
+    const int64_t n = end - begin;
+    const auto* q0 = static_cast<const std::byte*>(q.data) + t * q.nb[2] +
+                     kvh * group * q.nb[1];
+    auto* out0 = static_cast<std::byte*>(node.data) + t * node.nb[2] +
+                 kvh * group * node.nb[1];
+    const int64_t kv_offset = kvh * hd * static_cast<int64_t>(sizeof(float));
     for (int64_t r = begin; r < end; ++r) {
       const auto* kr =
           reinterpret_cast<const float*>(k_base + r * k.nb[1] + kv_offset);
-      const float s = scale * vec::DotRow(qh, kr, hd);
-      scores[r - begin] = s;
-      max = std::max(max, s);
+      for (int64_t g = 0; g < group; ++g) {
+        const auto* qh = reinterpret_cast<const float*>(q0 + g * q.nb[1]);
+        scores[g * rows + r - begin] = scale * vec::DotRow(qh, kr, hd);
+      }
     }
-    const float sum = vec::ExpSubRow(scores, max, end - begin);
-    const float inv = 1.0f / sum;
+    for (int64_t g = 0; g < group; ++g) {
+      auto* out = reinterpret_cast<float*>(out0 + g * node.nb[1]);
+      std::fill(out, out + hd, 0.0f);
+      if (n == 0) continue;
+      float* s = scores + g * rows;
+      const float max = *std::max_element(s, s + n);
+      inv[g] = 1.0f / vec::ExpSubRow(s, max, n);
+    }
     for (int64_t r = begin; r < end; ++r) {
       const auto* vr =
           reinterpret_cast<const float*>(v_base + r * v.nb[1] + kv_offset);
-      vec::AxpyRow(scores[r - begin] * inv, vr, out, hd);
+      for (int64_t g = 0; g < group; ++g) {
+        auto* out = reinterpret_cast<float*>(out0 + g * node.nb[1]);
+        vec::AxpyRow(scores[g * rows + r - begin] * inv[g], vr, out, hd);
+      }
     }
   }
 }
