@@ -466,9 +466,7 @@ absl::Status SimDevice::RunSync(
 
 void* SimDevice::ComputeScratch(size_t bytes) {
   if (bytes > scratch_bytes_) {
-    const size_t rounded = (bytes + cpu_kernels::kScratchAlignment - 1) /
-                           cpu_kernels::kScratchAlignment *
-                           cpu_kernels::kScratchAlignment;
+    const size_t rounded = cpu_kernels::RoundUpToScratchAlignment(bytes);
     scratch_.reset(std::aligned_alloc(cpu_kernels::kScratchAlignment, rounded));
     FERRY_CHECK(scratch_ != nullptr);
     scratch_bytes_ = rounded;

@@ -13,6 +13,13 @@ namespace cpu_kernels {
 // Alignment of the scratch block and of each thread's slice of it.
 inline constexpr size_t kScratchAlignment = 64;
 
+// `bytes` rounded up to a multiple of kScratchAlignment (a slice's size;
+// aligned_alloc's sizes).
+inline constexpr size_t RoundUpToScratchAlignment(size_t bytes) {
+  return (bytes + kScratchAlignment - 1) / kScratchAlignment *
+         kScratchAlignment;
+}
+
 // Scratch shared by the nth threads computing one node. The caller provides
 // at least ScratchBytes(node, nth) bytes (kernels.h), aligned to
 // kScratchAlignment; thread ith uses only slice ith of it (slices are

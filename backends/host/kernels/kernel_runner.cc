@@ -54,8 +54,7 @@ absl::Status KernelRunner::Run(absl::Span<Tensor* const> nodes,
   if (!computes) return absl::OkStatus();
   if (scratch > scratch_bytes_) {
     // Rounded up: aligned_alloc needs a multiple of the alignment.
-    const size_t bytes = (scratch + kScratchAlignment - 1) / kScratchAlignment *
-                         kScratchAlignment;
+    const size_t bytes = RoundUpToScratchAlignment(scratch);
     scratch_.reset(
         static_cast<std::byte*>(std::aligned_alloc(kScratchAlignment, bytes)));
     if (scratch_ == nullptr) {

@@ -472,11 +472,6 @@ void SoftMaxKernel(const Tensor& node, int ith, int nth) {
   });
 }
 
-size_t RoundUpToAlignment(size_t bytes) {
-  return (bytes + kScratchAlignment - 1) / kScratchAlignment *
-         kScratchAlignment;
-}
-
 // Per-thread rope scratch, for half = n_dims / 2 pairs: each pair's
 // frequency (double), then one token's reduced angles, sin and cos (half
 // floats each) and the interleaved cos2 / nsin2 rows (n_dims floats each).
@@ -491,8 +486,8 @@ struct RopeScratch {
 
 size_t RopeScratchBytesPerThread(const Tensor& node) {
   const size_t half = static_cast<size_t>(node.ParamI32(0)) / 2;
-  return RoundUpToAlignment(half * sizeof(double)) +
-         RoundUpToAlignment(7 * half * sizeof(float));
+  return RoundUpToScratchAlignment(half * sizeof(double)) +
+         RoundUpToScratchAlignment(7 * half * sizeof(float));
 }
 
 RopeScratch RopeScratchOf(const Tensor& node, int ith,
@@ -502,8 +497,8 @@ RopeScratch RopeScratchOf(const Tensor& node, int ith,
                     RopeScratchBytesPerThread(node) * static_cast<size_t>(ith);
   RopeScratch s;
   s.theta = reinterpret_cast<double*>(base);
-  s.angle = reinterpret_cast<float*>(base +
-                                     RoundUpToAlignment(half * sizeof(double)));
+  s.angle = reinterpret_cast<float*>(
+      base + RoundUpToScratchAlignment(half * sizeof(double)));
   s.sin = s.angle + half;
   s.cos = s.sin + half;
   s.cos2 = s.cos + half;

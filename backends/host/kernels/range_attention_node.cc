@@ -22,11 +22,6 @@ absl::Status Invalid(const Tensor& node, absl::string_view why) {
       "cpu kernels: range_attention: ", why, " (", node.ShapeString(), ")"));
 }
 
-size_t RoundUp(size_t bytes) {
-  return (bytes + kScratchAlignment - 1) / kScratchAlignment *
-         kScratchAlignment;
-}
-
 // The query heads that share kv head h / group: one (token, kv head) unit
 // reads each K and V row once for all of them.
 int64_t Group(const Tensor& node) {
@@ -73,7 +68,8 @@ absl::Status CheckRangeAttention(const Tensor& node) {
 size_t RangeAttentionScratchBytes(const Tensor& node, int nth) {
   const auto rows = static_cast<size_t>(node.src[1]->ne[1]);
   const auto group = static_cast<size_t>(Group(node));
-  return RoundUp(group * (rows + 1) * sizeof(float)) * static_cast<size_t>(nth);
+  return RoundUpToScratchAlignment(group * (rows + 1) * sizeof(float)) *
+         static_cast<size_t>(nth);
 }
 
 void RangeAttentionNode(const Tensor& node, int ith, int nth,
@@ -92,7 +88,8 @@ void RangeAttentionNode(const Tensor& node, int ith, int nth,
   // of each head's softmax sum.
   auto* scores = reinterpret_cast<float*>(
       static_cast<std::byte*>(ctx.scratch) +
-      RoundUp(static_cast<size_t>(group * (rows + 1)) * sizeof(float)) *
+      RoundUpToScratchAlignment(static_cast<size_t>(group * (rows + 1)) *
+                                sizeof(float)) *
           static_cast<size_t>(ith));
   float* inv = scores + group * rows;
   const auto* k_base = static_cast<const std::byte*>(k.data);
