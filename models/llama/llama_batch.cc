@@ -281,26 +281,22 @@ absl::Status LlamaBatchBuilder::Narrow(const LlamaBatchShape& to) {
   if (to.attend_by_ranges) {
     // Ranges name cache cells, not window entries: they stay.
     kv_ranges_.resize(2 * nt);
-    tokens_.resize(nt);
-    pos_.resize(nt);
-    kv_dst_.resize(nt);
-    out_rows_.resize(static_cast<size_t>(to.n_outputs));
-    shape_ = to;
-    return absl::OkStatus();
-  }
-  // Row t moves from t * from down to t * w, so moving rows in order never
-  // overwrites one not yet moved (row 0 stays). Rows past nt are padding's.
-  for (size_t t = 0; t < nt && w < from; ++t) {
-    const float padding = mask_[t * from + from - 1];
-    if (t > 0) {
-      std::copy_n(mask_.begin() + static_cast<ptrdiff_t>(t * from), w - 1,
-                  mask_.begin() + static_cast<ptrdiff_t>(t * w));
+  } else {
+    // Row t moves from t * from down to t * w, so moving rows in order
+    // never overwrites one not yet moved (row 0 stays). Rows past nt are
+    // padding's.
+    for (size_t t = 0; t < nt && w < from; ++t) {
+      const float padding = mask_[t * from + from - 1];
+      if (t > 0) {
+        std::copy_n(mask_.begin() + static_cast<ptrdiff_t>(t * from), w - 1,
+                    mask_.begin() + static_cast<ptrdiff_t>(t * w));
+      }
+      mask_[t * w + w - 1] = padding;
     }
-    mask_[t * w + w - 1] = padding;
+    mask_.resize(nt * w);
+    kv_window_.resize(w);
+    kv_window_[w - 1] = pad_cell_;
   }
-  mask_.resize(nt * w);
-  kv_window_.resize(w);
-  kv_window_[w - 1] = pad_cell_;
   tokens_.resize(nt);
   pos_.resize(nt);
   kv_dst_.resize(nt);
