@@ -1,8 +1,8 @@
-// The CUDA runtime API of the fake (fake_cuda.h): the subset ferry calls,
-// with C linkage and the toolkit headers' signatures, on the state of
-// internal/fake_runtime.h. Also nvcc's launch and registration hooks
-// (__cudaRegisterFunction, __cudaPushCallConfiguration, ...), so objects
-// compiled by nvcc link and launch their kernels here.
+// The CUDA runtime API's entry points of the fake (fake_cuda_control.h): the
+// subset ferry calls, with C linkage and the toolkit headers' signatures, on
+// the state of internal/runtime_state.h. Also nvcc's launch and registration
+// hooks (__cudaRegisterFunction, __cudaPushCallConfiguration, ...), so
+// objects compiled by nvcc link and launch their kernels here.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -15,8 +15,8 @@
 #include "absl/strings/str_format.h"
 #include "ferry/backends/cuda/testing/internal/device_memory.h"
 #include "ferry/backends/cuda/testing/internal/error_names.h"
-#include "ferry/backends/cuda/testing/internal/fake_runtime.h"
 #include "ferry/backends/cuda/testing/internal/kernel_registry.h"
+#include "ferry/backends/cuda/testing/internal/runtime_state.h"
 
 namespace ferry::fake_cuda_internal {
 namespace {

@@ -1,7 +1,8 @@
-// The cuBLAS API of the fake (fake_cuda.h): handles, streams, workspaces
-// and the GEMMs ferry calls, computed on the host (emulated_gemm.h) in the
-// handle's stream with their operands' device addresses checked like a
-// kernel's. A GEMM counts as a kernel launch for fault injection.
+// The cuBLAS API's entry points of the fake (fake_cuda_control.h): handles,
+// streams, workspaces and the GEMMs ferry calls, computed on the host
+// (emulated_gemm.h) in the handle's stream with their operands' device
+// addresses checked like a kernel's. A GEMM counts as a kernel launch for fault
+// injection.
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
@@ -10,7 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "ferry/backends/cuda/testing/emulated_gemm.h"
 #include "ferry/backends/cuda/testing/internal/device_memory.h"
-#include "ferry/backends/cuda/testing/internal/fake_runtime.h"
+#include "ferry/backends/cuda/testing/internal/runtime_state.h"
 
 // cublasHandle_t points at one.
 struct cublasContext {

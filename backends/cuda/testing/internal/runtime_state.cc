@@ -1,4 +1,4 @@
-#include "ferry/backends/cuda/testing/internal/fake_runtime.h"
+#include "ferry/backends/cuda/testing/internal/runtime_state.h"
 
 #include <cstdio>
 #include <cstdlib>
@@ -745,7 +745,7 @@ void Runtime::Report(std::vector<std::string> reports) {
   if (race_mode_ == fake_cuda::RaceMode::kAbort) {
     std::fprintf(stderr,
                  "fake CUDA: aborting on a device-memory race (see "
-                 "backends/cuda/testing/fake_cuda.h)\n");
+                 "backends/cuda/testing/fake_cuda_control.h)\n");
     std::abort();
   }
   for (std::string& report : reports) {

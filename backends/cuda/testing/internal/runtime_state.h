@@ -1,10 +1,11 @@
 // The fake CUDA runtime's state: devices and their contexts, the calling
 // thread's current device and last error, sticky errors, streams (each an
 // in-order queue run by its own thread), events, memory, the race check and
-// fault injection. fake_cuda_runtime.cc and fake_cublas.cc implement the
-// C API on it; fake_cuda.h is the control API tests use.
-#ifndef FERRY_BACKENDS_CUDA_TESTING_INTERNAL_FAKE_RUNTIME_H_
-#define FERRY_BACKENDS_CUDA_TESTING_INTERNAL_FAKE_RUNTIME_H_
+// fault injection. cudart_entry_points.cc and cublas_entry_points.cc
+// implement the C APIs on it; fake_cuda_control.h is the control API tests
+// use.
+#ifndef FERRY_BACKENDS_CUDA_TESTING_INTERNAL_RUNTIME_STATE_H_
+#define FERRY_BACKENDS_CUDA_TESTING_INTERNAL_RUNTIME_STATE_H_
 
 #include <cuda_runtime_api.h>
 
@@ -24,7 +25,7 @@
 #include "absl/functional/any_invocable.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
-#include "ferry/backends/cuda/testing/fake_cuda.h"
+#include "ferry/backends/cuda/testing/fake_cuda_control.h"
 #include "ferry/backends/cuda/testing/internal/device_memory.h"
 #include "ferry/backends/cuda/testing/internal/race_checker.h"
 
@@ -304,4 +305,4 @@ fake_cuda::Config ConfigFromEnvironment();
 
 }  // namespace ferry::fake_cuda_internal
 
-#endif  // FERRY_BACKENDS_CUDA_TESTING_INTERNAL_FAKE_RUNTIME_H_
+#endif  // FERRY_BACKENDS_CUDA_TESTING_INTERNAL_RUNTIME_STATE_H_

@@ -9,7 +9,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "ferry/backends/cuda/testing/fake_cuda.h"
+#include "ferry/backends/cuda/testing/fake_cuda_control.h"
 #include "ferry/backends/cuda/testing/test_kernels.h"
 
 namespace ferry::cuda_testing {

@@ -3,7 +3,8 @@
 // without a GPU (testonly; linked in place of cudart and cuBLAS by
 // //backends/cuda/testing:fake_cuda_runtime).
 //
-// What the fake models (see fake_cuda_runtime.cc for the API it defines):
+// What the fake models (see cudart_entry_points.cc and cublas_entry_points.cc
+// for the APIs it defines):
 //   - devices with properties, a memory budget and peer access, each with
 //     a primary context created by the first call that needs one;
 //   - device memory as host memory the host cannot touch: cudaMalloc

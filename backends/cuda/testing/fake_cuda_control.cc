@@ -1,12 +1,12 @@
-#include "ferry/backends/cuda/testing/fake_cuda.h"
+#include "ferry/backends/cuda/testing/fake_cuda_control.h"
 
 #include <memory>
 #include <string>
 
 #include "absl/strings/cord.h"
 #include "absl/strings/numbers.h"
-#include "ferry/backends/cuda/testing/internal/fake_runtime.h"
 #include "ferry/backends/cuda/testing/internal/kernel_registry.h"
+#include "ferry/backends/cuda/testing/internal/runtime_state.h"
 
 namespace ferry::fake_cuda {
 
