@@ -1,8 +1,8 @@
 // OpenBeneath: opens a file for reading beneath a directory without ever
 // following a symbolic link or leaving the directory, so a link planted in
 // a weights directory cannot hand out another file of the worker's user.
-#ifndef FERRY_BACKENDS_REMOTE_OPEN_BENEATH_H_
-#define FERRY_BACKENDS_REMOTE_OPEN_BENEATH_H_
+#ifndef FERRY_BACKENDS_REMOTE_WORKER_OPEN_BENEATH_H_
+#define FERRY_BACKENDS_REMOTE_WORKER_OPEN_BENEATH_H_
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -28,4 +28,4 @@ absl::StatusOr<int> OpenBeneathByComponents(absl::string_view dir,
 
 }  // namespace ferry::remote
 
-#endif  // FERRY_BACKENDS_REMOTE_OPEN_BENEATH_H_
+#endif  // FERRY_BACKENDS_REMOTE_WORKER_OPEN_BENEATH_H_

@@ -21,8 +21,8 @@
 // op itself requires of shapes and layouts is checked afterwards by the
 // device's own SupportsOp (the CPU kernels' CheckSupported), before anything
 // runs.
-#ifndef FERRY_BACKENDS_REMOTE_WIRE_GRAPH_H_
-#define FERRY_BACKENDS_REMOTE_WIRE_GRAPH_H_
+#ifndef FERRY_BACKENDS_REMOTE_PROTOCOL_WIRE_GRAPH_H_
+#define FERRY_BACKENDS_REMOTE_PROTOCOL_WIRE_GRAPH_H_
 
 #include <cstdint>
 #include <deque>
@@ -125,4 +125,4 @@ absl::StatusOr<std::unique_ptr<WireTensorRef>> DecodeTensorRef(
 
 }  // namespace ferry::remote
 
-#endif  // FERRY_BACKENDS_REMOTE_WIRE_GRAPH_H_
+#endif  // FERRY_BACKENDS_REMOTE_PROTOCOL_WIRE_GRAPH_H_

@@ -1,4 +1,4 @@
-#include "ferry/backends/remote/remote_device.h"
+#include "ferry/backends/remote/client/remote_device.h"
 
 #include <atomic>
 #include <cstdint>
@@ -19,10 +19,10 @@
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "ferry/backends/host_buffer.h"
-#include "ferry/backends/remote/address.h"
-#include "ferry/backends/remote/connection.h"
-#include "ferry/backends/remote/protocol.h"
-#include "ferry/backends/remote/wire_graph.h"
+#include "ferry/backends/remote/client/connection.h"
+#include "ferry/backends/remote/protocol/protocol.h"
+#include "ferry/backends/remote/protocol/wire_graph.h"
+#include "ferry/backends/remote/transport/address.h"
 #include "ferry/runtime/status_macros.h"
 #include "ferry/runtime/trace.h"
 

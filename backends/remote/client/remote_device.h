@@ -21,8 +21,8 @@
 // answering (FERRY_REMOTE_DEADLINE_MS, default 10000) fails every stream
 // and event of its connection with Unavailable naming it; the next backend
 // made on its devices connects afresh.
-#ifndef FERRY_BACKENDS_REMOTE_REMOTE_DEVICE_H_
-#define FERRY_BACKENDS_REMOTE_REMOTE_DEVICE_H_
+#ifndef FERRY_BACKENDS_REMOTE_CLIENT_REMOTE_DEVICE_H_
+#define FERRY_BACKENDS_REMOTE_CLIENT_REMOTE_DEVICE_H_
 
 #include <cstdint>
 #include <memory>
@@ -84,4 +84,4 @@ bool IsRemoteDevice(const Device& device);
 
 }  // namespace ferry
 
-#endif  // FERRY_BACKENDS_REMOTE_REMOTE_DEVICE_H_
+#endif  // FERRY_BACKENDS_REMOTE_CLIENT_REMOTE_DEVICE_H_

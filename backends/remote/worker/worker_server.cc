@@ -1,4 +1,4 @@
-#include "ferry/backends/remote/worker_server.h"
+#include "ferry/backends/remote/worker/worker_server.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -23,13 +23,13 @@
 #include "ferry/backends/backend.h"
 #include "ferry/backends/buffer.h"
 #include "ferry/backends/host_buffer.h"
-#include "ferry/backends/remote/address.h"
-#include "ferry/backends/remote/blocking_pool.h"
-#include "ferry/backends/remote/open_beneath.h"
-#include "ferry/backends/remote/protocol.h"
-#include "ferry/backends/remote/staging_pool.h"
-#include "ferry/backends/remote/ucx_loop.h"
-#include "ferry/backends/remote/wire_graph.h"
+#include "ferry/backends/remote/protocol/protocol.h"
+#include "ferry/backends/remote/protocol/wire_graph.h"
+#include "ferry/backends/remote/transport/address.h"
+#include "ferry/backends/remote/transport/ucx_loop.h"
+#include "ferry/backends/remote/worker/blocking_pool.h"
+#include "ferry/backends/remote/worker/open_beneath.h"
+#include "ferry/backends/remote/worker/staging_pool.h"
 #include "ferry/graph/graph.h"
 #include "ferry/runtime/status_macros.h"
 #include "ferry/runtime/timeline_semaphore.h"

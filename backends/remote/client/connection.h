@@ -9,8 +9,8 @@
 // passed it and every download before it has landed. When the worker goes
 // away (endpoint error, or no answer to pings within the deadline) every
 // stream, download and call fails with Unavailable naming the worker.
-#ifndef FERRY_BACKENDS_REMOTE_CONNECTION_H_
-#define FERRY_BACKENDS_REMOTE_CONNECTION_H_
+#ifndef FERRY_BACKENDS_REMOTE_CLIENT_CONNECTION_H_
+#define FERRY_BACKENDS_REMOTE_CLIENT_CONNECTION_H_
 
 #include <sys/types.h>
 
@@ -32,9 +32,9 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "ferry/backends/event.h"
-#include "ferry/backends/remote/address.h"
-#include "ferry/backends/remote/protocol.h"
-#include "ferry/backends/remote/ucx_loop.h"
+#include "ferry/backends/remote/protocol/protocol.h"
+#include "ferry/backends/remote/transport/address.h"
+#include "ferry/backends/remote/transport/ucx_loop.h"
 #include "ferry/runtime/timeline_semaphore.h"
 
 namespace ferry::remote {
@@ -210,4 +210,4 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
 }  // namespace ferry::remote
 
-#endif  // FERRY_BACKENDS_REMOTE_CONNECTION_H_
+#endif  // FERRY_BACKENDS_REMOTE_CLIENT_CONNECTION_H_

@@ -14,8 +14,8 @@
 
 #include "ferry/backends/cpu/cpu_packed_buffer.h"
 #include "ferry/backends/host_buffer.h"
-#include "ferry/backends/remote/protocol.h"
-#include "ferry/backends/remote/wire_graph.h"
+#include "ferry/backends/remote/protocol/protocol.h"
+#include "ferry/backends/remote/protocol/wire_graph.h"
 
 namespace {
 

@@ -1,7 +1,7 @@
 // Worker addresses: "HOST:PORT" (a name or IPv4 address, or "[v6]:PORT"),
 // and the remote device names built on them ("remote:HOST:PORT/sim0").
-#ifndef FERRY_BACKENDS_REMOTE_ADDRESS_H_
-#define FERRY_BACKENDS_REMOTE_ADDRESS_H_
+#ifndef FERRY_BACKENDS_REMOTE_TRANSPORT_ADDRESS_H_
+#define FERRY_BACKENDS_REMOTE_TRANSPORT_ADDRESS_H_
 
 #include <sys/socket.h>
 
@@ -37,4 +37,4 @@ int SockaddrPort(const sockaddr_storage& addr);
 
 }  // namespace ferry::remote
 
-#endif  // FERRY_BACKENDS_REMOTE_ADDRESS_H_
+#endif  // FERRY_BACKENDS_REMOTE_TRANSPORT_ADDRESS_H_

@@ -1,4 +1,4 @@
-#include "ferry/backends/remote/connection.h"
+#include "ferry/backends/remote/client/connection.h"
 
 #include <unistd.h>
 

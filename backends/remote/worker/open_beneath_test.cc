@@ -1,4 +1,4 @@
-#include "ferry/backends/remote/open_beneath.h"
+#include "ferry/backends/remote/worker/open_beneath.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

@@ -13,8 +13,8 @@
 // has produced them. Another worker (a peer, same token) delivers a
 // split input straight into a buffer with kPeerData. A session whose
 // client goes away releases everything once its streams have drained.
-#ifndef FERRY_BACKENDS_REMOTE_WORKER_SERVER_H_
-#define FERRY_BACKENDS_REMOTE_WORKER_SERVER_H_
+#ifndef FERRY_BACKENDS_REMOTE_WORKER_WORKER_SERVER_H_
+#define FERRY_BACKENDS_REMOTE_WORKER_WORKER_SERVER_H_
 
 #include <cstdint>
 #include <memory>
@@ -119,4 +119,4 @@ class WorkerServer {
 
 }  // namespace ferry::remote
 
-#endif  // FERRY_BACKENDS_REMOTE_WORKER_SERVER_H_
+#endif  // FERRY_BACKENDS_REMOTE_WORKER_WORKER_SERVER_H_

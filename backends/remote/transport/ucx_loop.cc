@@ -1,4 +1,4 @@
-#include "ferry/backends/remote/ucx_loop.h"
+#include "ferry/backends/remote/transport/ucx_loop.h"
 
 #include <sys/epoll.h>
 #include <unistd.h>

@@ -1,4 +1,4 @@
-#include "ferry/backends/remote/blocking_pool.h"
+#include "ferry/backends/remote/worker/blocking_pool.h"
 
 #include <atomic>
 

@@ -1,4 +1,4 @@
-#include "ferry/backends/remote/protocol.h"
+#include "ferry/backends/remote/protocol/protocol.h"
 
 #include <sys/random.h>
 

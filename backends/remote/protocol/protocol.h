@@ -13,8 +13,8 @@
 // may follow the last field. Decoding never trusts a length it has not
 // checked against what is left, so a hostile header is a status, never an
 // out-of-bounds read.
-#ifndef FERRY_BACKENDS_REMOTE_PROTOCOL_H_
-#define FERRY_BACKENDS_REMOTE_PROTOCOL_H_
+#ifndef FERRY_BACKENDS_REMOTE_PROTOCOL_PROTOCOL_H_
+#define FERRY_BACKENDS_REMOTE_PROTOCOL_PROTOCOL_H_
 
 #include <array>
 #include <cstddef>
@@ -251,4 +251,4 @@ class Reader {
 
 }  // namespace ferry::remote
 
-#endif  // FERRY_BACKENDS_REMOTE_PROTOCOL_H_
+#endif  // FERRY_BACKENDS_REMOTE_PROTOCOL_PROTOCOL_H_

@@ -2,8 +2,8 @@
 // device's memory, kept for reuse. A fresh buffer's pages are faulted in
 // and zeroed by the kernel on first touch, which cost as much CPU as the
 // copy itself when every 4 MiB piece of a weight upload took a new one.
-#ifndef FERRY_BACKENDS_REMOTE_STAGING_POOL_H_
-#define FERRY_BACKENDS_REMOTE_STAGING_POOL_H_
+#ifndef FERRY_BACKENDS_REMOTE_WORKER_STAGING_POOL_H_
+#define FERRY_BACKENDS_REMOTE_WORKER_STAGING_POOL_H_
 
 #include <cstddef>
 #include <map>
@@ -54,4 +54,4 @@ class StagingPool {
 
 }  // namespace ferry::remote
 
-#endif  // FERRY_BACKENDS_REMOTE_STAGING_POOL_H_
+#endif  // FERRY_BACKENDS_REMOTE_WORKER_STAGING_POOL_H_

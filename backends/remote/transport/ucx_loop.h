@@ -14,8 +14,8 @@
 //
 // It is also the Executor that local events resume on, so a device's
 // completion turns into loop work (OnEvent) without a thread of its own.
-#ifndef FERRY_BACKENDS_REMOTE_UCX_LOOP_H_
-#define FERRY_BACKENDS_REMOTE_UCX_LOOP_H_
+#ifndef FERRY_BACKENDS_REMOTE_TRANSPORT_UCX_LOOP_H_
+#define FERRY_BACKENDS_REMOTE_TRANSPORT_UCX_LOOP_H_
 
 #include <ucp/api/ucp.h>
 
@@ -186,4 +186,4 @@ class UcxLoop {
 
 }  // namespace ferry::remote
 
-#endif  // FERRY_BACKENDS_REMOTE_UCX_LOOP_H_
+#endif  // FERRY_BACKENDS_REMOTE_TRANSPORT_UCX_LOOP_H_

@@ -1,8 +1,8 @@
 // BlockingPool: a few threads for work that may block (opening and reading
 // files, resolving names), so the worker's loop thread never does. Its queue
 // is bounded: work past it is refused with ResourceExhausted, not queued.
-#ifndef FERRY_BACKENDS_REMOTE_BLOCKING_POOL_H_
-#define FERRY_BACKENDS_REMOTE_BLOCKING_POOL_H_
+#ifndef FERRY_BACKENDS_REMOTE_WORKER_BLOCKING_POOL_H_
+#define FERRY_BACKENDS_REMOTE_WORKER_BLOCKING_POOL_H_
 
 #include <condition_variable>
 #include <cstddef>
@@ -44,4 +44,4 @@ class BlockingPool {
 
 }  // namespace ferry::remote
 
-#endif  // FERRY_BACKENDS_REMOTE_BLOCKING_POOL_H_
+#endif  // FERRY_BACKENDS_REMOTE_WORKER_BLOCKING_POOL_H_

@@ -1,10 +1,10 @@
-#include "ferry/backends/remote/wire_graph.h"
+#include "ferry/backends/remote/protocol/wire_graph.h"
 
 #include <algorithm>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
-#include "ferry/backends/remote/protocol.h"
+#include "ferry/backends/remote/protocol/protocol.h"
 #include "ferry/graph/dtype.h"
 #include "ferry/graph/op.h"
 #include "ferry/runtime/status_macros.h"

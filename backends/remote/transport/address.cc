@@ -1,4 +1,4 @@
-#include "ferry/backends/remote/address.h"
+#include "ferry/backends/remote/transport/address.h"
 
 #include <netdb.h>
 #include <netinet/in.h>

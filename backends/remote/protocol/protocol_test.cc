@@ -1,11 +1,11 @@
-#include "ferry/backends/remote/protocol.h"
+#include "ferry/backends/remote/protocol/protocol.h"
 
 #include <string>
 #include <vector>
 
 #include "ferry/backends/cpu/cpu_packed_buffer.h"
 #include "ferry/backends/host_buffer.h"
-#include "ferry/backends/remote/wire_graph.h"
+#include "ferry/backends/remote/protocol/wire_graph.h"
 #include "ferry/graph/context.h"
 #include "ferry/graph/ops.h"
 #include "ferry/runtime/status_matchers.h"

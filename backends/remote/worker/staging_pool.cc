@@ -1,4 +1,4 @@
-#include "ferry/backends/remote/staging_pool.h"
+#include "ferry/backends/remote/worker/staging_pool.h"
 
 #include <algorithm>
 #include <bit>
