@@ -28,6 +28,8 @@
 #include "ferry/backends/remote/transport/address.h"
 #include "ferry/backends/remote/transport/ucx_loop.h"
 #include "ferry/backends/remote/worker/blocking_pool.h"
+#include "ferry/backends/remote/worker/internal/session.h"
+#include "ferry/backends/remote/worker/internal/worker_impl.h"
 #include "ferry/backends/remote/worker/open_beneath.h"
 #include "ferry/backends/remote/worker/staging_pool.h"
 #include "ferry/graph/graph.h"
@@ -36,6 +38,18 @@
 #include "ferry/runtime/trace.h"
 
 namespace ferry::remote {
+
+using ::ferry::remote::worker_internal::BufferRec;
+using ::ferry::remote::worker_internal::EarlyPeerData;
+using ::ferry::remote::worker_internal::GraphRec;
+using ::ferry::remote::worker_internal::Held;
+using ::ferry::remote::worker_internal::Incoming;
+using ::ferry::remote::worker_internal::Peer;
+using ::ferry::remote::worker_internal::Session;
+using ::ferry::remote::worker_internal::SessionPtr;
+using ::ferry::remote::worker_internal::StreamRec;
+using ::ferry::remote::worker_internal::TransferRec;
+
 namespace {
 
 constexpr size_t kMaxHeldCommands = 4096;
@@ -46,127 +60,6 @@ constexpr size_t kMaxSpanNames = 65536;
 constexpr size_t kMaxPending = 64;
 constexpr size_t kMinTokenBytes = 16;
 constexpr int kFreeAuthFailures = 5;
-
-// Bytes of an incoming message: copied eager bytes, or a rendezvous
-// descriptor the receiver pulls into place.
-struct Incoming {
-  std::string bytes;
-  void* desc = nullptr;
-  size_t length = 0;
-};
-
-// A buffer the session allocated, with a tensor covering all of it (the
-// handle local backends transfer through).
-struct BufferRec {
-  uint64_t id = 0;
-  uint32_t device = 0;
-  // Of the device's weights type, when that is not its default: transfers
-  // name their tensor (a tensor ref), copies between buffers are refused.
-  bool weights = false;
-  std::unique_ptr<Buffer> buffer;
-  Tensor whole;
-  ucp_mem_h mem = nullptr;  // UCX registration of host memory.
-  ucp_context_h context = nullptr;
-  ~BufferRec() {
-    if (mem != nullptr) ucp_mem_unmap(context, mem);
-  }
-  bool is_host() const { return buffer->is_host(); }
-  char* host(uint64_t offset) const {
-    return static_cast<char*>(buffer->base()) + offset;
-  }
-};
-
-struct StreamRec {
-  uint64_t id = 0;
-  int threads = 1;  // Counted against the quotas.
-  uint32_t device = 0;
-  std::unique_ptr<Backend> backend;
-  // Client value -> what it covers: the local event and the gates then
-  // pending.
-  std::map<uint64_t, std::vector<Event>> records;
-  uint64_t last_value = 0;
-  // Gates the stream's later local work must wait for, not yet given to the
-  // local backend: transfers on an idle stream then never wake its thread.
-  std::vector<Event> pending;
-};
-
-struct GraphRec {
-  uint32_t device = 0;
-  uint64_t bytes = 0;  // Its encoding's, against the session's quota.
-  std::unique_ptr<WireGraph> graph;
-  std::vector<std::shared_ptr<BufferRec>> buffers;  // Kept alive.
-};
-
-// Bytes from a peer for one of this session's buffers.
-struct TransferRec {
-  std::shared_ptr<BufferRec> buffer;
-  std::shared_ptr<Buffer> staging;  // For device memory.
-  char* dst = nullptr;              // Where the bytes land.
-  uint64_t size = 0;
-  uint64_t stream = 0;
-  std::shared_ptr<TimelineSemaphore> gate;
-  bool ready = false;  // The stream passed the work before the copy.
-  bool arrived = false;
-  absl::Status peer_status;
-  Incoming data;
-  absl::Time deadline;
-};
-
-struct EarlyPeerData {
-  absl::Status status;
-  Incoming data;
-};
-
-struct Session;
-using SessionPtr = std::shared_ptr<Session>;
-
-struct Held {
-  Message m;
-  Incoming in;
-  uint64_t bytes = 0;  // Counted against the session's held bytes.
-};
-
-struct Session {
-  uint64_t id = 0;
-  // What a peer must present to deliver bytes into this session: only its
-  // client learns it (the hello reply), and passes it to the sending worker.
-  Capability cap = {0, 0};
-  Role role = Role::kClient;
-  ucp_ep_h ep = nullptr;
-  bool closed = false;
-  absl::Time last_heard;  // Any message from its endpoint.
-  uint64_t next_seq = 1;
-  std::map<uint64_t, Held> held;  // Commands that came early.
-  uint64_t next_id = 1;
-  std::map<uint64_t, std::shared_ptr<BufferRec>> buffers;
-  std::map<uint64_t, std::shared_ptr<StreamRec>> streams;
-  std::map<uint64_t, std::shared_ptr<GraphRec>> graphs;
-  std::map<uint64_t, std::shared_ptr<TimelineSemaphore>> gates;
-  std::map<uint64_t, std::shared_ptr<TransferRec>> transfers;
-  std::map<uint64_t, EarlyPeerData> early_peer_data;
-  std::string blob_parts;     // kBlobPart bytes for the next blob command.
-  bool tracing = false;       // kTrace 1 received (and no kTrace 0 since).
-  int64_t trace_from_ns = 0;  // Spans from here are the next kTraceSpans'.
-  // The span names of its graphs' nodes: kTraceSpans returns only spans so
-  // named, never another session's op and tensor names.
-  absl::flat_hash_set<std::string> span_names;
-  WorkerStats stats;  // Its own counters (kStats).
-  // Against its quotas (WorkerQuotas).
-  uint64_t bytes = 0;        // Of its buffers.
-  int threads = 0;           // Of its streams.
-  uint64_t held_bytes = 0;   // Of commands ahead of their turn.
-  uint64_t graph_bytes = 0;  // Of its graphs' encodings.
-};
-
-// A connection to another worker, for kSendToPeer.
-struct Peer {
-  std::string address;
-  ucp_ep_h ep = nullptr;
-  bool ready = false;
-  absl::Time deadline;  // For its hello's answer.
-  absl::Status failed;
-  std::deque<absl::AnyInvocable<void(absl::Status) &&>> waiting;
-};
 
 // What a transfer's bytes [m.offset, +m.size) of a buffer are part of: the
 // tensor a ref names (`offset` relative to it) or, for raw bytes, the whole
@@ -269,139 +162,6 @@ absl::Status ReadFileRange(const std::string& dir, const std::string& relative,
 }
 
 }  // namespace
-
-class WorkerServer::Impl {
- public:
-  explicit Impl(WorkerOptions options) : options_(std::move(options)) {}
-  ~Impl();
-
-  absl::Status Start();
-  int port() const { return port_; }
-  void Run() {
-    loop_->Run();
-    Shutdown();
-  }
-  void Stop() { loop_->Stop(); }
-
- private:
-  static ucs_status_t OnCommand(void* arg, const void* header,
-                                size_t header_length, void* data, size_t length,
-                                const ucp_am_recv_param_t* param);
-  static ucs_status_t OnReply(void* arg, const void* header,
-                              size_t header_length, void* data, size_t length,
-                              const ucp_am_recv_param_t* param);
-  static void OnConnection(ucp_conn_request_h request, void* arg);
-  static void OnEndpointError(void* arg, ucp_ep_h ep, ucs_status_t status);
-
-  ucs_status_t Command(ucp_ep_h ep, absl::string_view header, void* data,
-                       size_t length, bool rndv);
-  void Hello(ucp_ep_h ep, const Message& m);
-  // Processes one in-order command of `s`.
-  void Dispatch(const SessionPtr& s, Message& m, Incoming& in);
-  absl::Status Execute(const SessionPtr& s, Message& m, Incoming& in);
-  void Reply(const SessionPtr& s, Message reply, const void* data = nullptr,
-             size_t size = 0, UcxLoop::Done done = nullptr);
-  void Result(const SessionPtr& s, uint64_t req, const absl::Status& status,
-              uint64_t value = 0);
-  // Ends a session; `close_ep` false when the process is exiting.
-  void CloseSession(const SessionPtr& s, absl::string_view why,
-                    bool close_ep = true);
-  void Drop(Incoming& in);
-  void Deliver(Incoming in, void* dst, UcxLoop::Done done);
-
-  absl::StatusOr<StreamRec*> FindStream(Session& s, uint64_t id);
-  absl::StatusOr<std::shared_ptr<BufferRec>> FindBuffer(Session& s,
-                                                        uint64_t id);
-  // Buffer `id` of `s` if `device` can use its memory, kept in `held`.
-  absl::StatusOr<Buffer*> DeviceBuffer(
-      Session& s, const Device& device, uint64_t id,
-      std::vector<std::shared_ptr<BufferRec>>* held);
-  absl::StatusOr<std::shared_ptr<BufferRec>> FindRange(Session& s,
-                                                       const Message& m);
-  // Makes later work on `stream` fail with `status`.
-  void FailStream(StreamRec& stream, absl::Status status);
-  // A gate the stream's later work waits for: pending until local work is
-  // enqueued (Flush), or given to the local backend at once (GateNow).
-  std::shared_ptr<TimelineSemaphore> Gate(StreamRec& stream);
-  std::shared_ptr<TimelineSemaphore> GateNow(StreamRec& stream);
-  // Adds `e` to the stream's pending gates, once.
-  void AddPending(StreamRec& stream, const Event& e);
-  // Hands the pending gates to the local backend (before local work).
-  void Flush(StreamRec& stream);
-  // Events covering everything the stream has so far.
-  std::vector<Event> Point(StreamRec& stream);
-  // Calls `fn` once every event completed (with the first failure).
-  void AfterAll(std::vector<Event> events, UcxLoop::Done fn);
-  // Keeps `thing` alive until every stream of `s` has passed its present
-  // work.
-  void ReleaseAfterStreams(Session& s, std::shared_ptr<void> thing);
-  // Pinned host memory for staging on `device`.
-  absl::StatusOr<std::shared_ptr<Buffer>> Staging(uint32_t device, size_t size);
-
-  // A record of `value` on `stream` (kRecord, or a kGetTensor's): what it
-  // covers, kept for kWaitStream.
-  static absl::Status CheckRecordValue(const StreamRec& stream, uint64_t value);
-  std::vector<Event> RecordValue(StreamRec& stream, uint64_t value);
-  absl::Status SetTensor(const SessionPtr& s, const Message& m, Incoming& in);
-  absl::Status GetTensor(const SessionPtr& s, const Message& m);
-  absl::Status CopyLocal(Session& s, const Message& m);
-  absl::Status SendToPeer(const SessionPtr& s, const Message& m);
-  absl::Status RecvFromPeer(const SessionPtr& s, const Message& m);
-  // The bytes (or failure) of transfer `transfer` of session `s` arrived:
-  // from the peer (kPeerData, possibly before its kRecvFromPeer), or a
-  // failure from the client (kCancelTransfer) when the peer cannot send.
-  void TransferArrived(Session& s, uint64_t transfer, absl::Status status,
-                       Incoming& in);
-  void PeerData(const SessionPtr& from, const Message& m, Incoming& in);
-  void TryCompleteTransfer(uint64_t session, uint64_t transfer);
-  absl::Status LoadFile(const SessionPtr& s, const Message& m);
-  void WithPeer(const std::string& address,
-                absl::AnyInvocable<void(absl::Status, ucp_ep_h) &&> fn);
-  void PeerReply(ucp_ep_h ep, const Message& m);
-  void Tick();
-  void Shutdown();
-
-  WorkerOptions options_;
-  std::unique_ptr<UcxLoop> loop_;
-  ucp_listener_h listener_ = nullptr;
-  int port_ = 0;
-  uint64_t next_session_ = 1;
-  absl::flat_hash_map<ucp_ep_h, SessionPtr> by_ep_;
-  absl::flat_hash_map<uint64_t, SessionPtr> by_id_;
-  struct PendingEp {
-    absl::Time since;
-    std::string from;  // The client's address, for the log.
-  };
-  absl::flat_hash_map<ucp_ep_h, PendingEp> pending_eps_;  // Before hello.
-  // Failed hellos by address: past a few, connections from there are
-  // refused for a while (doubling, up to a minute).
-  struct AuthFailures {
-    int count = 0;
-    absl::Time until = absl::InfinitePast();
-  };
-  absl::flat_hash_map<std::string, AuthFailures> auth_failures_;
-  void AuthFailed(const std::string& from, absl::string_view why);
-  uint64_t worker_bytes_ = 0;
-  int worker_streams_ = 0;
-  int worker_threads_ = 0;
-  void FailPeer(const std::shared_ptr<Peer>& p, absl::Status status);
-  void ConnectPeer(std::shared_ptr<Peer> peer,
-                   absl::StatusOr<sockaddr_storage> addr);
-  bool PeerAllowed(const std::string& address) const;
-  std::map<std::string, std::shared_ptr<Peer>> peers_;
-  absl::flat_hash_map<ucp_ep_h, std::shared_ptr<Peer>> peer_by_ep_;
-  WorkerStats stats_;
-  // Staging for device memory, reused: up to 16 weight pieces in flight.
-  StagingPool staging_pool_{size_t{64} << 20,
-                            options_.quotas.max_staging_bytes};
-  absl::Time last_tick_ = absl::InfinitePast();
-  // Sessions recording trace spans: the process's recorder is on while
-  // any is.
-  int tracing_sessions_ = 0;
-  void SetTracing(Session& s, bool on);
-  // File reads and name lookups (last: joined before the loop goes).
-  std::unique_ptr<BlockingPool> pool_;
-};
 
 WorkerServer::Impl::~Impl() {
   if (listener_ != nullptr) ucp_listener_destroy(listener_);
