@@ -706,428 +706,512 @@ absl::Status WorkerServer::Impl::Execute(const SessionPtr& sp, Message& m,
     s.blob_parts.clear();
   }
   switch (m.cmd()) {
-    case Cmd::kAllocBuffer: {
-      if (m.device >= options_.devices.size()) {
-        return absl::NotFoundError(absl::StrCat("no device ", m.device));
-      }
-      Device* d = options_.devices[m.device];
-      if (m.byte > 1) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("buffer kind ", m.byte, " (0 default, 1 weights)"));
-      }
-      BufferType* type =
-          m.byte == 1 ? d->weights_buffer_type() : d->default_buffer_type();
-      // Whole 4-byte words, so a tensor of f32 covers the buffer.
-      const uint64_t size =
-          (std::max<uint64_t>(m.size, 4) + 63) & ~uint64_t{63};
-      if (m.size > type->max_size() || size < m.size) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(m.size, " bytes is over ", d->name(), "'s limit of ",
-                         type->max_size()));
-      }
-      const WorkerQuotas& q = options_.quotas;
-      if (static_cast<int64_t>(s.buffers.size()) >= q.max_session_buffers) {
-        return absl::ResourceExhaustedError(absl::StrCat(
-            "this session has ", s.buffers.size(), " buffers (the limit)"));
-      }
-      if (size > q.max_session_bytes - std::min(s.bytes, q.max_session_bytes) ||
-          size > q.max_worker_bytes -
-                     std::min(worker_bytes_, q.max_worker_bytes)) {
-        return absl::ResourceExhaustedError(absl::StrCat(
-            m.size, " more bytes is over the quota: this session holds ",
-            s.bytes, " of ", q.max_session_bytes, ", the worker ",
-            worker_bytes_, " of ", q.max_worker_bytes));
-      }
-      // Checked before allocating: never ask the allocator for the absurd.
-      const uint64_t total = d->props().memory_total;
-      if (total > 0 && size > total) {
-        return absl::ResourceExhaustedError(
-            absl::StrCat(m.size, " bytes is more than ", d->name(), "'s ",
-                         total, " bytes of memory"));
-      }
-      FERRY_ASSIGN_OR_RETURN(std::unique_ptr<Buffer> buffer,
-                             type->Allocate(size));
-      auto rec = std::make_shared<BufferRec>();
-      rec->id = s.next_id++;
-      rec->device = m.device;
-      rec->weights = type != d->default_buffer_type();
-      rec->whole.dtype = DType::kF32;
-      rec->whole.ne = {static_cast<int64_t>(buffer->size() / 4), 1, 1, 1};
-      rec->whole.nb = ContiguousStrides(DType::kF32, rec->whole.ne);
-      rec->whole.name = absl::StrCat("buffer", rec->id);
-      FERRY_RETURN_IF_ERROR(PlaceTensor(*buffer, rec->whole, 0));
-      if (buffer->is_host()) {
-        ucp_mem_map_params_t params = {};
-        params.field_mask =
-            UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH;
-        params.address = buffer->base();
-        params.length = buffer->size();
-        if (ucp_mem_map(loop_->context(), &params, &rec->mem) == UCS_OK) {
-          rec->context = loop_->context();
-        } else {
-          rec->mem = nullptr;
-        }
-      }
-      rec->buffer = std::move(buffer);
-      s.buffers[rec->id] = rec;
-      s.bytes += rec->buffer->size();
-      worker_bytes_ += rec->buffer->size();
-      ++stats_.buffers;
-      ++s.stats.buffers;
-      Result(sp, m.req, absl::OkStatus(), rec->id);
-      return absl::OkStatus();
-    }
-    case Cmd::kFreeBuffer: {
-      FERRY_ASSIGN_OR_RETURN(std::shared_ptr<BufferRec> b,
-                             FindBuffer(s, m.buffer));
-      s.buffers.erase(m.buffer);
-      s.bytes -= b->buffer->size();
-      worker_bytes_ -= b->buffer->size();
-      --stats_.buffers;
-      --s.stats.buffers;
-      ReleaseAfterStreams(s, std::move(b));
-      return absl::OkStatus();
-    }
-    case Cmd::kCreateStream: {
-      if (m.device >= options_.devices.size()) {
-        return absl::NotFoundError(absl::StrCat("no device ", m.device));
-      }
-      const WorkerQuotas& q = options_.quotas;
-      const int threads = StreamThreads(m.text);
-      if (s.streams.size() >= static_cast<size_t>(q.max_session_streams) ||
-          worker_streams_ >= q.max_worker_streams) {
-        return absl::ResourceExhaustedError(absl::StrCat(
-            "streams: this session has ", s.streams.size(), " (limit ",
-            q.max_session_streams, "), the worker ", worker_streams_,
-            " (limit ", q.max_worker_streams, ")"));
-      }
-      if (threads > q.max_session_threads - s.threads ||
-          threads > q.max_worker_threads - worker_threads_) {
-        return absl::ResourceExhaustedError(absl::StrCat(
-            "a stream of ", threads, " threads: this session has ", s.threads,
-            " (limit ", q.max_session_threads, "), the worker ",
-            worker_threads_, " (limit ", q.max_worker_threads, ")"));
-      }
-      absl::StatusOr<std::unique_ptr<Backend>> made;
-      try {
-        made = options_.devices[m.device]->CreateBackend(m.text);
-      } catch (const std::system_error& e) {
-        // Out of threads: this stream is refused, the worker lives.
-        made = absl::ResourceExhaustedError(
-            absl::StrCat("starting the stream's threads: ", e.what()));
-      }
-      FERRY_ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend, std::move(made));
-      auto stream = std::make_shared<StreamRec>();
-      stream->id = s.next_id++;
-      stream->device = m.device;
-      stream->backend = std::move(backend);
-      stream->threads = threads;
-      s.threads += threads;
-      worker_threads_ += threads;
-      ++worker_streams_;
-      s.streams[stream->id] = stream;
-      Result(sp, m.req, absl::OkStatus(), stream->id);
-      return absl::OkStatus();
-    }
-    case Cmd::kDestroyStream: {
-      auto it = s.streams.find(m.stream);
-      if (it == s.streams.end()) {
-        return absl::NotFoundError(absl::StrCat("no stream ", m.stream));
-      }
-      std::shared_ptr<StreamRec> stream = std::move(it->second);
-      s.streams.erase(it);
-      s.threads -= stream->threads;
-      worker_threads_ -= stream->threads;
-      --worker_streams_;
-      AfterAll(Point(*stream),
-               [stream](absl::Status) mutable { stream.reset(); });
-      return absl::OkStatus();
-    }
+    case Cmd::kAllocBuffer:
+      return AllocBuffer(sp, m);
+    case Cmd::kFreeBuffer:
+      return FreeBuffer(sp, m);
+    case Cmd::kCreateStream:
+      return CreateStream(sp, m);
+    case Cmd::kDestroyStream:
+      return DestroyStream(sp, m);
     case Cmd::kSetTensor:
       return SetTensor(sp, m, in);
     case Cmd::kGetTensor:
       return GetTensor(sp, m);
-    case Cmd::kMemset: {
-      FERRY_ASSIGN_OR_RETURN(std::shared_ptr<BufferRec> b, FindRange(s, m));
-      FERRY_ASSIGN_OR_RETURN(Target target, ResolveTarget(*b, m));
-      FERRY_RETURN_IF_ERROR(b->buffer->MemsetTensor(*target.tensor, m.byte,
-                                                    target.offset, m.size));
-      Result(sp, m.req, absl::OkStatus());
-      return absl::OkStatus();
-    }
+    case Cmd::kMemset:
+      return Memset(sp, m);
     case Cmd::kCopyLocal:
-      return CopyLocal(s, m);
-    case Cmd::kDefineGraph: {
-      if (m.device >= options_.devices.size()) {
-        return absl::NotFoundError(absl::StrCat("no device ", m.device));
-      }
-      if (s.graphs.size() >= kMaxGraphs) {
-        return absl::ResourceExhaustedError(
-            absl::StrCat("over ", kMaxGraphs, " graphs"));
-      }
-      if (m.blob.size() >
-          options_.quotas.max_session_graph_bytes -
-              std::min(s.graph_bytes,
-                       options_.quotas.max_session_graph_bytes)) {
-        return absl::ResourceExhaustedError(absl::StrCat(
-            "a graph of ", m.blob.size(), " bytes: this session's graphs take ",
-            s.graph_bytes, " of ", options_.quotas.max_session_graph_bytes));
-      }
-      Device* d = options_.devices[m.device];
-      auto rec = std::make_shared<GraphRec>();
-      rec->device = m.device;
-      rec->bytes = m.blob.size();
-      auto lookup_fn = [&](uint64_t id) {
-        return DeviceBuffer(s, *d, id, &rec->buffers);
-      };
-      WireLookup lookup = lookup_fn;
-      FERRY_ASSIGN_OR_RETURN(rec->graph, DecodeGraph(m.blob, &lookup));
-      for (Tensor* node : rec->graph->nodes) {
-        if (absl::Status op = d->CheckOp(*node); !op.ok()) {
-          return absl::Status(
-              op.code(),
-              absl::StrCat(d->name(), " does not support ", OpName(node->op),
-                           " node '", node->name, "' ", node->ShapeString(),
-                           ": ", op.message()));
-        }
-      }
-      const uint64_t id = s.next_id++;
-      for (Tensor* node : rec->graph->nodes) {
-        if (s.span_names.size() >= kMaxSpanNames) break;
-        if (IsComputeOp(node->op)) s.span_names.insert(NodeSpanName(*node));
-      }
-      s.graph_bytes += rec->bytes;
-      s.graphs[id] = std::move(rec);
-      ++stats_.graphs_defined;
-      ++s.stats.graphs_defined;
-      Result(sp, m.req, absl::OkStatus(), id);
-      return absl::OkStatus();
-    }
-    case Cmd::kDropGraph: {
-      auto it = s.graphs.find(m.id);
-      if (it == s.graphs.end()) {
-        return absl::NotFoundError(absl::StrCat("no graph ", m.id));
-      }
-      std::shared_ptr<GraphRec> graph = std::move(it->second);
-      s.graphs.erase(it);
-      s.graph_bytes -= graph->bytes;
-      ReleaseAfterStreams(s, std::move(graph));
-      return absl::OkStatus();
-    }
-    case Cmd::kLaunch: {
-      FERRY_ASSIGN_OR_RETURN(StreamRec * stream, FindStream(s, m.stream));
-      auto it = s.graphs.find(m.id);
-      if (it == s.graphs.end()) {
-        return absl::NotFoundError(absl::StrCat("no graph ", m.id));
-      }
-      if (it->second->device != stream->device) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "graph ", m.id, " is for another device than stream ", m.stream));
-      }
-      Flush(*stream);
-      return stream->backend->EnqueueCompute(it->second->graph->nodes);
-    }
-    case Cmd::kRecord: {
-      FERRY_ASSIGN_OR_RETURN(StreamRec * stream, FindStream(s, m.stream));
-      FERRY_RETURN_IF_ERROR(CheckRecordValue(*stream, m.value));
-      std::vector<Event> point = RecordValue(*stream, m.value);
-      std::weak_ptr<Session> weak = sp;
-      const uint64_t stream_id = m.stream, value = m.value;
-      AfterAll(std::move(point),
-               [this, weak, stream_id, value](absl::Status st) {
-                 SessionPtr s = weak.lock();
-                 if (s == nullptr || s->closed) return;
-                 Message r;
-                 r.stream = stream_id;
-                 r.value = value;
-                 if (st.ok()) {
-                   r.kind = static_cast<uint8_t>(ReplyKind::kSignaled);
-                 } else {
-                   r.kind = static_cast<uint8_t>(ReplyKind::kStreamFailed);
-                   r.set_status(st);
-                 }
-                 Reply(s, std::move(r));
-               });
-      return absl::OkStatus();
-    }
-    case Cmd::kWaitStream: {
-      FERRY_ASSIGN_OR_RETURN(StreamRec * stream, FindStream(s, m.stream));
-      FERRY_ASSIGN_OR_RETURN(StreamRec * src, FindStream(s, m.src_stream));
-      if (m.value > src->last_value) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "wait for value ", m.value, " of stream ", m.src_stream,
-            ", which recorded only up to ", src->last_value));
-      }
-      // A stream is after its own records already.
-      if (stream == src) return absl::OkStatus();
-      auto it = src->records.find(m.value);
-      // Older records were dropped once later ones completed.
-      if (it == src->records.end()) return absl::OkStatus();
-      for (const Event& e : it->second) AddPending(*stream, e);
-      return absl::OkStatus();
-    }
-    case Cmd::kWaitGate: {
-      FERRY_ASSIGN_OR_RETURN(StreamRec * stream, FindStream(s, m.stream));
-      if (s.gates.count(m.id) > 0 || s.gates.size() >= 65536) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("gate ", m.id, " is in use (or too many gates)"));
-      }
-      s.gates[m.id] = Gate(*stream);
-      return absl::OkStatus();
-    }
-    case Cmd::kSignalGate: {
-      auto it = s.gates.find(m.id);
-      if (it == s.gates.end()) {
-        Result(sp, 0, absl::NotFoundError(absl::StrCat("no gate ", m.id)));
-        return absl::OkStatus();
-      }
-      if (m.code == 0) {
-        (void)it->second->Signal(1);
-      } else {
-        it->second->Fail(m.status());
-      }
-      s.gates.erase(it);
-      return absl::OkStatus();
-    }
-    case Cmd::kResetStream: {
-      auto it = s.streams.find(m.stream);
-      if (it == s.streams.end()) {
-        return absl::NotFoundError(absl::StrCat("no stream ", m.stream));
-      }
-      std::shared_ptr<StreamRec> stream = it->second;
-      std::weak_ptr<Session> weak = sp;
-      const uint64_t req = m.req;
-      AfterAll(Point(*stream), [this, weak, stream, req](absl::Status) {
-        // Done (or failed): clearing it does not block.
-        absl::Status st = stream->backend->Synchronize();
-        stream->pending.clear();
-        SessionPtr s = weak.lock();
-        if (s != nullptr) Result(s, req, absl::OkStatus());
-      });
-      return absl::OkStatus();
-    }
+      return CopyLocal(sp, m);
+    case Cmd::kDefineGraph:
+      return DefineGraph(sp, m);
+    case Cmd::kDropGraph:
+      return DropGraph(sp, m);
+    case Cmd::kLaunch:
+      return Launch(sp, m);
+    case Cmd::kRecord:
+      return Record(sp, m);
+    case Cmd::kWaitStream:
+      return WaitStream(sp, m);
+    case Cmd::kWaitGate:
+      return WaitGate(sp, m);
+    case Cmd::kSignalGate:
+      return SignalGate(sp, m);
+    case Cmd::kResetStream:
+      return ResetStream(sp, m);
     case Cmd::kSendToPeer:
       return SendToPeer(sp, m);
     case Cmd::kRecvFromPeer:
       return RecvFromPeer(sp, m);
-    case Cmd::kCancelTransfer: {
-      absl::Status status = m.status();
-      if (status.ok()) {
-        return absl::InvalidArgumentError("cancel_transfer with an OK status");
-      }
-      // The receive came first (the client sends both on this session, in
-      // order): a transfer not found is done or was refused, and there is
-      // nothing to fail.
-      if (sp->transfers.count(m.id) == 0) return absl::OkStatus();
-      Incoming none;
-      TransferArrived(*sp, m.id, std::move(status), none);
-      return absl::OkStatus();
-    }
+    case Cmd::kCancelTransfer:
+      return CancelTransfer(sp, m);
     case Cmd::kLoadFile:
       return LoadFile(sp, m);
     case Cmd::kPing:
-      Result(sp, m.req, absl::OkStatus(),
-             static_cast<uint64_t>(TraceRecorder::NowNanos()));
-      return absl::OkStatus();
-    case Cmd::kSupportsOp: {
-      if (m.device >= options_.devices.size()) {
-        return absl::NotFoundError(absl::StrCat("no device ", m.device));
-      }
-      // Sources the client placed are read where they are: the answer can
-      // depend on their memory (the CPU's packed weights).
-      Device& d = *options_.devices[m.device];
-      std::vector<std::shared_ptr<BufferRec>> held;
-      auto lookup_fn = [&](uint64_t id) {
-        return DeviceBuffer(s, d, id, &held);
-      };
-      WireLookup lookup = lookup_fn;
-      FERRY_ASSIGN_OR_RETURN(std::unique_ptr<WireGraph> graph,
-                             DecodeGraph(m.blob, &lookup, /*query=*/true));
-      // Value 1: supported; otherwise the device's reason as the error.
-      absl::Status supported =
-          graph->nodes.empty() ? absl::InvalidArgumentError("no node to check")
-                               : absl::OkStatus();
-      for (Tensor* node : graph->nodes) {
-        if (supported.ok()) supported = d.CheckOp(*node);
-      }
-      Result(sp, m.req, supported, supported.ok() ? 1 : 0);
-      return absl::OkStatus();
-    }
-    case Cmd::kAllocSize: {
-      if (m.device >= options_.devices.size()) {
-        return absl::NotFoundError(absl::StrCat("no device ", m.device));
-      }
-      FERRY_ASSIGN_OR_RETURN(std::unique_ptr<WireTensorRef> ref,
-                             DecodeTensorRef(m.blob, nullptr));
-      BufferType* type = options_.devices[m.device]->weights_buffer_type();
-      Result(sp, m.req, absl::OkStatus(), type->AllocSize(ref->tensor));
-      return absl::OkStatus();
-    }
+      return Ping(sp, m);
+    case Cmd::kSupportsOp:
+      return SupportsOp(sp, m);
+    case Cmd::kAllocSize:
+      return AllocSize(sp, m);
     case Cmd::kTrace:
-      SetTracing(*sp, m.value != 0);
-      return absl::OkStatus();
-    case Cmd::kTraceSpans: {
-      const std::vector<std::string> tracks =
-          TraceRecorder::Global().TrackNames();
-      std::vector<WireSpan> spans;
-      size_t bytes = 0;
-      int64_t next_from = sp->trace_from_ns;
-      for (const TraceSpan& t : TraceRecorder::Global().Spans()) {
-        if (t.begin_ns < sp->trace_from_ns) continue;
-        if (t.track < 0 || static_cast<size_t>(t.track) >= tracks.size()) {
-          continue;
-        }
-        // Another session's work is not this one's to see.
-        if (!sp->span_names.contains(t.name)) continue;
-        bytes += 24 + tracks[t.track].size() + t.name.size();
-        if (bytes > kMaxBlob) break;  // The rest come with the next ask.
-        spans.push_back({tracks[t.track], t.name, t.begin_ns, t.end_ns});
-        next_from = t.begin_ns + 1;
-      }
-      sp->trace_from_ns = next_from;
-      auto data = std::make_shared<std::string>(EncodeTraceSpans(spans));
-      Message r;
-      r.kind = static_cast<uint8_t>(ReplyKind::kResult);
-      r.req = m.req;
-      Reply(sp, std::move(r), data->data(), data->size(),
-            [data](absl::Status) {});
-      return absl::OkStatus();
-    }
-    case Cmd::kEngineStats: {
-      if (m.device >= options_.devices.size()) {
-        return absl::NotFoundError(absl::StrCat("no device ", m.device));
-      }
-      Message r;
-      r.kind = static_cast<uint8_t>(ReplyKind::kResult);
-      r.req = m.req;
-      for (const DeviceCounters& e :
-           options_.devices[m.device]->engine_stats()) {
-        absl::StrAppend(&r.text, e.name, "\t", e.busy_ns, "\t", e.ops, "\t",
-                        e.bytes, "\n");
-      }
-      Reply(sp, std::move(r));
-      return absl::OkStatus();
-    }
-    case Cmd::kStats: {
-      Message r;
-      r.kind = static_cast<uint8_t>(ReplyKind::kResult);
-      r.req = m.req;
-      // The session's own counters; of the worker, only how many
-      // sessions are open.
-      const WorkerStats& own = sp->stats;
-      r.text = absl::StrCat(own.client_bytes_in, ",", own.client_bytes_out, ",",
-                            own.peer_bytes_in, ",", own.peer_bytes_out, ",",
-                            stats_.sessions, ",", own.buffers, ",",
-                            own.graphs_defined);
-      Reply(sp, std::move(r));
-      return absl::OkStatus();
-    }
+      return Trace(sp, m);
+    case Cmd::kTraceSpans:
+      return TraceSpans(sp, m);
+    case Cmd::kEngineStats:
+      return EngineStats(sp, m);
+    case Cmd::kStats:
+      return Stats(sp, m);
     case Cmd::kHello:
     case Cmd::kPeerData:
     case Cmd::kBlobPart:
       break;
   }
   return absl::InvalidArgumentError("unexpected command");
+}
+
+absl::Status WorkerServer::Impl::AllocBuffer(const SessionPtr& sp,
+                                             const Message& m) {
+  Session& s = *sp;
+  if (m.device >= options_.devices.size()) {
+    return absl::NotFoundError(absl::StrCat("no device ", m.device));
+  }
+  Device* d = options_.devices[m.device];
+  if (m.byte > 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("buffer kind ", m.byte, " (0 default, 1 weights)"));
+  }
+  BufferType* type =
+      m.byte == 1 ? d->weights_buffer_type() : d->default_buffer_type();
+  // Whole 4-byte words, so a tensor of f32 covers the buffer.
+  const uint64_t size = (std::max<uint64_t>(m.size, 4) + 63) & ~uint64_t{63};
+  if (m.size > type->max_size() || size < m.size) {
+    return absl::InvalidArgumentError(absl::StrCat(m.size, " bytes is over ",
+                                                   d->name(), "'s limit of ",
+                                                   type->max_size()));
+  }
+  const WorkerQuotas& q = options_.quotas;
+  if (static_cast<int64_t>(s.buffers.size()) >= q.max_session_buffers) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "this session has ", s.buffers.size(), " buffers (the limit)"));
+  }
+  if (size > q.max_session_bytes - std::min(s.bytes, q.max_session_bytes) ||
+      size > q.max_worker_bytes - std::min(worker_bytes_, q.max_worker_bytes)) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        m.size, " more bytes is over the quota: this session holds ", s.bytes,
+        " of ", q.max_session_bytes, ", the worker ", worker_bytes_, " of ",
+        q.max_worker_bytes));
+  }
+  // Checked before allocating: never ask the allocator for the absurd.
+  const uint64_t total = d->props().memory_total;
+  if (total > 0 && size > total) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat(m.size, " bytes is more than ", d->name(), "'s ", total,
+                     " bytes of memory"));
+  }
+  FERRY_ASSIGN_OR_RETURN(std::unique_ptr<Buffer> buffer, type->Allocate(size));
+  auto rec = std::make_shared<BufferRec>();
+  rec->id = s.next_id++;
+  rec->device = m.device;
+  rec->weights = type != d->default_buffer_type();
+  rec->whole.dtype = DType::kF32;
+  rec->whole.ne = {static_cast<int64_t>(buffer->size() / 4), 1, 1, 1};
+  rec->whole.nb = ContiguousStrides(DType::kF32, rec->whole.ne);
+  rec->whole.name = absl::StrCat("buffer", rec->id);
+  FERRY_RETURN_IF_ERROR(PlaceTensor(*buffer, rec->whole, 0));
+  if (buffer->is_host()) {
+    ucp_mem_map_params_t params = {};
+    params.field_mask =
+        UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH;
+    params.address = buffer->base();
+    params.length = buffer->size();
+    if (ucp_mem_map(loop_->context(), &params, &rec->mem) == UCS_OK) {
+      rec->context = loop_->context();
+    } else {
+      rec->mem = nullptr;
+    }
+  }
+  rec->buffer = std::move(buffer);
+  s.buffers[rec->id] = rec;
+  s.bytes += rec->buffer->size();
+  worker_bytes_ += rec->buffer->size();
+  ++stats_.buffers;
+  ++s.stats.buffers;
+  Result(sp, m.req, absl::OkStatus(), rec->id);
+  return absl::OkStatus();
+}
+
+absl::Status WorkerServer::Impl::FreeBuffer(const SessionPtr& sp,
+                                            const Message& m) {
+  Session& s = *sp;
+  FERRY_ASSIGN_OR_RETURN(std::shared_ptr<BufferRec> b, FindBuffer(s, m.buffer));
+  s.buffers.erase(m.buffer);
+  s.bytes -= b->buffer->size();
+  worker_bytes_ -= b->buffer->size();
+  --stats_.buffers;
+  --s.stats.buffers;
+  ReleaseAfterStreams(s, std::move(b));
+  return absl::OkStatus();
+}
+
+absl::Status WorkerServer::Impl::CreateStream(const SessionPtr& sp,
+                                              const Message& m) {
+  Session& s = *sp;
+  if (m.device >= options_.devices.size()) {
+    return absl::NotFoundError(absl::StrCat("no device ", m.device));
+  }
+  const WorkerQuotas& q = options_.quotas;
+  const int threads = StreamThreads(m.text);
+  if (s.streams.size() >= static_cast<size_t>(q.max_session_streams) ||
+      worker_streams_ >= q.max_worker_streams) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("streams: this session has ", s.streams.size(), " (limit ",
+                     q.max_session_streams, "), the worker ", worker_streams_,
+                     " (limit ", q.max_worker_streams, ")"));
+  }
+  if (threads > q.max_session_threads - s.threads ||
+      threads > q.max_worker_threads - worker_threads_) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "a stream of ", threads, " threads: this session has ", s.threads,
+        " (limit ", q.max_session_threads, "), the worker ", worker_threads_,
+        " (limit ", q.max_worker_threads, ")"));
+  }
+  absl::StatusOr<std::unique_ptr<Backend>> made;
+  try {
+    made = options_.devices[m.device]->CreateBackend(m.text);
+  } catch (const std::system_error& e) {
+    // Out of threads: this stream is refused, the worker lives.
+    made = absl::ResourceExhaustedError(
+        absl::StrCat("starting the stream's threads: ", e.what()));
+  }
+  FERRY_ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend, std::move(made));
+  auto stream = std::make_shared<StreamRec>();
+  stream->id = s.next_id++;
+  stream->device = m.device;
+  stream->backend = std::move(backend);
+  stream->threads = threads;
+  s.threads += threads;
+  worker_threads_ += threads;
+  ++worker_streams_;
+  s.streams[stream->id] = stream;
+  Result(sp, m.req, absl::OkStatus(), stream->id);
+  return absl::OkStatus();
+}
+
+absl::Status WorkerServer::Impl::DestroyStream(const SessionPtr& sp,
+                                               const Message& m) {
+  Session& s = *sp;
+  auto it = s.streams.find(m.stream);
+  if (it == s.streams.end()) {
+    return absl::NotFoundError(absl::StrCat("no stream ", m.stream));
+  }
+  std::shared_ptr<StreamRec> stream = std::move(it->second);
+  s.streams.erase(it);
+  s.threads -= stream->threads;
+  worker_threads_ -= stream->threads;
+  --worker_streams_;
+  AfterAll(Point(*stream), [stream](absl::Status) mutable { stream.reset(); });
+  return absl::OkStatus();
+}
+
+absl::Status WorkerServer::Impl::Memset(const SessionPtr& sp,
+                                        const Message& m) {
+  Session& s = *sp;
+  FERRY_ASSIGN_OR_RETURN(std::shared_ptr<BufferRec> b, FindRange(s, m));
+  FERRY_ASSIGN_OR_RETURN(Target target, ResolveTarget(*b, m));
+  FERRY_RETURN_IF_ERROR(
+      b->buffer->MemsetTensor(*target.tensor, m.byte, target.offset, m.size));
+  Result(sp, m.req, absl::OkStatus());
+  return absl::OkStatus();
+}
+
+absl::Status WorkerServer::Impl::DefineGraph(const SessionPtr& sp,
+                                             const Message& m) {
+  Session& s = *sp;
+  if (m.device >= options_.devices.size()) {
+    return absl::NotFoundError(absl::StrCat("no device ", m.device));
+  }
+  if (s.graphs.size() >= kMaxGraphs) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("over ", kMaxGraphs, " graphs"));
+  }
+  if (m.blob.size() >
+      options_.quotas.max_session_graph_bytes -
+          std::min(s.graph_bytes, options_.quotas.max_session_graph_bytes)) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "a graph of ", m.blob.size(), " bytes: this session's graphs take ",
+        s.graph_bytes, " of ", options_.quotas.max_session_graph_bytes));
+  }
+  Device* d = options_.devices[m.device];
+  auto rec = std::make_shared<GraphRec>();
+  rec->device = m.device;
+  rec->bytes = m.blob.size();
+  auto lookup_fn = [&](uint64_t id) {
+    return DeviceBuffer(s, *d, id, &rec->buffers);
+  };
+  WireLookup lookup = lookup_fn;
+  FERRY_ASSIGN_OR_RETURN(rec->graph, DecodeGraph(m.blob, &lookup));
+  for (Tensor* node : rec->graph->nodes) {
+    if (absl::Status op = d->CheckOp(*node); !op.ok()) {
+      return absl::Status(
+          op.code(), absl::StrCat(d->name(), " does not support ",
+                                  OpName(node->op), " node '", node->name, "' ",
+                                  node->ShapeString(), ": ", op.message()));
+    }
+  }
+  const uint64_t id = s.next_id++;
+  for (Tensor* node : rec->graph->nodes) {
+    if (s.span_names.size() >= kMaxSpanNames) break;
+    if (IsComputeOp(node->op)) s.span_names.insert(NodeSpanName(*node));
+  }
+  s.graph_bytes += rec->bytes;
+  s.graphs[id] = std::move(rec);
+  ++stats_.graphs_defined;
+  ++s.stats.graphs_defined;
+  Result(sp, m.req, absl::OkStatus(), id);
+  return absl::OkStatus();
+}
+
+absl::Status WorkerServer::Impl::DropGraph(const SessionPtr& sp,
+                                           const Message& m) {
+  Session& s = *sp;
+  auto it = s.graphs.find(m.id);
+  if (it == s.graphs.end()) {
+    return absl::NotFoundError(absl::StrCat("no graph ", m.id));
+  }
+  std::shared_ptr<GraphRec> graph = std::move(it->second);
+  s.graphs.erase(it);
+  s.graph_bytes -= graph->bytes;
+  ReleaseAfterStreams(s, std::move(graph));
+  return absl::OkStatus();
+}
+
+absl::Status WorkerServer::Impl::Launch(const SessionPtr& sp,
+                                        const Message& m) {
+  Session& s = *sp;
+  FERRY_ASSIGN_OR_RETURN(StreamRec * stream, FindStream(s, m.stream));
+  auto it = s.graphs.find(m.id);
+  if (it == s.graphs.end()) {
+    return absl::NotFoundError(absl::StrCat("no graph ", m.id));
+  }
+  if (it->second->device != stream->device) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "graph ", m.id, " is for another device than stream ", m.stream));
+  }
+  Flush(*stream);
+  return stream->backend->EnqueueCompute(it->second->graph->nodes);
+}
+
+absl::Status WorkerServer::Impl::Record(const SessionPtr& sp,
+                                        const Message& m) {
+  Session& s = *sp;
+  FERRY_ASSIGN_OR_RETURN(StreamRec * stream, FindStream(s, m.stream));
+  FERRY_RETURN_IF_ERROR(CheckRecordValue(*stream, m.value));
+  std::vector<Event> point = RecordValue(*stream, m.value);
+  std::weak_ptr<Session> weak = sp;
+  const uint64_t stream_id = m.stream, value = m.value;
+  AfterAll(std::move(point), [this, weak, stream_id, value](absl::Status st) {
+    SessionPtr s = weak.lock();
+    if (s == nullptr || s->closed) return;
+    Message r;
+    r.stream = stream_id;
+    r.value = value;
+    if (st.ok()) {
+      r.kind = static_cast<uint8_t>(ReplyKind::kSignaled);
+    } else {
+      r.kind = static_cast<uint8_t>(ReplyKind::kStreamFailed);
+      r.set_status(st);
+    }
+    Reply(s, std::move(r));
+  });
+  return absl::OkStatus();
+}
+
+absl::Status WorkerServer::Impl::WaitStream(const SessionPtr& sp,
+                                            const Message& m) {
+  Session& s = *sp;
+  FERRY_ASSIGN_OR_RETURN(StreamRec * stream, FindStream(s, m.stream));
+  FERRY_ASSIGN_OR_RETURN(StreamRec * src, FindStream(s, m.src_stream));
+  if (m.value > src->last_value) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("wait for value ", m.value, " of stream ", m.src_stream,
+                     ", which recorded only up to ", src->last_value));
+  }
+  // A stream is after its own records already.
+  if (stream == src) return absl::OkStatus();
+  auto it = src->records.find(m.value);
+  // Older records were dropped once later ones completed.
+  if (it == src->records.end()) return absl::OkStatus();
+  for (const Event& e : it->second) AddPending(*stream, e);
+  return absl::OkStatus();
+}
+
+absl::Status WorkerServer::Impl::WaitGate(const SessionPtr& sp,
+                                          const Message& m) {
+  Session& s = *sp;
+  FERRY_ASSIGN_OR_RETURN(StreamRec * stream, FindStream(s, m.stream));
+  if (s.gates.count(m.id) > 0 || s.gates.size() >= 65536) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("gate ", m.id, " is in use (or too many gates)"));
+  }
+  s.gates[m.id] = Gate(*stream);
+  return absl::OkStatus();
+}
+
+absl::Status WorkerServer::Impl::SignalGate(const SessionPtr& sp,
+                                            const Message& m) {
+  Session& s = *sp;
+  auto it = s.gates.find(m.id);
+  if (it == s.gates.end()) {
+    Result(sp, 0, absl::NotFoundError(absl::StrCat("no gate ", m.id)));
+    return absl::OkStatus();
+  }
+  if (m.code == 0) {
+    (void)it->second->Signal(1);
+  } else {
+    it->second->Fail(m.status());
+  }
+  s.gates.erase(it);
+  return absl::OkStatus();
+}
+
+absl::Status WorkerServer::Impl::ResetStream(const SessionPtr& sp,
+                                             const Message& m) {
+  Session& s = *sp;
+  auto it = s.streams.find(m.stream);
+  if (it == s.streams.end()) {
+    return absl::NotFoundError(absl::StrCat("no stream ", m.stream));
+  }
+  std::shared_ptr<StreamRec> stream = it->second;
+  std::weak_ptr<Session> weak = sp;
+  const uint64_t req = m.req;
+  AfterAll(Point(*stream), [this, weak, stream, req](absl::Status) {
+    // Done (or failed): clearing it does not block.
+    absl::Status st = stream->backend->Synchronize();
+    stream->pending.clear();
+    SessionPtr s = weak.lock();
+    if (s != nullptr) Result(s, req, absl::OkStatus());
+  });
+  return absl::OkStatus();
+}
+
+absl::Status WorkerServer::Impl::CancelTransfer(const SessionPtr& sp,
+                                                const Message& m) {
+  absl::Status status = m.status();
+  if (status.ok()) {
+    return absl::InvalidArgumentError("cancel_transfer with an OK status");
+  }
+  // The receive came first (the client sends both on this session, in
+  // order): a transfer not found is done or was refused, and there is
+  // nothing to fail.
+  if (sp->transfers.count(m.id) == 0) return absl::OkStatus();
+  Incoming none;
+  TransferArrived(*sp, m.id, std::move(status), none);
+  return absl::OkStatus();
+}
+
+absl::Status WorkerServer::Impl::Ping(const SessionPtr& sp, const Message& m) {
+  Result(sp, m.req, absl::OkStatus(),
+         static_cast<uint64_t>(TraceRecorder::NowNanos()));
+  return absl::OkStatus();
+}
+
+absl::Status WorkerServer::Impl::SupportsOp(const SessionPtr& sp,
+                                            const Message& m) {
+  Session& s = *sp;
+  if (m.device >= options_.devices.size()) {
+    return absl::NotFoundError(absl::StrCat("no device ", m.device));
+  }
+  // Sources the client placed are read where they are: the answer can
+  // depend on their memory (the CPU's packed weights).
+  Device& d = *options_.devices[m.device];
+  std::vector<std::shared_ptr<BufferRec>> held;
+  auto lookup_fn = [&](uint64_t id) { return DeviceBuffer(s, d, id, &held); };
+  WireLookup lookup = lookup_fn;
+  FERRY_ASSIGN_OR_RETURN(std::unique_ptr<WireGraph> graph,
+                         DecodeGraph(m.blob, &lookup, /*query=*/true));
+  // Value 1: supported; otherwise the device's reason as the error.
+  absl::Status supported = graph->nodes.empty()
+                               ? absl::InvalidArgumentError("no node to check")
+                               : absl::OkStatus();
+  for (Tensor* node : graph->nodes) {
+    if (supported.ok()) supported = d.CheckOp(*node);
+  }
+  Result(sp, m.req, supported, supported.ok() ? 1 : 0);
+  return absl::OkStatus();
+}
+
+absl::Status WorkerServer::Impl::AllocSize(const SessionPtr& sp,
+                                           const Message& m) {
+  if (m.device >= options_.devices.size()) {
+    return absl::NotFoundError(absl::StrCat("no device ", m.device));
+  }
+  FERRY_ASSIGN_OR_RETURN(std::unique_ptr<WireTensorRef> ref,
+                         DecodeTensorRef(m.blob, nullptr));
+  BufferType* type = options_.devices[m.device]->weights_buffer_type();
+  Result(sp, m.req, absl::OkStatus(), type->AllocSize(ref->tensor));
+  return absl::OkStatus();
+}
+
+absl::Status WorkerServer::Impl::Trace(const SessionPtr& sp, const Message& m) {
+  SetTracing(*sp, m.value != 0);
+  return absl::OkStatus();
+}
+
+absl::Status WorkerServer::Impl::TraceSpans(const SessionPtr& sp,
+                                            const Message& m) {
+  const std::vector<std::string> tracks = TraceRecorder::Global().TrackNames();
+  std::vector<WireSpan> spans;
+  size_t bytes = 0;
+  int64_t next_from = sp->trace_from_ns;
+  for (const TraceSpan& t : TraceRecorder::Global().Spans()) {
+    if (t.begin_ns < sp->trace_from_ns) continue;
+    if (t.track < 0 || static_cast<size_t>(t.track) >= tracks.size()) {
+      continue;
+    }
+    // Another session's work is not this one's to see.
+    if (!sp->span_names.contains(t.name)) continue;
+    bytes += 24 + tracks[t.track].size() + t.name.size();
+    if (bytes > kMaxBlob) break;  // The rest come with the next ask.
+    spans.push_back({tracks[t.track], t.name, t.begin_ns, t.end_ns});
+    next_from = t.begin_ns + 1;
+  }
+  sp->trace_from_ns = next_from;
+  auto data = std::make_shared<std::string>(EncodeTraceSpans(spans));
+  Message r;
+  r.kind = static_cast<uint8_t>(ReplyKind::kResult);
+  r.req = m.req;
+  Reply(sp, std::move(r), data->data(), data->size(), [data](absl::Status) {});
+  return absl::OkStatus();
+}
+
+absl::Status WorkerServer::Impl::EngineStats(const SessionPtr& sp,
+                                             const Message& m) {
+  if (m.device >= options_.devices.size()) {
+    return absl::NotFoundError(absl::StrCat("no device ", m.device));
+  }
+  Message r;
+  r.kind = static_cast<uint8_t>(ReplyKind::kResult);
+  r.req = m.req;
+  for (const DeviceCounters& e : options_.devices[m.device]->engine_stats()) {
+    absl::StrAppend(&r.text, e.name, "\t", e.busy_ns, "\t", e.ops, "\t",
+                    e.bytes, "\n");
+  }
+  Reply(sp, std::move(r));
+  return absl::OkStatus();
+}
+
+absl::Status WorkerServer::Impl::Stats(const SessionPtr& sp, const Message& m) {
+  Message r;
+  r.kind = static_cast<uint8_t>(ReplyKind::kResult);
+  r.req = m.req;
+  // The session's own counters; of the worker, only how many
+  // sessions are open.
+  const WorkerStats& own = sp->stats;
+  r.text =
+      absl::StrCat(own.client_bytes_in, ",", own.client_bytes_out, ",",
+                   own.peer_bytes_in, ",", own.peer_bytes_out, ",",
+                   stats_.sessions, ",", own.buffers, ",", own.graphs_defined);
+  Reply(sp, std::move(r));
+  return absl::OkStatus();
 }
 
 absl::Status WorkerServer::Impl::CheckRecordValue(const StreamRec& stream,
@@ -1320,7 +1404,9 @@ absl::StatusOr<Tensor> Slice(const BufferRec& b, uint64_t offset,
 
 }  // namespace
 
-absl::Status WorkerServer::Impl::CopyLocal(Session& s, const Message& m) {
+absl::Status WorkerServer::Impl::CopyLocal(const SessionPtr& sp,
+                                           const Message& m) {
+  Session& s = *sp;
   FERRY_ASSIGN_OR_RETURN(StreamRec * stream, FindStream(s, m.stream));
   FERRY_ASSIGN_OR_RETURN(StreamRec * src_stream, FindStream(s, m.src_stream));
   FERRY_ASSIGN_OR_RETURN(std::shared_ptr<BufferRec> dst, FindRange(s, m));

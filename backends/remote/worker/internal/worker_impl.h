@@ -109,6 +109,44 @@ class WorkerServer::Impl {
   // Pinned host memory for staging on `device`.
   absl::StatusOr<std::shared_ptr<Buffer>> Staging(uint32_t device, size_t size);
 
+  // One handler per command (Execute calls them); each checks what the
+  // command names against the session before touching anything.
+  absl::Status AllocBuffer(const worker_internal::SessionPtr& s,
+                           const Message& m);
+  absl::Status FreeBuffer(const worker_internal::SessionPtr& s,
+                          const Message& m);
+  absl::Status CreateStream(const worker_internal::SessionPtr& s,
+                            const Message& m);
+  absl::Status DestroyStream(const worker_internal::SessionPtr& s,
+                             const Message& m);
+  absl::Status Memset(const worker_internal::SessionPtr& s, const Message& m);
+  absl::Status DefineGraph(const worker_internal::SessionPtr& s,
+                           const Message& m);
+  absl::Status DropGraph(const worker_internal::SessionPtr& s,
+                         const Message& m);
+  absl::Status Launch(const worker_internal::SessionPtr& s, const Message& m);
+  absl::Status Record(const worker_internal::SessionPtr& s, const Message& m);
+  absl::Status WaitStream(const worker_internal::SessionPtr& s,
+                          const Message& m);
+  absl::Status WaitGate(const worker_internal::SessionPtr& s, const Message& m);
+  absl::Status SignalGate(const worker_internal::SessionPtr& s,
+                          const Message& m);
+  absl::Status ResetStream(const worker_internal::SessionPtr& s,
+                           const Message& m);
+  absl::Status CancelTransfer(const worker_internal::SessionPtr& s,
+                              const Message& m);
+  absl::Status Ping(const worker_internal::SessionPtr& s, const Message& m);
+  absl::Status SupportsOp(const worker_internal::SessionPtr& s,
+                          const Message& m);
+  absl::Status AllocSize(const worker_internal::SessionPtr& s,
+                         const Message& m);
+  absl::Status Trace(const worker_internal::SessionPtr& s, const Message& m);
+  absl::Status TraceSpans(const worker_internal::SessionPtr& s,
+                          const Message& m);
+  absl::Status EngineStats(const worker_internal::SessionPtr& s,
+                           const Message& m);
+  absl::Status Stats(const worker_internal::SessionPtr& s, const Message& m);
+
   // A record of `value` on `stream` (kRecord, or a kGetTensor's): what it
   // covers, kept for kWaitStream.
   static absl::Status CheckRecordValue(const worker_internal::StreamRec& stream,
@@ -119,7 +157,8 @@ class WorkerServer::Impl {
                          worker_internal::Incoming& in);
   absl::Status GetTensor(const worker_internal::SessionPtr& s,
                          const Message& m);
-  absl::Status CopyLocal(worker_internal::Session& s, const Message& m);
+  absl::Status CopyLocal(const worker_internal::SessionPtr& s,
+                         const Message& m);
   absl::Status SendToPeer(const worker_internal::SessionPtr& s,
                           const Message& m);
   absl::Status RecvFromPeer(const worker_internal::SessionPtr& s,
