@@ -28,6 +28,7 @@
 #include "ferry/backends/remote/transport/address.h"
 #include "ferry/backends/remote/transport/ucx_loop.h"
 #include "ferry/backends/remote/worker/blocking_pool.h"
+#include "ferry/backends/remote/worker/internal/buffer_checks.h"
 #include "ferry/backends/remote/worker/internal/session.h"
 #include "ferry/backends/remote/worker/internal/worker_impl.h"
 #include "ferry/backends/remote/worker/open_beneath.h"
@@ -45,9 +46,13 @@ using ::ferry::remote::worker_internal::GraphRec;
 using ::ferry::remote::worker_internal::Held;
 using ::ferry::remote::worker_internal::Incoming;
 using ::ferry::remote::worker_internal::Peer;
+using ::ferry::remote::worker_internal::RangeError;
+using ::ferry::remote::worker_internal::RefuseWeights;
+using ::ferry::remote::worker_internal::ResolveTarget;
 using ::ferry::remote::worker_internal::Session;
 using ::ferry::remote::worker_internal::SessionPtr;
 using ::ferry::remote::worker_internal::StreamRec;
+using ::ferry::remote::worker_internal::Target;
 using ::ferry::remote::worker_internal::TransferRec;
 
 namespace {
@@ -60,58 +65,6 @@ constexpr size_t kMaxSpanNames = 65536;
 constexpr size_t kMaxPending = 64;
 constexpr size_t kMinTokenBytes = 16;
 constexpr int kFreeAuthFailures = 5;
-
-// What a transfer's bytes [m.offset, +m.size) of a buffer are part of: the
-// tensor a ref names (`offset` relative to it) or, for raw bytes, the whole
-// buffer.
-struct Target {
-  std::shared_ptr<WireTensorRef> ref;  // Kept until the transfer is done.
-  Tensor* tensor = nullptr;
-  uint64_t offset = 0;
-};
-
-absl::StatusOr<Target> ResolveTarget(BufferRec& b, const Message& m) {
-  Target target;
-  if (m.blob.empty()) {
-    if (b.weights && m.cmd() != Cmd::kMemset) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          CmdName(m.cmd()), ": buffer ", b.id,
-          " holds weights in the device's own layout: name the tensor"));
-    }
-    target.tensor = &b.whole;
-    target.offset = m.offset;
-    return target;
-  }
-  FERRY_ASSIGN_OR_RETURN(std::unique_ptr<WireTensorRef> ref,
-                         DecodeTensorRef(m.blob, b.buffer.get()));
-  const uint64_t bytes = static_cast<uint64_t>(ref->tensor.NumBytes());
-  if (m.offset < ref->offset || m.offset - ref->offset > bytes ||
-      m.size > bytes - (m.offset - ref->offset)) {
-    return absl::OutOfRangeError(absl::StrCat(
-        CmdName(m.cmd()), ": bytes [", m.offset, ", +", m.size, ") of buffer ",
-        b.id, " are not inside '", ref->tensor.name, "' at ", ref->offset, " (",
-        bytes, " bytes)"));
-  }
-  target.offset = m.offset - ref->offset;
-  target.ref = std::move(ref);
-  target.tensor = &target.ref->tensor;
-  return target;
-}
-
-absl::Status RefuseWeights(const BufferRec& b, absl::string_view what) {
-  if (!b.weights) return absl::OkStatus();
-  return absl::InvalidArgumentError(
-      absl::StrCat(what, ": buffer ", b.id,
-                   " holds weights in the device's own layout (copy them "
-                   "through their logical bytes)"));
-}
-
-absl::Status RangeError(absl::string_view what, uint64_t offset, uint64_t size,
-                        const BufferRec& b) {
-  return absl::OutOfRangeError(absl::StrCat(
-      what, ": bytes [", offset, ", +", size, ") are outside buffer ", b.id,
-      " of ", b.buffer->size(), " bytes"));
-}
 
 // The threads a stream of backend `params` runs: its own, and a cpu
 // stream's threads=N (without it, as many as the host has).
