@@ -1,59 +1,32 @@
+// WorkerServer: the worker's start (options and quotas checked, the
+// listener), its housekeeping tick (silent clients, mute connections, late
+// peers, expired transfers) and its shutdown. The rest of WorkerServer::Impl
+// lives in the files its header (internal/worker_impl.h) lists.
 #include "ferry/backends/remote/worker/worker_server.h"
 
-#include <arpa/inet.h>
-#include <fcntl.h>
-#include <netdb.h>
-#include <netinet/in.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include <cstdio>
-#include <cstring>
-#include <deque>
-#include <map>
-#include <system_error>
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <memory>
 #include <thread>
 #include <utility>
+#include <vector>
 
-#include "absl/container/flat_hash_map.h"
-#include "absl/container/flat_hash_set.h"
-#include "absl/strings/numbers.h"
+#include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
-#include "ferry/backends/backend.h"
-#include "ferry/backends/buffer.h"
-#include "ferry/backends/host_buffer.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "ferry/backends/remote/protocol/protocol.h"
-#include "ferry/backends/remote/protocol/wire_graph.h"
 #include "ferry/backends/remote/transport/address.h"
 #include "ferry/backends/remote/transport/ucx_loop.h"
 #include "ferry/backends/remote/worker/blocking_pool.h"
-#include "ferry/backends/remote/worker/internal/buffer_checks.h"
-#include "ferry/backends/remote/worker/internal/session.h"
 #include "ferry/backends/remote/worker/internal/worker_impl.h"
-#include "ferry/backends/remote/worker/open_beneath.h"
-#include "ferry/backends/remote/worker/staging_pool.h"
-#include "ferry/graph/graph.h"
 #include "ferry/runtime/status_macros.h"
-#include "ferry/runtime/timeline_semaphore.h"
-#include "ferry/runtime/trace.h"
 
 namespace ferry::remote {
 
-using ::ferry::remote::worker_internal::BufferRec;
-using ::ferry::remote::worker_internal::EarlyPeerData;
-using ::ferry::remote::worker_internal::GraphRec;
-using ::ferry::remote::worker_internal::Held;
-using ::ferry::remote::worker_internal::Incoming;
 using ::ferry::remote::worker_internal::Peer;
-using ::ferry::remote::worker_internal::RangeError;
-using ::ferry::remote::worker_internal::RefuseWeights;
-using ::ferry::remote::worker_internal::ResolveTarget;
-using ::ferry::remote::worker_internal::Session;
 using ::ferry::remote::worker_internal::SessionPtr;
-using ::ferry::remote::worker_internal::StreamRec;
-using ::ferry::remote::worker_internal::Target;
-using ::ferry::remote::worker_internal::TransferRec;
 
 namespace {
 

@@ -1,9 +1,11 @@
 // WorkerServer::Impl: the worker's state (sessions, peers, counters, the
-// loop) and its methods, each defined in the file of its part: the
-// listener and hello, the in-order dispatch of commands to their handlers,
-// session lookups and ends, stream gates, tensor I/O, peer transfers, file
-// loads. Everything runs on the loop's thread. Thread-compatible (Stop()
-// aside).
+// loop) and its methods, declared here by part and defined in the part's
+// file: the server (worker_server.cc), the listener and hello
+// (listener.cc), the in-order dispatch of commands (dispatch.cc), sessions
+// (session.cc), stream gates (stream_gates.cc), one handler per command
+// (buffer_commands.cc, stream_commands.cc, graph_commands.cc, tensor_io.cc,
+// file_loads.cc, info_commands.cc), peer transfers (peer_transfers.cc).
+// Everything runs on the loop's thread. Thread-compatible (Stop() aside).
 #ifndef FERRY_BACKENDS_REMOTE_WORKER_INTERNAL_WORKER_IMPL_H_
 #define FERRY_BACKENDS_REMOTE_WORKER_INTERNAL_WORKER_IMPL_H_
 
@@ -49,21 +51,26 @@ class WorkerServer::Impl {
   void Stop() { loop_->Stop(); }
 
  private:
+  // The server (worker_server.cc): housekeeping every 200 ms, and the end.
+  void Tick();
+  void Shutdown();
+
+  // The listener (listener.cc).
+  static void OnConnection(ucp_conn_request_h request, void* arg);
+  static void OnEndpointError(void* arg, ucp_ep_h ep, ucs_status_t status);
+  void Hello(ucp_ep_h ep, const Message& m);
+  void AuthFailed(const std::string& from, absl::string_view why);
+
+  // Dispatch (dispatch.cc).
   static ucs_status_t OnCommand(void* arg, const void* header,
                                 size_t header_length, void* data, size_t length,
                                 const ucp_am_recv_param_t* param);
-  static ucs_status_t OnReply(void* arg, const void* header,
-                              size_t header_length, void* data, size_t length,
-                              const ucp_am_recv_param_t* param);
-  static void OnConnection(ucp_conn_request_h request, void* arg);
-  static void OnEndpointError(void* arg, ucp_ep_h ep, ucs_status_t status);
-
   ucs_status_t Command(ucp_ep_h ep, absl::string_view header, void* data,
                        size_t length, bool rndv);
-  void Hello(ucp_ep_h ep, const Message& m);
   // Processes one in-order command of `s`.
   void Dispatch(const worker_internal::SessionPtr& s, Message& m,
                 worker_internal::Incoming& in);
+  // Runs the command's handler (below).
   absl::Status Execute(const worker_internal::SessionPtr& s, Message& m,
                        worker_internal::Incoming& in);
   void Reply(const worker_internal::SessionPtr& s, Message reply,
@@ -71,12 +78,10 @@ class WorkerServer::Impl {
              UcxLoop::Done done = nullptr);
   void Result(const worker_internal::SessionPtr& s, uint64_t req,
               const absl::Status& status, uint64_t value = 0);
-  // Ends a session; `close_ep` false when the process is exiting.
-  void CloseSession(const worker_internal::SessionPtr& s, absl::string_view why,
-                    bool close_ep = true);
   void Drop(worker_internal::Incoming& in);
   void Deliver(worker_internal::Incoming in, void* dst, UcxLoop::Done done);
 
+  // Sessions (session.cc).
   absl::StatusOr<worker_internal::StreamRec*> FindStream(
       worker_internal::Session& s, uint64_t id);
   absl::StatusOr<std::shared_ptr<worker_internal::BufferRec>> FindBuffer(
@@ -87,6 +92,13 @@ class WorkerServer::Impl {
       std::vector<std::shared_ptr<worker_internal::BufferRec>>* held);
   absl::StatusOr<std::shared_ptr<worker_internal::BufferRec>> FindRange(
       worker_internal::Session& s, const Message& m);
+  // Pinned host memory for staging on `device`.
+  absl::StatusOr<std::shared_ptr<Buffer>> Staging(uint32_t device, size_t size);
+  // Ends a session; `close_ep` false when the process is exiting.
+  void CloseSession(const worker_internal::SessionPtr& s, absl::string_view why,
+                    bool close_ep = true);
+
+  // Stream gates (stream_gates.cc).
   // Makes later work on `stream` fail with `status`.
   void FailStream(worker_internal::StreamRec& stream, absl::Status status);
   // A gate the stream's later work waits for: pending until local work is
@@ -106,25 +118,30 @@ class WorkerServer::Impl {
   // work.
   void ReleaseAfterStreams(worker_internal::Session& s,
                            std::shared_ptr<void> thing);
-  // Pinned host memory for staging on `device`.
-  absl::StatusOr<std::shared_ptr<Buffer>> Staging(uint32_t device, size_t size);
+  // A record of `value` on `stream` (kRecord, or a kGetTensor's): what it
+  // covers, kept for kWaitStream.
+  static absl::Status CheckRecordValue(const worker_internal::StreamRec& stream,
+                                       uint64_t value);
+  std::vector<Event> RecordValue(worker_internal::StreamRec& stream,
+                                 uint64_t value);
 
-  // One handler per command (Execute calls them); each checks what the
+  // One handler per command, called by Execute; each checks what the
   // command names against the session before touching anything.
+  // Buffers (buffer_commands.cc).
   absl::Status AllocBuffer(const worker_internal::SessionPtr& s,
                            const Message& m);
   absl::Status FreeBuffer(const worker_internal::SessionPtr& s,
                           const Message& m);
+  absl::Status Memset(const worker_internal::SessionPtr& s, const Message& m);
+  absl::Status CopyLocal(const worker_internal::SessionPtr& s,
+                         const Message& m);
+  absl::Status AllocSize(const worker_internal::SessionPtr& s,
+                         const Message& m);
+  // Streams (stream_commands.cc).
   absl::Status CreateStream(const worker_internal::SessionPtr& s,
                             const Message& m);
   absl::Status DestroyStream(const worker_internal::SessionPtr& s,
                              const Message& m);
-  absl::Status Memset(const worker_internal::SessionPtr& s, const Message& m);
-  absl::Status DefineGraph(const worker_internal::SessionPtr& s,
-                           const Message& m);
-  absl::Status DropGraph(const worker_internal::SessionPtr& s,
-                         const Message& m);
-  absl::Status Launch(const worker_internal::SessionPtr& s, const Message& m);
   absl::Status Record(const worker_internal::SessionPtr& s, const Message& m);
   absl::Status WaitStream(const worker_internal::SessionPtr& s,
                           const Message& m);
@@ -133,36 +150,38 @@ class WorkerServer::Impl {
                           const Message& m);
   absl::Status ResetStream(const worker_internal::SessionPtr& s,
                            const Message& m);
-  absl::Status CancelTransfer(const worker_internal::SessionPtr& s,
-                              const Message& m);
-  absl::Status Ping(const worker_internal::SessionPtr& s, const Message& m);
+  // Graphs (graph_commands.cc).
+  absl::Status DefineGraph(const worker_internal::SessionPtr& s,
+                           const Message& m);
+  absl::Status DropGraph(const worker_internal::SessionPtr& s,
+                         const Message& m);
+  absl::Status Launch(const worker_internal::SessionPtr& s, const Message& m);
   absl::Status SupportsOp(const worker_internal::SessionPtr& s,
                           const Message& m);
-  absl::Status AllocSize(const worker_internal::SessionPtr& s,
+  // Tensor I/O (tensor_io.cc).
+  absl::Status SetTensor(const worker_internal::SessionPtr& s, const Message& m,
+                         worker_internal::Incoming& in);
+  absl::Status GetTensor(const worker_internal::SessionPtr& s,
                          const Message& m);
+  // File loads (file_loads.cc).
+  absl::Status LoadFile(const worker_internal::SessionPtr& s, const Message& m);
+  // Reports (info_commands.cc).
+  absl::Status Ping(const worker_internal::SessionPtr& s, const Message& m);
   absl::Status Trace(const worker_internal::SessionPtr& s, const Message& m);
   absl::Status TraceSpans(const worker_internal::SessionPtr& s,
                           const Message& m);
   absl::Status EngineStats(const worker_internal::SessionPtr& s,
                            const Message& m);
   absl::Status Stats(const worker_internal::SessionPtr& s, const Message& m);
+  void SetTracing(worker_internal::Session& s, bool on);
 
-  // A record of `value` on `stream` (kRecord, or a kGetTensor's): what it
-  // covers, kept for kWaitStream.
-  static absl::Status CheckRecordValue(const worker_internal::StreamRec& stream,
-                                       uint64_t value);
-  std::vector<Event> RecordValue(worker_internal::StreamRec& stream,
-                                 uint64_t value);
-  absl::Status SetTensor(const worker_internal::SessionPtr& s, const Message& m,
-                         worker_internal::Incoming& in);
-  absl::Status GetTensor(const worker_internal::SessionPtr& s,
-                         const Message& m);
-  absl::Status CopyLocal(const worker_internal::SessionPtr& s,
-                         const Message& m);
+  // Peer transfers (peer_transfers.cc).
   absl::Status SendToPeer(const worker_internal::SessionPtr& s,
                           const Message& m);
   absl::Status RecvFromPeer(const worker_internal::SessionPtr& s,
                             const Message& m);
+  absl::Status CancelTransfer(const worker_internal::SessionPtr& s,
+                              const Message& m);
   // The bytes (or failure) of transfer `transfer` of session `s` arrived:
   // from the peer (kPeerData, possibly before its kRecvFromPeer), or a
   // failure from the client (kCancelTransfer) when the peer cannot send.
@@ -171,12 +190,17 @@ class WorkerServer::Impl {
   void PeerData(const worker_internal::SessionPtr& from, const Message& m,
                 worker_internal::Incoming& in);
   void TryCompleteTransfer(uint64_t session, uint64_t transfer);
-  absl::Status LoadFile(const worker_internal::SessionPtr& s, const Message& m);
+  static ucs_status_t OnReply(void* arg, const void* header,
+                              size_t header_length, void* data, size_t length,
+                              const ucp_am_recv_param_t* param);
+  void PeerReply(ucp_ep_h ep, const Message& m);
   void WithPeer(const std::string& address,
                 absl::AnyInvocable<void(absl::Status, ucp_ep_h) &&> fn);
-  void PeerReply(ucp_ep_h ep, const Message& m);
-  void Tick();
-  void Shutdown();
+  void FailPeer(const std::shared_ptr<worker_internal::Peer>& p,
+                absl::Status status);
+  void ConnectPeer(std::shared_ptr<worker_internal::Peer> peer,
+                   absl::StatusOr<sockaddr_storage> addr);
+  bool PeerAllowed(const std::string& address) const;
 
   WorkerOptions options_;
   std::unique_ptr<UcxLoop> loop_;
@@ -197,15 +221,9 @@ class WorkerServer::Impl {
     absl::Time until = absl::InfinitePast();
   };
   absl::flat_hash_map<std::string, AuthFailures> auth_failures_;
-  void AuthFailed(const std::string& from, absl::string_view why);
   uint64_t worker_bytes_ = 0;
   int worker_streams_ = 0;
   int worker_threads_ = 0;
-  void FailPeer(const std::shared_ptr<worker_internal::Peer>& p,
-                absl::Status status);
-  void ConnectPeer(std::shared_ptr<worker_internal::Peer> peer,
-                   absl::StatusOr<sockaddr_storage> addr);
-  bool PeerAllowed(const std::string& address) const;
   std::map<std::string, std::shared_ptr<worker_internal::Peer>> peers_;
   absl::flat_hash_map<ucp_ep_h, std::shared_ptr<worker_internal::Peer>>
       peer_by_ep_;
@@ -217,7 +235,6 @@ class WorkerServer::Impl {
   // Sessions recording trace spans: the process's recorder is on while
   // any is.
   int tracing_sessions_ = 0;
-  void SetTracing(worker_internal::Session& s, bool on);
   // File reads and name lookups (last: joined before the loop goes).
   std::unique_ptr<BlockingPool> pool_;
 };
