@@ -24,6 +24,7 @@ any subpackage of backends but not backends itself.
 # Reading it bottom-up gives the order:
 #   runtime < graph < quant < backends < backends/host
 #     < {cpu, sim, cuda, remote, testing} (siblings, independent) < linked
+#   inside remote: {protocol, transport} < {client, worker} < remote itself
 #   backends < alloc < sched; quant < models/gguf, models/safetensors
 #     < tokenizer < models (llama, open_model: a model with its tokenizer)
 #   sched, models < engine; engine, tokenizer, linked < examples
@@ -41,7 +42,19 @@ LAYERS = {
     "backends/sim": ["backends/host"],
     # Its kernel tests compare with graph/testing's reference evaluator.
     "backends/cuda": ["backends/host", "graph/testing"],
-    "backends/remote": ["backends/host"],
+    # Remote devices: protocol and transport below, client and worker on
+    # them (independent), the programs and their test support on top.
+    "backends/remote/protocol": ["backends/host"],
+    "backends/remote/transport": ["backends/host"],
+    "backends/remote/client": [
+        "backends/remote/protocol",
+        "backends/remote/transport",
+    ],
+    "backends/remote/worker": [
+        "backends/remote/protocol",
+        "backends/remote/transport",
+    ],
+    "backends/remote": ["backends/remote/client", "backends/remote/worker"],
     "backends/testing": ["backends/host"],
     "backends/linked": [
         "backends/cpu",
@@ -70,7 +83,7 @@ LAYERS = {
 EXCEPTIONS = {
     # The (testonly) command fuzzer decodes tensor refs against the CPU's
     # packed buffer type.
-    "backends/remote": ["backends/cpu"],
+    "backends/remote/protocol": ["backends/cpu"],
 }
 
 # Entries that hold only their own package, not its subpackages.

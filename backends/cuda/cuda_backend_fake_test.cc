@@ -20,7 +20,7 @@
 #include "ferry/backends/cuda/cuda_device.h"
 #include "ferry/backends/cuda/internal/completion_poller.h"
 #include "ferry/backends/cuda/testing/cuda_test_util.h"
-#include "ferry/backends/cuda/testing/fake_cuda.h"
+#include "ferry/backends/cuda/testing/fake_cuda_control.h"
 #include "ferry/graph/context.h"
 #include "ferry/graph/ops.h"
 #include "ferry/graph/testing/reference.h"

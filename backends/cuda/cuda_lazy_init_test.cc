@@ -10,7 +10,7 @@
 
 #include "ferry/backends/cuda/cuda_backend.h"
 #include "ferry/backends/cuda/cuda_device.h"
-#include "ferry/backends/cuda/testing/fake_cuda.h"
+#include "ferry/backends/cuda/testing/fake_cuda_control.h"
 #include "ferry/backends/registry.h"
 #include "ferry/graph/context.h"
 #include "ferry/runtime/status_matchers.h"

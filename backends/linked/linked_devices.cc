@@ -1,7 +1,7 @@
 #include "ferry/backends/linked/linked_devices.h"
 
 #include "ferry/backends/cpu/cpu_backend.h"
-#include "ferry/backends/remote/remote_device.h"
+#include "ferry/backends/remote/client/remote_device.h"
 #include "ferry/backends/sim/sim_device.h"
 #include "ferry/runtime/status_macros.h"
 #ifdef FERRY_LINKS_CUDA

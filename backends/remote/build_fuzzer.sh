@@ -12,9 +12,9 @@ trap 'rm -rf "$inc"' EXIT
 ln -s "$root" "$inc/ferry"
 clang++ -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined \
   -I"$inc" \
-  "$root/backends/remote/command_fuzzer.cc" \
-  "$root/backends/remote/protocol.cc" \
-  "$root/backends/remote/wire_graph.cc" \
+  "$root/backends/remote/protocol/command_fuzzer.cc" \
+  "$root/backends/remote/protocol/protocol.cc" \
+  "$root/backends/remote/protocol/wire_graph.cc" \
   "$root/backends/buffer.cc" \
   "$root/backends/host_buffer.cc" \
   "$root/backends/cpu/cpu_packed_buffer.cc" \

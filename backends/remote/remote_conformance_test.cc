@@ -13,7 +13,7 @@
 #include <memory>
 #include <string>
 
-#include "ferry/backends/remote/remote_device.h"
+#include "ferry/backends/remote/client/remote_device.h"
 #include "ferry/backends/remote/testing/worker_process.h"
 #include "ferry/runtime/status_macros.h"
 #include "ferry/tests/conformance/conformance.h"

@@ -17,7 +17,7 @@
 #include "ferry/backends/backend.h"
 #include "ferry/backends/buffer.h"
 #include "ferry/backends/registry.h"
-#include "ferry/backends/remote/remote_device.h"
+#include "ferry/backends/remote/client/remote_device.h"
 #include "ferry/graph/context.h"
 
 namespace {

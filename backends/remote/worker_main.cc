@@ -28,8 +28,8 @@
 #include "absl/time/time.h"
 #include "ferry/backends/linked/linked_devices.h"
 #include "ferry/backends/registry.h"
-#include "ferry/backends/remote/address.h"
-#include "ferry/backends/remote/worker_server.h"
+#include "ferry/backends/remote/transport/address.h"
+#include "ferry/backends/remote/worker/worker_server.h"
 
 namespace {
 

@@ -51,7 +51,7 @@
 #include "ferry/backends/buffer.h"
 #include "ferry/backends/cpu/cpu_backend.h"
 #include "ferry/backends/device.h"
-#include "ferry/backends/remote/remote_device.h"
+#include "ferry/backends/remote/client/remote_device.h"
 #include "ferry/backends/remote/testing/worker_process.h"
 #include "ferry/graph/context.h"
 #include "ferry/models/llama/llama_graph.h"

@@ -19,7 +19,7 @@
 #include "ferry/backends/cpu/cpu_backend.h"
 #include "ferry/backends/device.h"
 #include "ferry/backends/event.h"
-#include "ferry/backends/remote/remote_device.h"
+#include "ferry/backends/remote/client/remote_device.h"
 #include "ferry/backends/remote/testing/worker_process.h"
 #include "ferry/graph/context.h"
 #include "ferry/graph/graph.h"

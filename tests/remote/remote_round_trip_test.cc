@@ -14,7 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "ferry/backends/backend.h"
 #include "ferry/backends/buffer.h"
-#include "ferry/backends/remote/remote_device.h"
+#include "ferry/backends/remote/client/remote_device.h"
 #include "ferry/backends/remote/testing/worker_process.h"
 #include "ferry/graph/context.h"
 #include "ferry/runtime/status_macros.h"

@@ -1,8 +1,7 @@
-// cuBLAS's GEMM computed on the host, for the fake cuBLAS (fake_cublas.cc)
-// and the kernels' host emulation: column-major C = alpha op(A) op(B) +
-// beta C, A and B f32/f16/bf16, C f32, products summed in f32 in k order
-// (TF32 products on request).
-// Testonly.
+// cuBLAS's GEMM computed on the host, for the fake cuBLAS
+// (cublas_entry_points.cc) and the kernels' host emulation: column-major
+// C = alpha op(A) op(B) + beta C, A and B f32/f16/bf16, C f32, products summed
+// in f32 in k order (TF32 products on request). Testonly.
 #ifndef FERRY_BACKENDS_CUDA_TESTING_EMULATED_GEMM_H_
 #define FERRY_BACKENDS_CUDA_TESTING_EMULATED_GEMM_H_
 

@@ -14,7 +14,7 @@
 #include "absl/strings/match.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "ferry/backends/cuda/testing/fake_cuda.h"
+#include "ferry/backends/cuda/testing/fake_cuda_control.h"
 #include "ferry/backends/cuda/testing/test_kernels.h"
 #include "ferry/runtime/status_matchers.h"
 #include "gtest/gtest.h"

@@ -20,7 +20,7 @@
 #include "ferry/backends/cuda/kernels/internal/index_math.h"
 #include "ferry/backends/cuda/kernels/internal/kernel_math.h"
 #include "ferry/backends/cuda/kernels/testing/block_emulation.h"
-#include "ferry/backends/cuda/testing/fake_cuda.h"
+#include "ferry/backends/cuda/testing/fake_cuda_control.h"
 
 namespace ferry::cuda_kernels_testing {
 namespace {

@@ -18,7 +18,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
-#include "ferry/backends/cuda/testing/fake_cuda.h"
+#include "ferry/backends/cuda/testing/fake_cuda_control.h"
 
 namespace ferry::fake_cuda_internal {
 
