@@ -13,15 +13,21 @@
 //     flight across the pipeline stages. A sequence is in at most one
 //     micro-batch in flight (its next token depends on the last one), so
 //     with n_copies in flight the sequences rotate through them;
+//   - attends by ranges where the model and its devices allow it
+//     (attend_by_ranges): each token reads only its own sequence's cache
+//     cells, in place, so a micro-batch's attention costs what its
+//     sequences' contexts cost and every active sequence may join it;
+//     otherwise over a gathered, masked window;
 //   - runs each micro-batch on the smallest bucket that holds it: graphs
-//     that differ only in how many token slots, logits rows and cache cells
-//     they have (powers of two up to batch_tokens, up to the outputs, and
-//     window buckets: powers of two from min_window_bucket up to 3/4 of the
-//     full window, then the full window), narrowing the batch to it
-//     (LlamaBatchBuilder::Narrow). So a micro-batch costs what its live
-//     tokens cost, at most twice: a decode step of n sequences computes
-//     about n token slots, not batch_tokens, and a short context does not
-//     gather, transpose and soft_max the whole window in every layer. Each
+//     that differ only in how many token slots, logits rows and (on the
+//     window path) cache cells they have (powers of two up to batch_tokens,
+//     up to the outputs, and window buckets: powers of two from
+//     min_window_bucket up to 3/4 of the full window, then the full
+//     window), narrowing the batch to it (LlamaBatchBuilder::Narrow). So a
+//     micro-batch costs what its live tokens cost, at most twice: a decode
+//     step of n sequences computes about n token slots, not batch_tokens,
+//     and a short context does not gather, transpose and soft_max the whole
+//     window in every layer. Each
 //     bucket has its own scheduler (a scheduler keeps one plan and a new one
 //     drains its pipeline), so micro-batches of different buckets are in
 //     flight together. A bucket is planned when a micro-batch first needs
@@ -73,8 +79,8 @@ struct EngineOptions {
   // Most tokens per micro-batch; a micro-batch runs on the smallest token
   // bucket (a power of two, or batch_tokens) that holds its tokens.
   int64_t batch_tokens = 32;
-  // Cache cells one micro-batch attends over; 0: enough for
-  // min(max_sequences, batch_tokens) full slots.
+  // Cache cells one micro-batch may span; 0: every slot by ranges, else
+  // enough for min(max_sequences, batch_tokens) full slots.
   int64_t batch_window = 0;
   // Logits rows per micro-batch; 0: batch_tokens.
   int64_t batch_outputs = 0;
