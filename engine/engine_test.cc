@@ -14,6 +14,7 @@
 #include "ferry/graph/testing/reference.h"
 #include "ferry/models/llama/llama_graph.h"
 #include "ferry/models/llama/llama_model.h"
+#include "ferry/models/llama/testing/llama_testing.h"
 #include "ferry/runtime/status_matchers.h"
 #include "ferry/runtime/sync_wait.h"
 #include "gmock/gmock.h"
@@ -26,18 +27,10 @@ using ::ferry::testing::IsOk;
 using ::ferry::testing::StatusIs;
 using ::testing::HasSubstr;
 
-constexpr llama::LlamaConfig kConfig = {.n_layer = 4,
-                                        .n_embd = 64,
-                                        .n_head = 4,
-                                        .n_head_kv = 2,
-                                        .n_ff = 96,
-                                        .n_vocab = 64,
-                                        .n_ctx = 64};
+constexpr llama::LlamaConfig kConfig = ::ferry::testing::TinyLlamaConfig(64);
 
 std::vector<int32_t> Prompt(int k, int n) {
-  std::vector<int32_t> out;
-  for (int i = 0; i < n; ++i) out.push_back((k * 31 + i * 17 + 5) % 64);
-  return out;
+  return ::ferry::testing::TinyPrompt(k, n);
 }
 
 class EngineTest : public ::testing::Test {
