@@ -29,7 +29,8 @@ EngineOptions ChooseEngineOptions(const llama::LlamaModel& model,
   for (const llama::LlamaLayer& layer : model.layers()) {
     stages.insert(layer.backend);
   }
-  o.n_copies = static_cast<int>(stages.size()) + 1;
+  // One stage: one in flight (Engine::Create would make it so).
+  o.n_copies = stages.size() <= 1 ? 1 : static_cast<int>(stages.size()) + 1;
   return o;
 }
 

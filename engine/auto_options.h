@@ -27,7 +27,8 @@ namespace ferry::engine {
 //     windows of 256, 512, 768, 1024, 2048 cells took 15.1, 12.8, 13.8,
 //     14.6, 15.3 s);
 //   - one micro-batch in flight per pipeline stage, plus one being formed
-//     while the last stage computes.
+//     while the last stage computes; on a single stage, one (a second
+//     would only queue behind it and split the sequences between them).
 // The result passes Engine::Create's checks for any model it can serve.
 EngineOptions ChooseEngineOptions(const llama::LlamaModel& model,
                                   absl::Span<const Request> requests);

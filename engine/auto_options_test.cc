@@ -43,7 +43,7 @@ TEST(ChooseEngineOptionsTest, FollowsTheRequestsAndStages) {
   EXPECT_EQ(o.batch_tokens, kAutoBatchTokens);
   // The CPU attends by ranges: the engine's window spans every slot.
   EXPECT_EQ(o.batch_window, 0);
-  EXPECT_EQ(o.n_copies, 2);  // One stage, plus one being formed.
+  EXPECT_EQ(o.n_copies, 1);  // One stage.
   EXPECT_TRUE(o.token_buckets);
   EXPECT_TRUE(o.window_buckets);
   FERRY_ASSERT_OK_AND_ASSIGN(std::unique_ptr<Engine> engine,

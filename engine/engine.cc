@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <set>
 #include <utility>
 
 #include "absl/memory/memory.h"
@@ -106,6 +107,15 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(
     };
   }
   if (o.prefill_chunk == 0) o.prefill_chunk = o.batch_tokens;
+  // On one stage a second micro-batch in flight only queues behind the
+  // first, and splits the sequences between them (each is in one
+  // micro-batch at a time): smaller micro-batches, more of them, for an
+  // overlap of nothing but the engine's own sampling.
+  std::set<int> stages;
+  for (const llama::LlamaLayer& layer : model.layers()) {
+    stages.insert(layer.backend);
+  }
+  if (stages.size() <= 1) o.n_copies = 1;
   llama::LlamaBatchShape& shape = engine->shape_;
   shape.n_tokens = o.batch_tokens;
   shape.n_outputs = o.batch_outputs > 0 ? o.batch_outputs : o.batch_tokens;

@@ -86,7 +86,9 @@ struct EngineOptions {
   int64_t batch_outputs = 0;
   // Most prompt tokens of one sequence per micro-batch; 0: batch_tokens.
   int64_t prefill_chunk = 0;
-  int n_copies = 4;  // Micro-batches in flight.
+  // Micro-batches in flight; 1 where the model's layers are on one backend
+  // (a second would only queue behind the first, splitting the sequences).
+  int n_copies = 4;
   // Runs each micro-batch on the smallest window bucket that holds it;
   // false: every micro-batch attends over the whole window.
   bool window_buckets = true;

@@ -200,6 +200,28 @@ TEST_P(EngineAttentionTest, GreedyTokensMatchFullRecompute) {
   EXPECT_LE(stats.padded_tokens, stats.prefill_tokens + stats.decode_tokens);
 }
 
+// On one stage the engine keeps one micro-batch in flight whatever n_copies
+// asks: a second would only queue behind the first and split the sequences
+// between them. The tokens are those of recomputing every context.
+TEST_F(EngineTest, OneStageKeepsOneMicroBatchInFlight) {
+  FERRY_ASSERT_OK_AND_ASSIGN(
+      std::unique_ptr<Engine> engine,
+      Engine::Create(*cpu_model_, {.max_sequences = 4,
+                                   .max_sequence_len = 40,
+                                   .batch_tokens = 8,
+                                   .n_copies = 4}));
+  EXPECT_EQ(engine->options().n_copies, 1);
+  std::vector<Request> requests = MixedRequests(false);
+  std::vector<Result> results = RunAll(*engine, requests);
+  ASSERT_EQ(results.size(), requests.size());
+  for (size_t k = 0; k < results.size(); ++k) {
+    EXPECT_EQ(results[k].tokens,
+              ReferenceGreedy(requests[k].prompt, requests[k].max_new_tokens))
+        << "request " << k;
+  }
+  EXPECT_EQ(engine->stats().max_in_flight, 1);
+}
+
 INSTANTIATE_TEST_SUITE_P(ByRangesAndByWindow, EngineAttentionTest,
                          ::testing::Bool(), [](const auto& info) {
                            return info.param ? "ByRanges" : "ByWindow";
