@@ -476,7 +476,9 @@ absl::Status Engine::SubmitMicroBatch(MicroBatch& mb) {
   FERRY_ASSIGN_OR_RETURN(mb.done, bucket->sched->Submit(g.graph, io));
   std::lock_guard<std::mutex> lock(mu_);
   ++stats_.micro_batches;
-  stats_.window_cells += g.shape.n_window;
+  // By ranges only the sequences' own cells are read.
+  stats_.window_cells +=
+      g.shape.attend_by_ranges ? b.window_used() : g.shape.n_window;
   ++stats_.micro_batches_by_window[g.shape.n_window];
   ++stats_.micro_batches_by_tokens[g.shape.n_tokens];
   stats_.padded_tokens += g.shape.n_tokens - live_tokens;

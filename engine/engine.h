@@ -118,8 +118,9 @@ struct EngineStats {
   int64_t decode_tokens = 0;   // Generated tokens fed back.
   // Token slots of micro-batches left empty (of the bucket they ran on).
   int64_t padded_tokens = 0;
-  // Window entries (cache cells) attended over, summed over micro-batches,
-  // and micro-batches by their window and by their token slots (bucket).
+  // Cache cells attended over (the window's, or by ranges the sequences'
+  // own), summed over micro-batches, and micro-batches by their window and
+  // by their token slots (bucket).
   int64_t window_cells = 0;
   std::map<int64_t, int64_t> micro_batches_by_window;
   std::map<int64_t, int64_t> micro_batches_by_tokens;
