@@ -16,8 +16,8 @@ namespace {
 using cpu_internal::PackedLayout;
 using cpu_internal::QuantGroupLayout;
 
-// The layout of a tensor StoredPacked accepts: groups of rows for q4
-// types, panels for the others.
+// The layout of a tensor StoredPacked accepts: groups of rows for block
+// types (QuantGroupLayout::Packable's), panels for the others.
 class LayoutOf {
  public:
   explicit LayoutOf(const Tensor& tensor)

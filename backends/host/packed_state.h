@@ -12,8 +12,9 @@
 namespace ferry {
 
 // Host memory holding the tensors StoredPacked accepts in panel order
-// (float types) or in groups of rows (q4_0, q4_1: quant_group_layout.h) and
-// every other tensor row-major. Thread-compatible, as Buffer.
+// (float types) or in groups of rows (q4_0, q4_1, q5_0, q5_1, q8_0:
+// quant_group_layout.h) and every other tensor row-major.
+// Thread-compatible, as Buffer.
 class PackedHostBuffer : public Buffer {
  protected:
   using Buffer::Buffer;

@@ -13,6 +13,7 @@ constexpr int64_t kPieceBytes = 4;
 
 bool QuantGroupLayout::Packable(DType dtype, const std::array<int64_t, 4>& ne) {
   return (dtype == DType::kQ4_0 || dtype == DType::kQ4_1 ||
+          dtype == DType::kQ5_0 || dtype == DType::kQ5_1 ||
           dtype == DType::kQ8_0) &&
          ne[0] > 0 && ne[0] % kBlockElements == 0 && ne[1] > 0 &&
          ne[1] % kGroupRows == 0 && ne[2] > 0 && ne[3] > 0;
@@ -20,10 +21,8 @@ bool QuantGroupLayout::Packable(DType dtype, const std::array<int64_t, 4>& ne) {
 
 QuantGroupLayout::QuantGroupLayout(DType dtype,
                                    const std::array<int64_t, 4>& ne)
-    : block_bytes_(dtype == DType::kQ4_1   ? 20
-                   : dtype == DType::kQ8_0 ? 34
-                                           : 18),
-      header_bytes_(dtype == DType::kQ4_1 ? 4 : 2),
+    : block_bytes_(DTypeBlockBytes(dtype)),
+      header_bytes_(dtype == DType::kQ4_1 || dtype == DType::kQ5_1 ? 4 : 2),
       row_bytes_(ne[0] / kBlockElements * block_bytes_),
       rows_(ne[1] * ne[2] * ne[3]) {}
 

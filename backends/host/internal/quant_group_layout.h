@@ -1,17 +1,16 @@
-// The layout in which the CPU backend stores q4_0, q4_1 and q8_0 weight
-// matrices
-// (CpuPackedBuffer), so that quantized mul_mat reads 8 rows at a time as
-// its tiles want them (quant_tile.h) without laying them out on every call,
-// as ggml's CPU "repack" buffers do for q4_0.
+// The layout in which the CPU backend stores q4_0, q4_1, q5_0, q5_1 and
+// q8_0 weight matrices (CpuPackedBuffer), so that quantized mul_mat reads 8
+// rows at a time as its tiles want them (quant_tile.h) without laying them
+// out on every call, as ggml's CPU "repack" buffers do for q4_0.
 //
 // A matrix of M rows (a multiple of kGroupRows) of K elements (whole
 // blocks) is cut into groups of kGroupRows consecutive rows. A group stores
-// its rows block by block: for block b, the 8 rows' f16 scales d, then (q4_1)
-// their 8 f16 minimums m, then their value bytes (16 for q4, 32 for q8) as
-// pieces of 4 bytes, each piece with the 8 rows' side by side (32 bytes).
-// The same
-// bytes as the row-major matrix, in another order, so the same size.
-// Higher dimensions are more rows: a slice holds whole groups.
+// its rows block by block: for block b, the 8 rows' f16 scales d, then (q4_1,
+// q5_1) their 8 f16 minimums m, then the rest of their blocks as pieces of 4
+// bytes, each piece with the 8 rows' side by side (32 bytes): for q5 piece 0
+// holds the fifth bits (qh), then 4 pieces of nibbles as for q4; q8 has 8
+// pieces. The same bytes as the row-major matrix, in another order, so the
+// same size. Higher dimensions are more rows: a slice holds whole groups.
 #ifndef FERRY_BACKENDS_HOST_INTERNAL_QUANT_GROUP_LAYOUT_H_
 #define FERRY_BACKENDS_HOST_INTERNAL_QUANT_GROUP_LAYOUT_H_
 
@@ -30,8 +29,8 @@ inline constexpr int64_t kGroupRows = 8;
 // Thread-compatible value type.
 class QuantGroupLayout {
  public:
-  // True for q4_0, q4_1 and q8_0 matrices whose row count (ne[1]) is a
-  // multiple of kGroupRows and whose rows are whole blocks.
+  // True for q4_0, q4_1, q5_0, q5_1 and q8_0 matrices whose row count
+  // (ne[1]) is a multiple of kGroupRows and whose rows are whole blocks.
   static bool Packable(DType dtype, const std::array<int64_t, 4>& ne);
 
   // The layout of a contiguous tensor that Packable accepts.
@@ -58,7 +57,7 @@ class QuantGroupLayout {
                 std::byte* packed) const;
 
   int64_t block_bytes_;
-  int64_t header_bytes_;  // f16 fields before a block's values: 2 or 4.
+  int64_t header_bytes_;  // f16 fields before a block's pieces: 2 or 4.
   int64_t row_bytes_;
   int64_t rows_;
 };

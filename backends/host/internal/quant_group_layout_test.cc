@@ -16,21 +16,28 @@ namespace ferry {
 namespace cpu_internal {
 namespace {
 
-TEST(QuantGroupLayoutTest, PackableOnlyWholeGroupsOfQ4) {
+constexpr DType kTypes[] = {DType::kQ4_0, DType::kQ4_1, DType::kQ5_0,
+                            DType::kQ5_1, DType::kQ8_0};
+
+TEST(QuantGroupLayoutTest, PackableOnlyWholeGroupsOfBlockTypes) {
   EXPECT_TRUE(QuantGroupLayout::Packable(DType::kQ4_0, {64, 16, 1, 1}));
   EXPECT_TRUE(QuantGroupLayout::Packable(DType::kQ4_1, {576, 1536, 2, 1}));
   EXPECT_FALSE(QuantGroupLayout::Packable(DType::kQ4_1, {64, 12, 1, 1}));
   EXPECT_TRUE(QuantGroupLayout::Packable(DType::kQ8_0, {64, 16, 1, 1}));
-  EXPECT_FALSE(QuantGroupLayout::Packable(DType::kQ5_0, {64, 16, 1, 1}));
+  EXPECT_TRUE(QuantGroupLayout::Packable(DType::kQ5_0, {64, 16, 1, 1}));
+  EXPECT_TRUE(QuantGroupLayout::Packable(DType::kQ5_1, {576, 1536, 1, 1}));
+  EXPECT_FALSE(QuantGroupLayout::Packable(DType::kQ5_1, {64, 20, 1, 1}));
+  EXPECT_FALSE(QuantGroupLayout::Packable(DType::kQ4_K, {256, 16, 1, 1}));
   EXPECT_FALSE(QuantGroupLayout::Packable(DType::kF32, {64, 16, 1, 1}));
   EXPECT_FALSE(QuantGroupLayout::Packable(DType::kQ4_0, {48, 16, 1, 1}));
 }
 
 // Every logical byte has its own packed byte, and the fields land where
 // the header says: row r's scale at 2r of its block group, its values'
-// piece q at header + 32q + 4r.
+// piece q at header + 32q + 4r (for q5, piece 0 is its qh).
 TEST(QuantGroupLayoutTest, OffsetsAreAPermutationInTheDocumentedPlaces) {
-  for (DType dtype : {DType::kQ4_0, DType::kQ4_1, DType::kQ8_0}) {
+  for (DType dtype : kTypes) {
+    SCOPED_TRACE(DTypeName(dtype));
     const QuantGroupLayout layout(dtype, {96, 16, 2, 1});
     std::set<size_t> seen;
     for (size_t i = 0; i < layout.bytes(); ++i) {
@@ -38,10 +45,9 @@ TEST(QuantGroupLayoutTest, OffsetsAreAPermutationInTheDocumentedPlaces) {
       ASSERT_LT(p, layout.bytes());
       EXPECT_TRUE(seen.insert(p).second) << "byte " << i;
     }
-    const int64_t block = dtype == DType::kQ4_1   ? 20
-                          : dtype == DType::kQ8_0 ? 34
-                                                  : 18;
-    const int64_t header = dtype == DType::kQ4_1 ? 4 : 2;
+    const int64_t block = DTypeBlockBytes(dtype);
+    const int64_t header =
+        dtype == DType::kQ4_1 || dtype == DType::kQ5_1 ? 4 : 2;
     // Row 11 (group 1, r = 3), block 2: its d and its values' byte 5.
     const int64_t row = 11, b = 2, r = 3;
     const int64_t base = 8 * layout.row_bytes() + b * block * 8;
@@ -56,7 +62,8 @@ TEST(QuantGroupLayoutTest, OffsetsAreAPermutationInTheDocumentedPlaces) {
 // Packing any byte ranges and unpacking others gives the bytes back.
 TEST(QuantGroupLayoutTest, AnyRangesRoundTrip) {
   std::mt19937 rng(3);
-  for (DType dtype : {DType::kQ4_0, DType::kQ4_1, DType::kQ8_0}) {
+  for (DType dtype : kTypes) {
+    SCOPED_TRACE(DTypeName(dtype));
     const QuantGroupLayout layout(dtype, {160, 24, 1, 1});
     std::vector<uint8_t> logical(layout.bytes());
     std::iota(logical.begin(), logical.end(), 0);

@@ -121,6 +121,7 @@ int64_t RunRows(int64_t act_row_bytes) {
 
 bool GroupPackable(quant::QuantType type) {
   return type == quant::QuantType::kQ4_0 || type == quant::QuantType::kQ4_1 ||
+         type == quant::QuantType::kQ5_0 || type == quant::QuantType::kQ5_1 ||
          type == quant::QuantType::kQ8_0;
 }
 

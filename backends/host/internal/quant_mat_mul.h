@@ -6,12 +6,12 @@
 //   dst[j][i] = vec_dot(a row i, quantize(b row j))
 //
 // From kMinGemmTokens tokens on (prompts), weights without fast tiles
-// (all but q4_0, q4_1 and q8_0 on AVX2: DefaultMinGemmTokens) are instead
-// dequantized to f32 a run of rows at a time into scratch and multiplied by
-// the f32 activations with the f32 GEMM of mat_mul.h, which reuses each
-// loaded value across a tile of tokens as the one-row vec_dot kernels
-// cannot (q4_1, one thread, 1536 x 576 and 576 x 1536: 0.49x and 0.58x of
-// the vec_dot path's time at 128 tokens, 0.65x and 0.69x at 64).
+// (all but q4_0, q4_1, q5_0, q5_1 and q8_0 on AVX2: DefaultMinGemmTokens)
+// are instead dequantized to f32 a run of rows at a time into scratch and
+// multiplied by the f32 activations with the f32 GEMM of mat_mul.h, which
+// reuses each loaded value across a tile of tokens as the one-row vec_dot
+// kernels cannot (q4_1, one thread, 1536 x 576 and 576 x 1536: 0.49x and
+// 0.58x of the vec_dot path's time at 128 tokens, 0.65x and 0.69x at 64).
 // Its products are the exact f32 ones on the stored weights.
 // Threads claim runs of weight rows.
 //
@@ -51,9 +51,9 @@ inline constexpr int64_t kMinGemmTokens = 64;
 inline constexpr int64_t kAutoGemmTokens = 0;
 
 // The fewest tokens for which `type`'s weights go through the dequantized
-// GEMM: never for q4_0, q4_1 and q8_0 where their AVX2 tiles run (they take
-// 0.54-0.84x of the GEMM's time at 64 tokens, 1536 x 576), else
-// kMinGemmTokens.
+// GEMM: never for q4_0, q4_1, q5_0, q5_1 and q8_0 where their AVX2 tiles run
+// (they take 0.54-0.84x of the GEMM's time at 64 tokens, 1536 x 576; q5_0
+// 0.49x at 64, 0.67x at 128), else kMinGemmTokens.
 int64_t DefaultMinGemmTokens(quant::QuantType type);
 
 // Operands of dst[j][i] = sum_l a[i][l] * b[j][l], i < m, j < n, l < k.
@@ -61,8 +61,8 @@ struct QuantMatMulArgs {
   quant::QuantType a_type = quant::QuantType::kQ4_0;  // Has a VecDot.
   const void* a = nullptr;  // m rows of k elements, a_row_bytes apart.
   int64_t a_row_bytes = 0;  // >= RowBytes(a_type, k), even.
-  // a in the layout of quant_group_layout.h (q4_0, q4_1 or q8_0, m a
-  // multiple of kGroupRows; a_row_bytes unused): tiles at every token count.
+  // a in the layout of quant_group_layout.h (a type it takes, m a multiple
+  // of kGroupRows; a_row_bytes unused): tiles at every token count.
   bool a_grouped = false;
   const float* b = nullptr;  // n rows of k floats, ldb floats apart.
   int64_t ldb = 0;

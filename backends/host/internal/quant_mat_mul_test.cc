@@ -136,19 +136,105 @@ using Param = std::tuple<QuantType, Isa>;
 
 class QuantMatMulTest : public ::testing::TestWithParam<Param> {};
 
-// Every output equals the dot product of the dequantized weight row with the
-// activation row (rounded to the vec_dot format below kMinGemmTokens), up
-// to float summation order (relative to the sum of |products|); padding of
-// dst is left alone. Shapes: one token (GEMV), 2-7 tokens (weight-row
-// split), 16 (token split), 32-512 (dequantized GEMM); k = 32 * odd, so not
-// a multiple of any SIMD width's blocks. Under a sanitizer the largest token
-// counts and the single-thread runs are left out.
+// Runs every path that shape `s` takes (the dequantized GEMM from
+// kMinGemmTokens, integer dots, grouped weights where m makes whole groups)
+// on 1-3 threads, with and without a work counter, for weights `w` (m x k)
+// and activations `b` (n rows, ldb apart), and expects each output to equal
+// the dot product of the dequantized weight row with the activation row
+// (rounded to the vec_dot format below kMinGemmTokens), up to float
+// summation order (relative to the sum of |products|); padding of dst is
+// left alone. Under a sanitizer the single-thread runs are left out.
+void ExpectPathsMatchDequantized(QuantType type, Isa isa, Shape s,
+                                 const std::vector<float>& w,
+                                 const std::vector<float>& b, int64_t ldb) {
+  const QuantType act_type = *quant::VecDotActivationType(type);
+  const QuantRows a = Quantize(type, w, s.m, s.k);
+  std::vector<float> b_rows;
+  for (int64_t j = 0; j < s.n; ++j) {
+    b_rows.insert(b_rows.end(), b.begin() + j * ldb, b.begin() + j * ldb + s.k);
+  }
+  const QuantRows act = Quantize(act_type, b_rows, s.n, s.k);
+  QuantMatMulArgs args;
+  args.a_type = type;
+  args.a = a.bytes.data();
+  args.a_row_bytes = a.row_bytes;
+  args.b = b.data();
+  args.ldb = ldb;
+  args.ldc = s.m + 3;
+  args.m = s.m;
+  args.n = s.n;
+  args.k = s.k;
+  // Weights whose rows make whole groups also as CpuPackedBuffer
+  // stores them (QuantGroupLayout).
+  const bool groupable =
+      (type == QuantType::kQ4_0 || type == QuantType::kQ4_1 ||
+       type == QuantType::kQ5_0 || type == QuantType::kQ5_1 ||
+       type == QuantType::kQ8_0) &&
+      s.m % kGroupRows == 0;
+  std::vector<std::byte> grouped_bytes(a.bytes.size());
+  if (groupable) {
+    QuantGroupLayout(*quant::DTypeOf(type), {s.k, s.m, 1, 1})
+        .Pack(a.bytes.data(), 0, a.bytes.size(), grouped_bytes.data());
+  }
+  // Many tokens: the GEMM path, and the vec_dot path forced. The vec_dot
+  // path multiplies by b rounded to act_type, the GEMM path by b itself.
+  for (const int path : {0, 1, 2}) {
+    const bool gemm = path == 1;
+    const bool grouped = path == 2;
+    if (gemm && s.n < kMinGemmTokens) continue;
+    if (grouped && !groupable) continue;
+    args.a_grouped = grouped;
+    args.a = grouped ? grouped_bytes.data() : a.bytes.data();
+    args.min_gemm_tokens =
+        gemm ? kMinGemmTokens : std::numeric_limits<int64_t>::max();
+    const std::vector<float>& b_values = gemm ? b_rows : act.values;
+    for (int nth : {1, 2, 3}) {
+      if (kSanitizerBuild && nth == 1) continue;
+      for (bool counter : {false, true}) {
+        SCOPED_TRACE(absl::StrCat("m=", s.m, " n=", s.n, " k=", s.k,
+                                  " nth=", nth, " counter=", counter,
+                                  " gemm=", gemm, " grouped=", grouped));
+        const std::vector<float> dst = RunThreads(args, nth, counter, isa);
+        int bad = 0;
+        for (int64_t j = 0; j < s.n; ++j) {
+          for (int64_t i = 0; i < args.ldc; ++i) {
+            const float got = dst[static_cast<size_t>(j * args.ldc + i)];
+            if (i >= s.m) {
+              bad += got != kSentinel;
+              continue;
+            }
+            double want = 0, scale = 0;
+            for (int64_t l = 0; l < s.k; ++l) {
+              const double p = static_cast<double>(a.values[i * s.k + l]) *
+                               b_values[j * s.k + l];
+              want += p;
+              scale += std::fabs(p);
+            }
+            if (!gemm) want += MinTermCorrection(type, a, act, i, j, s.k);
+            // Fails on NaN: the comparison is false.
+            if (!(std::fabs(got - want) <= 2e-5 * scale + 1e-6)) {
+              if (++bad <= 3) {
+                ADD_FAILURE() << "dst[" << j << "][" << i << "] = " << got
+                              << ", want " << want;
+              }
+            }
+          }
+        }
+        EXPECT_EQ(bad, 0);
+      }
+    }
+  }
+}
+
+// Uniform values. Shapes: one token (GEMV), 2-7 tokens (weight-row split),
+// 16 (token split), 32-512 (dequantized GEMM); k = 32 * odd, so not a
+// multiple of any SIMD width's blocks. Under a sanitizer the largest token
+// counts are left out.
 TEST_P(QuantMatMulTest, MatchesDequantizedProducts) {
   const auto [type, isa] = GetParam();
   if (!IsaSupported(isa)) {
     GTEST_SKIP() << IsaName(isa) << " unsupported here";
   }
-  const QuantType act_type = *quant::VecDotActivationType(type);
   std::mt19937 rng(7);
   for (Shape s :
        {Shape{1, 1, 32}, Shape{37, 1, 576}, Shape{24, 1, 160}, Shape{64, 2, 96},
@@ -162,87 +248,34 @@ TEST_P(QuantMatMulTest, MatchesDequantizedProducts) {
     if (kSanitizerBuild && s.n > 64) continue;
     // m >= 512 only changes the GEMM path (panels), which has no quant ISA.
     if (s.m >= 512 && isa != Isa::kScalar) continue;
-    const QuantRows a =
-        Quantize(type, Uniform(static_cast<size_t>(s.m * s.k), rng), s.m, s.k);
+    const std::vector<float> w = Uniform(static_cast<size_t>(s.m * s.k), rng);
     // b with a row stride beyond k, to check ldb is used.
     const int64_t ldb = s.k + 5;
-    std::vector<float> b = Uniform(static_cast<size_t>(s.n * ldb), rng);
-    std::vector<float> b_rows;
-    for (int64_t j = 0; j < s.n; ++j) {
-      b_rows.insert(b_rows.end(), b.begin() + j * ldb,
-                    b.begin() + j * ldb + s.k);
-    }
-    const QuantRows act = Quantize(act_type, b_rows, s.n, s.k);
-    QuantMatMulArgs args;
-    args.a_type = type;
-    args.a = a.bytes.data();
-    args.a_row_bytes = a.row_bytes;
-    args.b = b.data();
-    args.ldb = ldb;
-    args.ldc = s.m + 3;
-    args.m = s.m;
-    args.n = s.n;
-    args.k = s.k;
-    // Weights whose rows make whole groups also as CpuPackedBuffer
-    // stores them (QuantGroupLayout).
-    const bool groupable =
-        (type == QuantType::kQ4_0 || type == QuantType::kQ4_1 ||
-         type == QuantType::kQ8_0) &&
-        s.m % kGroupRows == 0;
-    std::vector<std::byte> grouped_bytes(a.bytes.size());
-    if (groupable) {
-      QuantGroupLayout(*quant::DTypeOf(type), {s.k, s.m, 1, 1})
-          .Pack(a.bytes.data(), 0, a.bytes.size(), grouped_bytes.data());
-    }
-    // Many tokens: the GEMM path, and the vec_dot path forced. The vec_dot
-    // path multiplies by b rounded to act_type, the GEMM path by b itself.
-    for (const int path : {0, 1, 2}) {
-      const bool gemm = path == 1;
-      const bool grouped = path == 2;
-      if (gemm && s.n < kMinGemmTokens) continue;
-      if (grouped && !groupable) continue;
-      args.a_grouped = grouped;
-      args.a = grouped ? grouped_bytes.data() : a.bytes.data();
-      args.min_gemm_tokens =
-          gemm ? kMinGemmTokens : std::numeric_limits<int64_t>::max();
-      const std::vector<float>& b_values = gemm ? b_rows : act.values;
-      for (int nth : {1, 2, 3}) {
-        if (kSanitizerBuild && nth == 1) continue;
-        for (bool counter : {false, true}) {
-          SCOPED_TRACE(absl::StrCat("m=", s.m, " n=", s.n, " k=", s.k,
-                                    " nth=", nth, " counter=", counter,
-                                    " gemm=", gemm, " grouped=", grouped));
-          const std::vector<float> dst = RunThreads(args, nth, counter, isa);
-          int bad = 0;
-          for (int64_t j = 0; j < s.n; ++j) {
-            for (int64_t i = 0; i < args.ldc; ++i) {
-              const float got = dst[static_cast<size_t>(j * args.ldc + i)];
-              if (i >= s.m) {
-                bad += got != kSentinel;
-                continue;
-              }
-              double want = 0, scale = 0;
-              for (int64_t l = 0; l < s.k; ++l) {
-                const double p = static_cast<double>(a.values[i * s.k + l]) *
-                                 b_values[j * s.k + l];
-                want += p;
-                scale += std::fabs(p);
-              }
-              if (!gemm) want += MinTermCorrection(type, a, act, i, j, s.k);
-              // Fails on NaN: the comparison is false.
-              if (!(std::fabs(got - want) <= 2e-5 * scale + 1e-6)) {
-                if (++bad <= 3) {
-                  ADD_FAILURE() << "dst[" << j << "][" << i << "] = " << got
-                                << ", want " << want;
-                }
-              }
-            }
-          }
-          EXPECT_EQ(bad, 0);
-        }
-      }
-    }
+    const std::vector<float> b = Uniform(static_cast<size_t>(s.n * ldb), rng);
+    ExpectPathsMatchDequantized(type, isa, s, w, b, ldb);
   }
+}
+
+// Blocks that store their largest values (each block -1 then all 1: q5's
+// 31, q4's 15, q8's 127) against activations of one sign (all 1 or all -1,
+// so 127 each): the integer sums are as large as they get, and a kernel
+// that adds too many products in 16 bits before widening overflows.
+TEST_P(QuantMatMulTest, LargestSumsDoNotOverflow) {
+  const auto [type, isa] = GetParam();
+  if (!IsaSupported(isa)) {
+    GTEST_SKIP() << IsaName(isa) << " unsupported here";
+  }
+  const int64_t block = quant::BlockSize(type);
+  const Shape s{16, 5, 2 * std::max<int64_t>(block, quant::kQK)};
+  std::vector<float> w(static_cast<size_t>(s.m * s.k), 1.0f);
+  for (size_t i = 0; i < w.size(); i += static_cast<size_t>(block)) {
+    w[i] = -1.0f;
+  }
+  std::vector<float> b(static_cast<size_t>(s.n * s.k));
+  for (int64_t j = 0; j < s.n; ++j) {
+    std::fill_n(b.begin() + j * s.k, s.k, j % 2 == 0 ? 1.0f : -1.0f);
+  }
+  ExpectPathsMatchDequantized(type, isa, s, w, b, s.k);
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -259,17 +292,18 @@ INSTANTIATE_TEST_SUITE_P(
                           IsaName(std::get<1>(info.param)));
     });
 
-// q4_0, q4_1 and q8_0 stay on their tiles at any token count where the CPU
-// has them (they beat the GEMM); other types switch at kMinGemmTokens.
+// q4_0, q4_1, q5_0, q5_1 and q8_0 stay on their tiles at any token count
+// where the CPU has them (they beat the GEMM); other types switch at
+// kMinGemmTokens.
 TEST(DefaultMinGemmTokensTest, TilesWhereTheyAreFaster) {
   const bool tiles = IsaSupported(Isa::kAvx2);
-  for (QuantType type :
-       {QuantType::kQ4_0, QuantType::kQ4_1, QuantType::kQ8_0}) {
+  for (QuantType type : {QuantType::kQ4_0, QuantType::kQ4_1, QuantType::kQ5_0,
+                         QuantType::kQ5_1, QuantType::kQ8_0}) {
     EXPECT_EQ(DefaultMinGemmTokens(type),
               tiles ? std::numeric_limits<int64_t>::max() : kMinGemmTokens)
         << quant::QuantTypeName(type);
   }
-  EXPECT_EQ(DefaultMinGemmTokens(QuantType::kQ5_1), kMinGemmTokens);
+  EXPECT_EQ(DefaultMinGemmTokens(QuantType::kQ4_K), kMinGemmTokens);
 }
 
 TEST(QuantMatMulSupportsTest, BlockTypesWithKernelsOnly) {

@@ -1,8 +1,9 @@
 // AVX2 tiles of quantized dot products (compiled with -mavx2 -mfma -mf16c),
 // on weights in groups of 8 rows laid out as quant_group_layout.h says: per
 // block, the 8 rows' f16 scales (and minimums), then pieces of 32 bytes,
-// each 4 bytes of every row. A piece is 4 columns of the 8 rows (q4: its
-// low or high nibbles), so one maddubs with a token's 4 activations,
+// each 4 bytes of every row. A piece is 4 columns of the 8 rows (q4 and q5:
+// its low or high nibbles, q5's fifth bits taken from its qh piece, which
+// comes first), so one maddubs with a token's 4 activations,
 // broadcast, adds products into each row's lanes and a block's 8 rows come
 // out as the 8 lanes of one vector: scaled by one multiply and stored with
 // no horizontal sums. Row-major weights are laid out a group at a time into
@@ -35,14 +36,18 @@ using quant::kQK;
 // ymm registers.
 constexpr int kGroupTokens = 4;
 
-// Weight formats. kNibbles: 16 bytes of 4-bit values stored as w + 8 (q4_0)
-// or w (q4_1) per block, unsigned; else 32 signed bytes (q8_0), whose signs
-// go onto the activations since maddubs multiplies unsigned by signed.
+// Weight formats. kNibbles: 16 bytes of 4-bit values per block, unsigned,
+// with (kFifthBit) a fifth bit each from 4 bytes qh; stored as w + kOffset
+// (q4_0, q5_0) or w (q4_1, q5_1, which add a minimum). Else 32 signed bytes
+// (q8_0), whose signs go onto the activations since maddubs multiplies
+// unsigned by signed.
 struct Q4_0 {
   using Block = quant::BlockQ4_0;
   using Act = quant::BlockQ8_0;
   static constexpr bool kMin = false;
   static constexpr bool kNibbles = true;
+  static constexpr bool kFifthBit = false;
+  static constexpr int kOffset = 8;
 };
 
 struct Q4_1 {
@@ -50,6 +55,26 @@ struct Q4_1 {
   using Act = quant::BlockQ8_1;
   static constexpr bool kMin = true;
   static constexpr bool kNibbles = true;
+  static constexpr bool kFifthBit = false;
+  static constexpr int kOffset = 0;
+};
+
+struct Q5_0 {
+  using Block = quant::BlockQ5_0;
+  using Act = quant::BlockQ8_0;
+  static constexpr bool kMin = false;
+  static constexpr bool kNibbles = true;
+  static constexpr bool kFifthBit = true;
+  static constexpr int kOffset = 16;
+};
+
+struct Q5_1 {
+  using Block = quant::BlockQ5_1;
+  using Act = quant::BlockQ8_1;
+  static constexpr bool kMin = true;
+  static constexpr bool kNibbles = true;
+  static constexpr bool kFifthBit = true;
+  static constexpr int kOffset = 0;
 };
 
 struct Q8_0 {
@@ -57,12 +82,16 @@ struct Q8_0 {
   using Act = quant::BlockQ8_0;
   static constexpr bool kMin = false;
   static constexpr bool kNibbles = false;
+  static constexpr bool kFifthBit = false;
+  static constexpr int kOffset = 0;
 };
 
 template <class F>
 constexpr int64_t kHeaderBytes = F::kMin ? 4 : 2;
 template <class F>
-constexpr int kPieces = F::kNibbles ? 4 : 8;
+constexpr int kPieces = F::kFifthBit  ? 5
+                        : F::kNibbles ? 4
+                                      : 8;
 template <class F>
 constexpr int64_t kGroupBlockBytes =
     kGroupRows* static_cast<int64_t>(sizeof(typename F::Block));
@@ -70,7 +99,7 @@ constexpr int64_t kGroupBlockBytes =
 struct TokenScales {
   const float* d;      // Per token, per block: d of the activation block.
   const float* s;      // q4_1: its stored s (f16 of d * sum of qs).
-  const int32_t* sum;  // q4_0: 8 * sum of its qs.
+  const int32_t* sum;  // q4_0, q5_0: kOffset * sum of its qs.
 };
 
 inline __m128i Load16(const void* p) {
@@ -83,9 +112,16 @@ inline __m256 HalvesToFloats(const std::byte* p) {
 
 // The pieces of 8 rows' values: rows r and r + 4 share a vector, 4 dwords
 // each (q4) or 8 (q8); unpacking dwords, then qwords (and for q8 lanes)
-// gathers dword q of every row into piece q.
+// gathers dword q of every row into piece q. q5's qh, one dword per row,
+// go first.
 template <class F>
 void Transpose(const typename F::Block* const* w, int64_t b, __m256i* out) {
+  if constexpr (F::kFifthBit) {
+    alignas(32) uint8_t qh[kGroupRows][4];
+    for (int r = 0; r < kGroupRows; ++r) std::memcpy(qh[r], w[r][b].qh, 4);
+    out[0] = _mm256_load_si256(reinterpret_cast<const __m256i*>(qh));
+    ++out;
+  }
   if constexpr (F::kNibbles) {
     __m256i x[4];
     for (int r = 0; r < 4; ++r) {
@@ -155,6 +191,51 @@ void LayOutGroup(const QuantTileArgs& p, int64_t i0, int rows, std::byte* out) {
   }
 }
 
+// The fifth bits of piece q's low (kHigh: high) nibbles as 0 or 16 per
+// byte, from the 8 rows' qh dwords. Column c = 4q + j (or 16 + 4q + j) has
+// bit c of its row's dword: its qh byte, copied into each byte of the
+// row's dword, masked with one bit per byte, which is bit 4 + j there (the
+// dword shifted left by 4 first where the bits sit low, q even); min with
+// 16 turns any set bit into 16.
+template <int q, bool kHigh>
+inline __m256i FifthBits(__m256i qh, __m256i qh4) {
+  constexpr char i = (kHigh ? 2 : 0) + q / 2;
+  const __m256i copy = _mm256_setr_epi8(
+      i, i, i, i, 4 + i, 4 + i, 4 + i, 4 + i, 8 + i, 8 + i, 8 + i, 8 + i,
+      12 + i, 12 + i, 12 + i, 12 + i, i, i, i, i, 4 + i, 4 + i, 4 + i, 4 + i,
+      8 + i, 8 + i, 8 + i, 8 + i, 12 + i, 12 + i, 12 + i, 12 + i);
+  const __m256i bytes = _mm256_shuffle_epi8(q % 2 == 0 ? qh4 : qh, copy);
+  const __m256i bit =
+      _mm256_and_si256(bytes, _mm256_set1_epi32(static_cast<int>(0x80402010)));
+  return _mm256_min_epu8(bit, _mm256_set1_epi8(16));
+}
+
+// Adds the products of piece q's columns (nibbles with their fifth bits)
+// with each token's activations to its 16-bit sums.
+template <class F, int T, int q>
+inline void AddPiece(const __m256i* v, __m256i qh, __m256i qh4,
+                     const typename F::Act* const* a, int64_t b,
+                     __m256i* isum) {
+  const __m256i low = _mm256_set1_epi8(0x0F);
+  // Low nibbles are columns 4q..4q+3, high ones 16 + 4q..16 + 4q + 3.
+  const __m256i piece = _mm256_loadu_si256(v + q);
+  __m256i lo = _mm256_and_si256(piece, low);
+  __m256i hi = _mm256_and_si256(_mm256_srli_epi16(piece, 4), low);
+  if constexpr (F::kFifthBit) {
+    lo = _mm256_or_si256(lo, FifthBits<q, false>(qh, qh4));
+    hi = _mm256_or_si256(hi, FifthBits<q, true>(qh, qh4));
+  }
+  for (int t = 0; t < T; ++t) {
+    int32_t alo, ahi;
+    std::memcpy(&alo, a[t][b].qs + 4 * q, 4);
+    std::memcpy(&ahi, a[t][b].qs + 16 + 4 * q, 4);
+    isum[t] = _mm256_add_epi16(
+        isum[t], _mm256_maddubs_epi16(lo, _mm256_set1_epi32(alo)));
+    isum[t] = _mm256_add_epi16(
+        isum[t], _mm256_maddubs_epi16(hi, _mm256_set1_epi32(ahi)));
+  }
+}
+
 // The 8 rows' integer dots of block `b` with token activations a[t][b], as
 // 32-bit lanes.
 template <class F, int T>
@@ -164,26 +245,33 @@ void BlockDots(const std::byte* o, const typename F::Act* const* a, int64_t b,
       reinterpret_cast<const __m256i*>(o + kHeaderBytes<F> * kGroupRows);
   const __m256i ones = _mm256_set1_epi16(1);
   if constexpr (F::kNibbles) {
-    // 16-bit sums of 16 products of <= 15 * 127 each stay below 2^15.
-    const __m256i low = _mm256_set1_epi8(0x0F);
+    __m256i qh = _mm256_setzero_si256(), qh4 = qh;
+    if constexpr (F::kFifthBit) {
+      qh = _mm256_loadu_si256(v++);
+      qh4 = _mm256_slli_epi32(qh, 4);
+    }
+    // 16-bit sums: 16 products of <= 15 * 127 each stay below 2^15, but
+    // only 8 of <= 31 * 127 (q5), so q5 widens to 32 bits every 2 pieces.
     __m256i isum[T];
     for (int t = 0; t < T; ++t) isum[t] = _mm256_setzero_si256();
-    for (int q = 0; q < 4; ++q) {
-      // Low nibbles are columns 4q..4q+3, high ones 16 + 4q..16 + 4q + 3.
-      const __m256i piece = _mm256_loadu_si256(v + q);
-      const __m256i lo = _mm256_and_si256(piece, low);
-      const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(piece, 4), low);
+    AddPiece<F, T, 0>(v, qh, qh4, a, b, isum);
+    AddPiece<F, T, 1>(v, qh, qh4, a, b, isum);
+    if constexpr (F::kFifthBit) {
       for (int t = 0; t < T; ++t) {
-        int32_t alo, ahi;
-        std::memcpy(&alo, a[t][b].qs + 4 * q, 4);
-        std::memcpy(&ahi, a[t][b].qs + 16 + 4 * q, 4);
-        isum[t] = _mm256_add_epi16(
-            isum[t], _mm256_maddubs_epi16(lo, _mm256_set1_epi32(alo)));
-        isum[t] = _mm256_add_epi16(
-            isum[t], _mm256_maddubs_epi16(hi, _mm256_set1_epi32(ahi)));
+        dots[t] = _mm256_madd_epi16(isum[t], ones);
+        isum[t] = _mm256_setzero_si256();
       }
     }
-    for (int t = 0; t < T; ++t) dots[t] = _mm256_madd_epi16(isum[t], ones);
+    AddPiece<F, T, 2>(v, qh, qh4, a, b, isum);
+    AddPiece<F, T, 3>(v, qh, qh4, a, b, isum);
+    for (int t = 0; t < T; ++t) {
+      const __m256i d = _mm256_madd_epi16(isum[t], ones);
+      if constexpr (F::kFifthBit) {
+        dots[t] = _mm256_add_epi32(dots[t], d);
+      } else {
+        dots[t] = d;
+      }
+    }
   } else {
     // A pair of products of <= 128 * 127 fits 16 bits; two do not.
     for (int t = 0; t < T; ++t) dots[t] = _mm256_setzero_si256();
@@ -223,8 +311,8 @@ void GroupTile(const QuantTileArgs& p, const std::byte* group,
     const __m256 wd = HalvesToFloats(o);
     for (int t = 0; t < T; ++t) {
       const int64_t at = ts0 + t * nb + b;
-      if constexpr (F::kNibbles && !F::kMin) {
-        // Stored nibbles are w + 8: take 8 * sum(a) back off.
+      if constexpr (F::kOffset != 0) {
+        // Stored values are w + kOffset: take kOffset * sum(a) back off.
         dots[t] = _mm256_sub_epi32(dots[t], _mm256_set1_epi32(ts.sum[at]));
       }
       acc[t] =
@@ -263,7 +351,7 @@ void ComputeGroups(const QuantTileArgs& p, int64_t row_begin, int64_t row_end,
   }
   token_d.resize(static_cast<size_t>(n * nb));
   if constexpr (F::kMin) token_s.resize(static_cast<size_t>(n * nb));
-  if constexpr (F::kNibbles && !F::kMin) {
+  if constexpr (F::kOffset != 0) {
     token_sum.resize(static_cast<size_t>(n * nb));
   }
   for (int64_t j = 0; j < n; ++j) {
@@ -273,11 +361,13 @@ void ComputeGroups(const QuantTileArgs& p, int64_t row_begin, int64_t row_end,
       const auto at = static_cast<size_t>(j * nb + b);
       token_d[at] = Half(a[b].d);
       if constexpr (F::kMin) token_s[at] = Half(a[b].s);
-      if constexpr (F::kNibbles && !F::kMin) {
-        // 8 * sum(qs): maddubs pairs, then madd by 8 into 32 bits.
+      if constexpr (F::kOffset != 0) {
+        // kOffset * sum(qs): maddubs pairs, then madd by kOffset into 32
+        // bits.
         const __m256i s16 =
             _mm256_maddubs_epi16(_mm256_set1_epi8(1), Load32(a[b].qs));
-        const __m256i s32 = _mm256_madd_epi16(s16, _mm256_set1_epi16(8));
+        const __m256i s32 =
+            _mm256_madd_epi16(s16, _mm256_set1_epi16(F::kOffset));
         __m128i s = _mm_add_epi32(_mm256_castsi256_si128(s32),
                                   _mm256_extracti128_si256(s32, 1));
         s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
@@ -323,6 +413,10 @@ QuantTileFn Avx2QuantTile(quant::QuantType weight) {
       return ComputeGroups<Q4_0>;
     case quant::QuantType::kQ4_1:
       return ComputeGroups<Q4_1>;
+    case quant::QuantType::kQ5_0:
+      return ComputeGroups<Q5_0>;
+    case quant::QuantType::kQ5_1:
+      return ComputeGroups<Q5_1>;
     case quant::QuantType::kQ8_0:
       return ComputeGroups<Q8_0>;
     default:

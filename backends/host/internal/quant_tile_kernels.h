@@ -12,9 +12,9 @@ namespace ferry {
 namespace cpu_internal {
 
 struct QuantTileArgs {
-  // Weight rows, w_row_bytes apart; with `grouped`, q4_0 or q4_1 rows in
-  // the layout of quant_group_layout.h (row ranges then start at a multiple
-  // of kGroupRows).
+  // Weight rows, w_row_bytes apart; with `grouped`, rows of a type that
+  // QuantGroupLayout takes, in the layout of quant_group_layout.h (row ranges
+  // then start at a multiple of kGroupRows).
   const std::byte* w = nullptr;
   int64_t w_row_bytes = 0;
   bool grouped = false;

@@ -352,17 +352,17 @@ TEST_P(KernelsTest, GetRowsFromPackedTable) {
   }
 }
 
-// q4_0, q4_1 and q8_0 weights stored in groups of 8 rows
-// (quant_group_layout.h):
-// mul_mat on the group tiles (1 token to a prompt's worth, slices broadcast)
-// matches the reference and the same product from rows; get_rows and
-// GetTensor give the stored bytes back.
-TEST_P(KernelsTest, GroupedQ4WeightsMulMatAndGetRows) {
+// q4_0, q4_1, q5_0, q5_1 and q8_0 weights stored in groups of 8 rows
+// (quant_group_layout.h): mul_mat on the group tiles (1 token to a prompt's
+// worth, slices broadcast) matches the reference and the same product from
+// rows; get_rows and GetTensor give the stored bytes back.
+TEST_P(KernelsTest, GroupedQuantWeightsMulMatAndGetRows) {
   struct Case {
     int64_t k, m, n, a2, r2;
   };
   int seed = 0;
-  for (DType dtype : {DType::kQ4_0, DType::kQ4_1, DType::kQ8_0}) {
+  for (DType dtype :
+       {DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1, DType::kQ8_0}) {
     for (const Case& c : {Case{160, 64, 1, 1, 1}, Case{160, 64, 5, 1, 1},
                           Case{96, 40, 100, 1, 1}, Case{64, 16, 3, 2, 2}}) {
       Context ctx;
