@@ -22,8 +22,7 @@ absl::Status Invalid(const Tensor& node, absl::string_view why) {
       "cpu kernels: range_attention: ", why, " (", node.ShapeString(), ")"));
 }
 
-// The query heads that share kv head h / group: one (token, kv head) unit
-// reads each K and V row once for all of them.
+// Query heads per kv head (head h reads kv head h / Group).
 int64_t Group(const Tensor& node) {
   return node.src[0]->ne[1] / (node.src[1]->ne[0] / node.src[0]->ne[0]);
 }
@@ -67,8 +66,7 @@ absl::Status CheckRangeAttention(const Tensor& node) {
 
 size_t RangeAttentionScratchBytes(const Tensor& node, int nth) {
   const auto rows = static_cast<size_t>(node.src[1]->ne[1]);
-  const auto group = static_cast<size_t>(Group(node));
-  return RoundUpToScratchAlignment(group * (rows + 1) * sizeof(float)) *
+  return RoundUpToScratchAlignment(rows * sizeof(float)) *
          static_cast<size_t>(nth);
 }
 
@@ -84,14 +82,11 @@ void RangeAttentionNode(const Tensor& node, int ith, int nth,
   const int64_t n_kv = q.ne[1] / group;
   const int64_t rows = k.ne[1];
   const float scale = node.ParamF32(0);
-  // Scores of head g of the group at scores + g * rows, then the inverse
-  // of each head's softmax sum.
+  // One head's scores, then its softmax weights.
   auto* scores = reinterpret_cast<float*>(
       static_cast<std::byte*>(ctx.scratch) +
-      RoundUpToScratchAlignment(static_cast<size_t>(group * (rows + 1)) *
-                                sizeof(float)) *
+      RoundUpToScratchAlignment(static_cast<size_t>(rows) * sizeof(float)) *
           static_cast<size_t>(ith));
-  float* inv = scores + group * rows;
   const auto* k_base = static_cast<const std::byte*>(k.data);
   const auto* v_base = static_cast<const std::byte*>(v.data);
   for (int64_t u = ith; u < n_tokens * n_kv; u += nth) {
@@ -104,30 +99,22 @@ void RangeAttentionNode(const Tensor& node, int ith, int nth,
                      kvh * group * q.nb[1];
     auto* out0 = static_cast<std::byte*>(node.data) + t * node.nb[2] +
                  kvh * group * node.nb[1];
-    const int64_t kv_offset = kvh * hd * static_cast<int64_t>(sizeof(float));
-    for (int64_t r = begin; r < end; ++r) {
-      const auto* kr =
-          reinterpret_cast<const float*>(k_base + r * k.nb[1] + kv_offset);
-      for (int64_t g = 0; g < group; ++g) {
-        const auto* qh = reinterpret_cast<const float*>(q0 + g * q.nb[1]);
-        scores[g * rows + r - begin] = scale * vec::DotRow(qh, kr, hd);
-      }
-    }
+    const auto k_stride = k.nb[1] / static_cast<int64_t>(sizeof(float));
+    const auto v_stride = v.nb[1] / static_cast<int64_t>(sizeof(float));
+    const float* k_rows =
+        reinterpret_cast<const float*>(k_base + begin * k.nb[1]) + kvh * hd;
+    const float* v_rows =
+        reinterpret_cast<const float*>(v_base + begin * v.nb[1]) + kvh * hd;
     for (int64_t g = 0; g < group; ++g) {
       auto* out = reinterpret_cast<float*>(out0 + g * node.nb[1]);
       std::fill(out, out + hd, 0.0f);
       if (n == 0) continue;
-      float* s = scores + g * rows;
-      const float max = *std::max_element(s, s + n);
-      inv[g] = 1.0f / vec::ExpSubRow(s, max, n);
-    }
-    for (int64_t r = begin; r < end; ++r) {
-      const auto* vr =
-          reinterpret_cast<const float*>(v_base + r * v.nb[1] + kv_offset);
-      for (int64_t g = 0; g < group; ++g) {
-        auto* out = reinterpret_cast<float*>(out0 + g * node.nb[1]);
-        vec::AxpyRow(scores[g * rows + r - begin] * inv[g], vr, out, hd);
-      }
+      const auto* qh = reinterpret_cast<const float*>(q0 + g * q.nb[1]);
+      vec::DotRows(qh, k_rows, k_stride, n, hd, scale, scores);
+      const float max = *std::max_element(scores, scores + n);
+      const float sum = vec::ExpSubRow(scores, max, n);
+      vec::ScaleRow(scores, 1.0f / sum, scores, n);
+      vec::AxpyRows(scores, v_rows, v_stride, n, hd, out);
     }
   }
 }

@@ -18,14 +18,14 @@ namespace cpu_kernels {
 // comes off the wire).
 absl::Status CheckRangeAttention(const Tensor& node);
 
-// Per-thread scores of one (token, kv head): a row of the cache's length
-// for each query head of the kv head.
+// Per-thread scores of one head: a row of the cache's length.
 size_t RangeAttentionScratchBytes(const Tensor& node, int nth);
 
 // Thread ith of nth computes every nth (token, kv head) pair from ith on
-// (ranges differ in length, so interleaving balances them), reading each K
-// and V row once for the kv head's query heads. A range outside [0, cache
-// rows] is clamped to it.
+// (ranges differ in length, so interleaving balances them): the kv head's
+// query heads one after another while its K and V rows are in cache, each
+// as one DotRows, softmax and AxpyRows. A range outside [0, cache rows] is
+// clamped to it.
 void RangeAttentionNode(const Tensor& node, int ith, int nth,
                         const KernelContext& ctx);
 

@@ -83,6 +83,16 @@ void AxpyRow(float a, const float* x, float* y, int64_t n) {
   K().axpy_row(a, x, y, n);
 }
 
+void DotRows(const float* x, const float* rows, int64_t stride, int64_t n_rows,
+             int64_t n, float scale, float* out) {
+  K().dot_rows(x, rows, stride, n_rows, n, scale, out);
+}
+
+void AxpyRows(const float* a, const float* rows, int64_t stride, int64_t n_rows,
+              int64_t n, float* y) {
+  K().axpy_rows(a, rows, stride, n_rows, n, y);
+}
+
 float ScaleMaskMaxRow(const float* x, const float* mask, float scale,
                       float* dst, int64_t n) {
   return K().scale_mask_max_row(x, mask, scale, dst, n);

@@ -52,6 +52,14 @@ float SumSquaresRow(const float* x, float center, int64_t n);
 float DotRow(const float* x, const float* y, int64_t n);
 // y[i] += a * x[i].
 void AxpyRow(float a, const float* x, float* y, int64_t n);
+// out[r] = scale * DotRow(x, rows + r * stride, n) for r < n_rows (stride
+// in floats): one call for a query against many key rows.
+void DotRows(const float* x, const float* rows, int64_t stride, int64_t n_rows,
+             int64_t n, float scale, float* out);
+// y[i] += sum over r < n_rows of a[r] * rows[r * stride + i]: y stays in
+// registers while the rows stream past.
+void AxpyRows(const float* a, const float* rows, int64_t stride, int64_t n_rows,
+              int64_t n, float* y);
 
 // dst[i] = x[i] * scale + (mask ? mask[i] : 0); returns max(dst[i]) (-inf
 // for n == 0). dst may equal x.

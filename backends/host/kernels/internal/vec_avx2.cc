@@ -380,6 +380,65 @@ void AxpyRowAvx2(float a, const float* x, float* y, int64_t n) {
   for (; i < n; ++i) y[i] += a * x[i];
 }
 
+// Four rows at a time: four accumulators, their sums gathered by two
+// horizontal adds.
+void DotRowsAvx2(const float* x, const float* rows, int64_t stride,
+                 int64_t n_rows, int64_t n, float scale, float* out) {
+  const int64_t n8 = n / 8 * 8;
+  int64_t r = 0;
+  for (; r + 4 <= n_rows; r += 4) {
+    const float* r0 = rows + r * stride;
+    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(),
+                     _mm256_setzero_ps(), _mm256_setzero_ps()};
+    for (int64_t i = 0; i < n8; i += 8) {
+      const __m256 xv = _mm256_loadu_ps(x + i);
+      for (int q = 0; q < 4; ++q) {
+        acc[q] =
+            _mm256_fmadd_ps(xv, _mm256_loadu_ps(r0 + q * stride + i), acc[q]);
+      }
+    }
+    const __m256 h01 = _mm256_hadd_ps(acc[0], acc[1]);
+    const __m256 h23 = _mm256_hadd_ps(acc[2], acc[3]);
+    const __m256 h = _mm256_hadd_ps(h01, h23);
+    __m128 sums =
+        _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+    alignas(16) float s[4];
+    _mm_store_ps(s, sums);
+    for (int q = 0; q < 4; ++q) {
+      float tail = 0;
+      for (int64_t i = n8; i < n; ++i) tail += x[i] * r0[q * stride + i];
+      out[r + q] = scale * (s[q] + tail);
+    }
+  }
+  for (; r < n_rows; ++r) {
+    out[r] = scale * DotRowAvx2(x, rows + r * stride, n);
+  }
+}
+
+// y in chunks of 32 floats, each held in four registers while every row
+// adds into it.
+void AxpyRowsAvx2(const float* a, const float* rows, int64_t stride,
+                  int64_t n_rows, int64_t n, float* y) {
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    __m256 acc[4];
+    for (int q = 0; q < 4; ++q) acc[q] = _mm256_loadu_ps(y + i + 8 * q);
+    for (int64_t r = 0; r < n_rows; ++r) {
+      const __m256 w = Broadcast(a[r]);
+      const float* row = rows + r * stride + i;
+      for (int q = 0; q < 4; ++q) {
+        acc[q] = _mm256_fmadd_ps(w, _mm256_loadu_ps(row + 8 * q), acc[q]);
+      }
+    }
+    for (int q = 0; q < 4; ++q) _mm256_storeu_ps(y + i + 8 * q, acc[q]);
+  }
+  if (i < n) {
+    for (int64_t r = 0; r < n_rows; ++r) {
+      AxpyRowAvx2(a[r], rows + r * stride + i, y + i, n - i);
+    }
+  }
+}
+
 float SumRowAvx2(const float* x, int64_t n) {
   __m256 acc0 = _mm256_setzero_ps();
   __m256 acc1 = _mm256_setzero_ps();
@@ -518,6 +577,8 @@ const VecKernels& Avx2Kernels() {
       .sum_squares_row = SumSquaresRowAvx2,
       .dot_row = DotRowAvx2,
       .axpy_row = AxpyRowAvx2,
+      .dot_rows = DotRowsAvx2,
+      .axpy_rows = AxpyRowsAvx2,
       .scale_mask_max_row = ScaleMaskMaxRowAvx2,
       .exp_sub_row = ExpSubRowAvx2,
       .sin_cos_row = SinCosAvx2,

@@ -278,6 +278,20 @@ void AxpyRow(float a, const float* x, float* y, int64_t n) {
   }
 }
 
+// Row by row with the AVX-512 dot and axpy above (not measured: no
+// AVX-512 machine here).
+void DotRows(const float* x, const float* rows, int64_t stride, int64_t n_rows,
+             int64_t n, float scale, float* out) {
+  for (int64_t r = 0; r < n_rows; ++r) {
+    out[r] = scale * DotRow(x, rows + r * stride, n);
+  }
+}
+
+void AxpyRows(const float* a, const float* rows, int64_t stride, int64_t n_rows,
+              int64_t n, float* y) {
+  for (int64_t r = 0; r < n_rows; ++r) AxpyRow(a[r], rows + r * stride, y, n);
+}
+
 float SumSquaresRow(const float* x, float center, int64_t n) {
   const __m512 c = Bc(center);
   __m512 acc0 = _mm512_setzero_ps();
@@ -488,6 +502,8 @@ const VecKernels& Avx512Kernels() {
       .sum_squares_row = SumSquaresRow,
       .dot_row = DotRow,
       .axpy_row = AxpyRow,
+      .dot_rows = DotRows,
+      .axpy_rows = AxpyRows,
       .scale_mask_max_row = ScaleMaskMaxRow,
       .exp_sub_row = ExpSubRow,
       .sin_cos_row = SinCosRow,

@@ -31,6 +31,10 @@ struct VecKernels {
   float (*sum_squares_row)(const float* x, float center, int64_t n);
   float (*dot_row)(const float* x, const float* y, int64_t n);
   void (*axpy_row)(float a, const float* x, float* y, int64_t n);
+  void (*dot_rows)(const float* x, const float* rows, int64_t stride,
+                   int64_t n_rows, int64_t n, float scale, float* out);
+  void (*axpy_rows)(const float* a, const float* rows, int64_t stride,
+                    int64_t n_rows, int64_t n, float* y);
   float (*scale_mask_max_row)(const float* x, const float* mask, float scale,
                               float* dst, int64_t n);
   float (*exp_sub_row)(float* x, float max, int64_t n);

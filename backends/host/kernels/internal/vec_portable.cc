@@ -144,6 +144,18 @@ void AxpyRow(float a, const float* x, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
 }
 
+void DotRows(const float* x, const float* rows, int64_t stride, int64_t n_rows,
+             int64_t n, float scale, float* out) {
+  for (int64_t r = 0; r < n_rows; ++r) {
+    out[r] = scale * DotRow(x, rows + r * stride, n);
+  }
+}
+
+void AxpyRows(const float* a, const float* rows, int64_t stride, int64_t n_rows,
+              int64_t n, float* y) {
+  for (int64_t r = 0; r < n_rows; ++r) AxpyRow(a[r], rows + r * stride, y, n);
+}
+
 float ScaleMaskMaxRow(const float* x, const float* mask, float scale,
                       float* dst, int64_t n) {
   float max = -std::numeric_limits<float>::infinity();
@@ -315,6 +327,8 @@ const VecKernels& PortableKernels() {
       .sum_squares_row = SumSquaresRow,
       .dot_row = DotRow,
       .axpy_row = AxpyRow,
+      .dot_rows = DotRows,
+      .axpy_rows = AxpyRows,
       .scale_mask_max_row = ScaleMaskMaxRow,
       .exp_sub_row = ExpSubRow,
       .sin_cos_row = SinCosRow,

@@ -140,6 +140,21 @@ TEST_P(VecIsaTest, ReductionsMatchPortable) {
       std::copy(y.begin(), y.begin() + n, d);
       AxpyRow(-1.5f, x.data(), d, n);
     });
+    // 1 to 6 rows of n at a stride of n + 3 (the tails of 4-row groups
+    // and of n included).
+    const int64_t stride = n + 3;
+    const std::vector<float> rows =
+        RandomRow(rng, 6 * stride, -4, 4, /*with_nan=*/false);
+    const std::vector<float> weights = RandomRow(rng, 6, -1, 1, false);
+    for (int64_t n_rows = 1; n_rows <= 6; ++n_rows) {
+      Compare("dot rows", n_rows, 1e-4f, [&](float* d) {
+        DotRows(x.data(), rows.data(), stride, n_rows, n, 0.5f, d);
+      });
+      Compare("axpy rows", n, 1e-5f, [&](float* d) {
+        std::copy(y.begin(), y.begin() + n, d);
+        AxpyRows(weights.data(), rows.data(), stride, n_rows, n, d);
+      });
+    }
     std::vector<float> mask = RandomRow(rng, n, -2, 0, /*with_nan=*/false);
     if (n > 3) mask[1] = -std::numeric_limits<float>::infinity();
     Compare("scale mask max", n, 0, [&](float* d) {
