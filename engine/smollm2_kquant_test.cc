@@ -46,9 +46,12 @@ using testing::ReferencePrompt;
 // single files between 48/52 and 52/52, max |err| 2.0-2.6, and moved
 // greedy steps whose llama.cpp margin was 0.34. The test therefore asserts
 // what a wrong kernel breaks and rounding does not: no argmax or greedy
-// step that leaves llama.cpp's where its margin is >= 0.5, top-1 >= 90%,
-// max |err| <= 3 (about sqrt(2) x llama.cpp's own distance from the exact
-// pass); it prints the figures beside them.
+// step that leaves llama.cpp's where its margin is >= 0.5 and the exact
+// pass's is too (where the exact pass is near-tied, llama.cpp's margin is
+// its own rounding: a Q5_K_M step at margins 0.52 and 0.19 flipped with
+// the attention's summation order), top-1 >= 90%, max |err| <= 3 (about
+// sqrt(2) x llama.cpp's own distance from the exact pass); it prints the
+// issue's figures beside them.
 constexpr Bounds kLlamaCppBounds = {3.0, 0.9, 0.5};
 // The exact pass rounds nothing, so both 8-bit paths stray from it alike
 // (ferry's top-1 at 47-52 of 52). A continuation that left llama.cpp's at one
@@ -156,9 +159,10 @@ TEST_P(SmolLm2KQuantTest, MatchesLlamaCpp) {
     FERRY_ASSERT_OK_AND_ASSIGN(Result res, handles[k].Wait());
     EXPECT_EQ(res.non_finite_logits, 0);
     ASSERT_EQ(res.logits.size(), ref.tokens.size());
-    const std::string exact = Compare(ref.exact, res, kExactBounds, vs_exact);
+    const std::string exact =
+        Compare(ref.exact, res, kExactBounds, vs_exact, &ref.llama_cpp);
     const std::string llama =
-        Compare(ref.llama_cpp, res, kLlamaCppBounds, vs_llama_cpp);
+        Compare(ref.llama_cpp, res, kLlamaCppBounds, vs_llama_cpp, &ref.exact);
     std::printf(
         "prompt %zu (%zu tokens):\n  vs exact:     %s\n  vs "
         "llama.cpp: %s\n",

@@ -59,7 +59,22 @@ void TruncateGreedy(std::vector<ReferencePrompt>& prompts, size_t steps) {
 }
 
 std::string Compare(const Reference& ref, const Result& res,
-                    const Bounds& bounds, Agreement& a) {
+                    const Bounds& bounds, Agreement& a,
+                    const Reference* second) {
+  // The second reference's margin at prompt position p / greedy step s,
+  // where its context is ref's (+inf: no second opinion).
+  const auto second_top_margin = [&](size_t p) {
+    if (second == nullptr || p >= second->top_logits.size()) return INFINITY;
+    return second->top_logits[p][0] - second->top_logits[p][1];
+  };
+  const auto second_step_margin = [&](size_t s) {
+    if (second == nullptr || s >= second->greedy.size() ||
+        !std::equal(ref.greedy.begin(), ref.greedy.begin() + s,
+                    second->greedy.begin())) {
+      return INFINITY;
+    }
+    return second->greedy_margin[s];
+  };
   double err = 0;
   for (size_t p = 0; p < ref.top_ids.size(); ++p) {
     const std::vector<float>& row = res.logits[p].second;
@@ -71,8 +86,10 @@ std::string Compare(const Reference& ref, const Result& res,
         std::max_element(row.begin(), row.end()) - row.begin());
     const bool same = argmax == ref.top_ids[p][0];
     a.top1 += same;
-    a.top1_bad += !same && ref.top_logits[p][0] - ref.top_logits[p][1] >=
-                               bounds.tie_margin;
+    a.top1_bad +=
+        !same &&
+        ref.top_logits[p][0] - ref.top_logits[p][1] >= bounds.tie_margin &&
+        second_top_margin(p) >= bounds.tie_margin;
     ++a.rows;
   }
   a.max_err = std::max(a.max_err, err);
@@ -88,6 +105,13 @@ std::string Compare(const Reference& ref, const Result& res,
              ref.greedy_margin[first_diff] < bounds.tie_margin) {
     verdict = absl::StrFormat("leaves at step %d, a near-tie (margin %.3f)",
                               first_diff, ref.greedy_margin[first_diff]);
+  } else if (first_diff < ref.greedy.size() &&
+             second_step_margin(first_diff) < bounds.tie_margin) {
+    verdict = absl::StrFormat(
+        "leaves at step %d, a near-tie of the other reference (margin %.3f; "
+        "this one's %.3f)",
+        first_diff, second_step_margin(first_diff),
+        ref.greedy_margin[first_diff]);
   } else {
     ++a.greedy_bad;
     verdict = absl::StrFormat("DIFFERS at step %d", first_diff);

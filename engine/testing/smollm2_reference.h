@@ -58,9 +58,13 @@ struct Agreement {
 };
 
 // Adds one prompt's comparison of `res` with `ref` to `a`; returns a line
-// saying it.
+// saying it. With `second`, the prompt's other reference: a position or
+// greedy step where it sees a near-tie too (its top-2 margin below the tie
+// margin, in the same context) is no clear choice, since the two
+// references' own rounding already disagrees there.
 std::string Compare(const Reference& ref, const Result& res,
-                    const Bounds& bounds, Agreement& a);
+                    const Bounds& bounds, Agreement& a,
+                    const Reference* second = nullptr);
 
 }  // namespace ferry::engine::testing
 
