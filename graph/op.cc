@@ -6,10 +6,11 @@ namespace ferry {
 namespace {
 
 constexpr std::array<absl::string_view, kNumOps> kOpNames = {
-    "none",  "mul_mat",  "add",  "sub",      "mul",      "div",
-    "scale", "rms_norm", "norm", "soft_max", "rope",     "get_rows",
-    "cpy",   "cont",     "view", "reshape",  "permute",  "transpose",
-    "silu",  "gelu",     "relu", "concat",   "set_rows", "tanh", "range_attention",
+    "none",    "mul_mat",  "add",       "sub",  "mul",
+    "div",     "scale",    "rms_norm",  "norm", "soft_max",
+    "rope",    "get_rows", "cpy",       "cont", "view",
+    "reshape", "permute",  "transpose", "silu", "gelu",
+    "relu",    "concat",   "set_rows",  "tanh", "range_attention",
 };
 
 }  // namespace
