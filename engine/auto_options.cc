@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <set>
 
 #include "ferry/models/llama/llama_batch.h"
 
@@ -25,12 +24,9 @@ EngineOptions ChooseEngineOptions(const llama::LlamaModel& model,
   o.batch_window = llama::CanAttendByRanges(model)
                        ? 0
                        : std::max(kAutoWindowCells, o.max_sequence_len + 1);
-  std::set<int> stages;
-  for (const llama::LlamaLayer& layer : model.layers()) {
-    stages.insert(layer.backend);
-  }
   // One stage: one in flight (Engine::Create would make it so).
-  o.n_copies = stages.size() <= 1 ? 1 : static_cast<int>(stages.size()) + 1;
+  const int stages = PipelineStages(model);
+  o.n_copies = stages <= 1 ? 1 : stages + 1;
   return o;
 }
 

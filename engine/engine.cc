@@ -57,6 +57,14 @@ void RequestHandle::Cancel() {
   if (shared_->engine != nullptr) shared_->engine->Wake();
 }
 
+int PipelineStages(const llama::LlamaModel& model) {
+  std::set<int> backends;
+  for (const llama::LlamaLayer& layer : model.layers()) {
+    backends.insert(layer.backend);
+  }
+  return static_cast<int>(backends.size());
+}
+
 absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(
     const llama::LlamaModel& model, const EngineOptions& options) {
   const llama::LlamaConfig& c = model.config();
@@ -111,11 +119,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(
   // first, and splits the sequences between them (each is in one
   // micro-batch at a time): smaller micro-batches, more of them, for an
   // overlap of nothing but the engine's own sampling.
-  std::set<int> stages;
-  for (const llama::LlamaLayer& layer : model.layers()) {
-    stages.insert(layer.backend);
-  }
-  if (stages.size() <= 1) o.n_copies = 1;
+  if (PipelineStages(model) <= 1) o.n_copies = 1;
   llama::LlamaBatchShape& shape = engine->shape_;
   shape.n_tokens = o.batch_tokens;
   shape.n_outputs = o.batch_outputs > 0 ? o.batch_outputs : o.batch_tokens;

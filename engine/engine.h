@@ -73,6 +73,9 @@
 
 namespace ferry::engine {
 
+// The backends `model`'s layers run on: its pipeline stages.
+int PipelineStages(const llama::LlamaModel& model);
+
 struct EngineOptions {
   int max_sequences = 16;          // KV slots: sequences active at once.
   int64_t max_sequence_len = 256;  // Cells per slot: prompt + generated.
