@@ -12,10 +12,12 @@
 # llama.cpp's; > 1 is ferry faster).
 #   benchmarks/smollm2_vs_llama_cpp.sh [ROUNDS]     (default 3)
 #   LLAMA_CPP_BIN=dir (a folder with llama-batched-bench) skips the build.
+#   FERRY_SMOLLM2_GGUF=file runs another GGUF of the model instead (e.g. the
+#              K-quant requantizations of tools/requantize_smollm2.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=${1:-3}
-model=$(bash tools/fetch_smollm2.sh)
+model=${FERRY_SMOLLM2_GGUF:-$(bash tools/fetch_smollm2.sh)}
 bin=${LLAMA_CPP_BIN:-}
 if [[ -z "$bin" ]]; then
   tools=../shared/bench/llama_cpp_tools.sh
@@ -29,6 +31,7 @@ fi
 ferry=bazel-bin/engine/smollm2_serving_benchmark
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
+echo "model: $(basename "$model")"
 echo "CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-)," \
   "$(grep -o -m1 -w 'avx512f' /proc/cpuinfo || echo 'AVX2 only')," \
   "load $(cut -d' ' -f1-3 /proc/loadavg)"
