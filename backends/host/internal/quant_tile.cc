@@ -7,7 +7,8 @@ namespace cpu_internal {
 
 QuantTileFn FindQuantTile(quant::QuantType weight, Isa isa) {
   if (isa == Isa::kScalar || !IsaSupported(isa)) return nullptr;
-  return Avx2QuantTile(weight);
+  const QuantTileFn tile = Avx2QuantTile(weight);
+  return tile != nullptr ? tile : Avx2KQuantTile(weight);
 }
 
 }  // namespace cpu_internal

@@ -1,0 +1,416 @@
+// AVX2 tiles of q4_K and q6_K weights (compiled with -mavx2 -mfma -mf16c):
+// 8 rows by up to 4 tokens of q8_K activations, on weights in groups of 8
+// rows (quant_group_layout.h: per super-block the 8 rows' f16 fields, then
+// pieces of 32 bytes, each 4 bytes of every row). As in quant_tile_avx2.cc
+// a piece is 4 columns of the 8 rows, one maddubs with a token's 4
+// activations broadcast adds products into each row's lanes, and the 8 rows
+// come out as the 8 lanes of one vector. What K-quants add: each sub-block's
+// 16-bit sums are multiplied by its rows' integer scales with one madd (the
+// scales, one byte per row in a piece, shuffled into 16-bit lanes once per
+// super-block for every token), and minimums (q4_K) and q6_K's offset of 32
+// go through the activation's per-16 sums (bsums) once per super-block.
+// Row-major weights are laid out a group at a time into thread-local
+// scratch first (a transpose of 8 x 8 dwords per 32 bytes of each row).
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+#include <vector>
+
+#include "ferry/backends/host/internal/quant_group_layout.h"
+#include "ferry/backends/host/internal/quant_tile_kernels.h"
+#include "ferry/quant/block_formats.h"
+
+namespace ferry {
+namespace cpu_internal {
+namespace {
+
+using quant::BlockQ8_K;
+using quant::kQK_K;
+
+// Tokens per tile: their accumulators and a block's pieces fill the 16 ymm
+// registers.
+constexpr int kGroupTokens = 4;
+constexpr int64_t kPieceBytes = 4;
+
+// The formats: f16 fields per row (before the pieces in the group layout),
+// and where the header's fields end within a row's block.
+struct Q4_K {
+  using Block = quant::BlockQ4_K;
+  static constexpr int64_t kHeaderBytes = 4;  // d, dmin.
+  static constexpr int64_t kTrailerBytes = 0;
+};
+
+struct Q6_K {
+  using Block = quant::BlockQ6_K;
+  static constexpr int64_t kHeaderBytes = 0;
+  static constexpr int64_t kTrailerBytes = 2;  // d.
+};
+
+template <class F>
+constexpr int64_t kBlockBytes = static_cast<int64_t>(sizeof(typename F::Block));
+template <class F>
+constexpr int64_t kFieldBytes = F::kHeaderBytes + F::kTrailerBytes;
+template <class F>
+constexpr int64_t kPieces = (kBlockBytes<F> - kFieldBytes<F>) / kPieceBytes;
+template <class F>
+constexpr int64_t kGroupBlockBytes = kGroupRows* kBlockBytes<F>;
+
+inline __m256i LoadPiece(const std::byte* pieces, int q) {
+  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pieces + 32 * q));
+}
+
+// Token t's activation bytes [at, at + 4) in every 32-bit lane.
+inline __m256i Broadcast4(const int8_t* qs) {
+  int32_t v;
+  std::memcpy(&v, qs, 4);
+  return _mm256_set1_epi32(v);
+}
+
+// out[q] = dword q of each of the 8 rows (row r in lane r), from 32 bytes
+// at each of rows[r] + at.
+inline void Transpose8x8(const std::byte* const* rows, int64_t at,
+                         __m256i* out) {
+  __m256i x[8], t[8], u[8];
+  for (int r = 0; r < 8; ++r) {
+    x[r] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows[r] + at));
+  }
+  for (int r = 0; r < 8; r += 2) {
+    t[r] = _mm256_unpacklo_epi32(x[r], x[r + 1]);      // 0, 1 | 4, 5.
+    t[r + 1] = _mm256_unpackhi_epi32(x[r], x[r + 1]);  // 2, 3 | 6, 7.
+  }
+  for (int h = 0; h < 8; h += 4) {
+    u[h + 0] = _mm256_unpacklo_epi64(t[h], t[h + 2]);      // 0 | 4.
+    u[h + 1] = _mm256_unpackhi_epi64(t[h], t[h + 2]);      // 1 | 5.
+    u[h + 2] = _mm256_unpacklo_epi64(t[h + 1], t[h + 3]);  // 2 | 6.
+    u[h + 3] = _mm256_unpackhi_epi64(t[h + 1], t[h + 3]);  // 3 | 7.
+  }
+  for (int q = 0; q < 4; ++q) {
+    out[q] = _mm256_permute2x128_si256(u[q], u[q + 4], 0x20);
+    out[q + 4] = _mm256_permute2x128_si256(u[q], u[q + 4], 0x31);
+  }
+}
+
+// Lays out weight rows [i0, i0 + rows) (rows <= 8; missing rows repeat the
+// last one, whose lanes are never stored) as the group layout at `out`.
+template <class F>
+void LayOutGroup(const QuantTileArgs& p, int64_t i0, int rows, std::byte* out) {
+  const int64_t nb = p.k / kQK_K;
+  const std::byte* w[kGroupRows];
+  for (int r = 0; r < kGroupRows; ++r) {
+    w[r] = p.w + (i0 + std::min(r, rows - 1)) * p.w_row_bytes;
+  }
+  const std::byte* row_blocks[kGroupRows];
+  for (int64_t b = 0; b < nb; ++b) {
+    std::byte* o = out + b * kGroupBlockBytes<F>;
+    for (int r = 0; r < kGroupRows; ++r) {
+      row_blocks[r] = w[r] + b * kBlockBytes<F>;
+      for (int64_t f = 0; f < kFieldBytes<F>; f += 2) {
+        const int64_t from =
+            f < F::kHeaderBytes ? f : kBlockBytes<F> - kFieldBytes<F> + f;
+        std::memcpy(o + f * kGroupRows + 2 * r, row_blocks[r] + from, 2);
+      }
+    }
+    std::byte* pieces = o + kFieldBytes<F> * kGroupRows;
+    int64_t q = 0;
+    for (; q + 8 <= kPieces<F>; q += 8) {
+      __m256i t[8];
+      Transpose8x8(row_blocks, F::kHeaderBytes + q * kPieceBytes, t);
+      for (int s = 0; s < 8; ++s) {
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(pieces + 32 * (q + s)),
+                            t[s]);
+      }
+    }
+    for (; q < kPieces<F>; ++q) {
+      for (int r = 0; r < kGroupRows; ++r) {
+        std::memcpy(pieces + 32 * q + 4 * r,
+                    row_blocks[r] + F::kHeaderBytes + q * kPieceBytes, 4);
+      }
+    }
+  }
+}
+
+// Byte `byte` (< 4) of each row's dword as a 16-bit lane, both halves of
+// the dword (so madd multiplies pairs of 16-bit sums by it).
+inline __m256i SpreadByte(__m256i dwords, int byte) {
+  const char b = static_cast<char>(byte);
+  const __m256i index =
+      _mm256_setr_epi8(b, -1, b, -1, 4 + b, -1, 4 + b, -1, 8 + b, -1, 8 + b, -1,
+                       12 + b, -1, 12 + b, -1, b, -1, b, -1, 4 + b, -1, 4 + b,
+                       -1, 8 + b, -1, 8 + b, -1, 12 + b, -1, 12 + b, -1);
+  return _mm256_shuffle_epi8(dwords, index);
+}
+
+// Bytes b0 and b1 of each row's dword as the dword's two 16-bit lanes.
+inline __m256i PairBytes(__m256i dwords, int b0, int b1) {
+  const char x = static_cast<char>(b0), y = static_cast<char>(b1);
+  const __m256i index =
+      _mm256_setr_epi8(x, -1, y, -1, 4 + x, -1, 4 + y, -1, 8 + x, -1, 8 + y, -1,
+                       12 + x, -1, 12 + y, -1, x, -1, y, -1, 4 + x, -1, 4 + y,
+                       -1, 8 + x, -1, 8 + y, -1, 12 + x, -1, 12 + y, -1);
+  return _mm256_shuffle_epi8(dwords, index);
+}
+
+// As PairBytes with signed bytes, sign-extended: each goes into the high
+// byte of its 16-bit lane, then an arithmetic shift brings it down.
+inline __m256i PairSignedBytes(__m256i dwords, int b0, int b1) {
+  const char x = static_cast<char>(b0), y = static_cast<char>(b1);
+  const __m256i index =
+      _mm256_setr_epi8(-1, x, -1, y, -1, 4 + x, -1, 4 + y, -1, 8 + x, -1, 8 + y,
+                       -1, 12 + x, -1, 12 + y, -1, x, -1, y, -1, 4 + x, -1,
+                       4 + y, -1, 8 + x, -1, 8 + y, -1, 12 + x, -1, 12 + y);
+  return _mm256_srai_epi16(_mm256_shuffle_epi8(dwords, index), 8);
+}
+
+template <int T>
+inline void StoreRows(const QuantTileArgs& p, const __m256* acc, int64_t i0,
+                      int rows, int64_t j0) {
+  for (int t = 0; t < T; ++t) {
+    float* out = p.dst + (j0 + t) * p.ldc + i0;
+    if (rows == kGroupRows) {
+      _mm256_storeu_ps(out, acc[t]);
+    } else {
+      alignas(32) float lanes[kGroupRows];
+      _mm256_store_ps(lanes, acc[t]);
+      std::copy_n(lanes, rows, out);
+    }
+  }
+}
+
+// q4_K: pieces 0-2 hold the 12 scale bytes, 3 + 8c + l the nibbles of
+// columns 64c + 4l.. (low) and 64c + 32 + 4l.. (high), sub-blocks 2c and
+// 2c + 1.
+template <int T>
+void GroupTileQ4_K(const QuantTileArgs& p, const std::byte* group, int64_t i0,
+                   int rows, int64_t j0) {
+  const int64_t nb = p.k / kQK_K;
+  const BlockQ8_K* a[T];
+  for (int t = 0; t < T; ++t) {
+    a[t] =
+        reinterpret_cast<const BlockQ8_K*>(p.act + (j0 + t) * p.act_row_bytes);
+  }
+  const __m256i low4 = _mm256_set1_epi8(0x0F);
+  const __m256i low6 = _mm256_set1_epi8(0x3F);
+  const __m256i bits45 = _mm256_set1_epi8(0x30);
+  __m256 acc[T];
+  for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const std::byte* o = group + b * kGroupBlockBytes<Q4_K>;
+    const std::byte* pieces = o + 4 * kGroupRows;
+    // The 6-bit scales and minimums of sub-blocks 0-3 (lo) and 4-7 (hi),
+    // 4 bytes per row: scale j < 4 is the low 6 bits of byte j, minimum j of
+    // byte 4 + j; j >= 4 take bytes 8 + (j - 4) for their low 4 bits and the
+    // top 2 bits of bytes j - 4 (scales) and j (minimums).
+    const __m256i p0 = LoadPiece(pieces, 0);
+    const __m256i p1 = LoadPiece(pieces, 1);
+    const __m256i p2 = LoadPiece(pieces, 2);
+    const __m256i sc_lo = _mm256_and_si256(p0, low6);
+    const __m256i m_lo = _mm256_and_si256(p1, low6);
+    const __m256i sc_hi =
+        _mm256_or_si256(_mm256_and_si256(p2, low4),
+                        _mm256_and_si256(_mm256_srli_epi16(p0, 2), bits45));
+    const __m256i m_hi =
+        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(p2, 4), low4),
+                        _mm256_and_si256(_mm256_srli_epi16(p1, 2), bits45));
+    __m256i isum[T];
+    for (int t = 0; t < T; ++t) isum[t] = _mm256_setzero_si256();
+    for (int s = 0; s < 8; ++s) {
+      const int c = s / 2;
+      const bool high = s % 2 == 1;
+      // 16 products of <= 15 * 128 per 16-bit lane stay below 2^15.
+      __m256i i16[T];
+      for (int t = 0; t < T; ++t) i16[t] = _mm256_setzero_si256();
+      for (int l = 0; l < 8; ++l) {
+        const __m256i piece = LoadPiece(pieces, 3 + 8 * c + l);
+        const __m256i w =
+            _mm256_and_si256(high ? _mm256_srli_epi16(piece, 4) : piece, low4);
+        for (int t = 0; t < T; ++t) {
+          i16[t] = _mm256_add_epi16(
+              i16[t],
+              _mm256_maddubs_epi16(w, Broadcast4(a[t][b].qs + 32 * s + 4 * l)));
+        }
+      }
+      const __m256i scale = SpreadByte(s < 4 ? sc_lo : sc_hi, s % 4);
+      for (int t = 0; t < T; ++t) {
+        isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(i16[t], scale));
+      }
+    }
+    // Minimums of sub-blocks 2q and 2q + 1 against the activation's sums
+    // over them (two bsums each), as 16-bit pairs.
+    const __m256i mins[4] = {PairBytes(m_lo, 0, 1), PairBytes(m_lo, 2, 3),
+                             PairBytes(m_hi, 0, 1), PairBytes(m_hi, 2, 3)};
+    const __m256 d =
+        _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(o)));
+    const __m256 dmin = _mm256_cvtph_ps(
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(o + 16)));
+    for (int t = 0; t < T; ++t) {
+      const __m128i bs0 =
+          _mm_loadu_si128(reinterpret_cast<const __m128i*>(a[t][b].bsums));
+      const __m128i bs1 =
+          _mm_loadu_si128(reinterpret_cast<const __m128i*>(a[t][b].bsums + 8));
+      const __m128i sums = _mm_hadd_epi16(bs0, bs1);  // Per sub-block.
+      __m256i msum = _mm256_madd_epi16(
+          mins[0], _mm256_set1_epi32(_mm_extract_epi32(sums, 0)));
+      msum = _mm256_add_epi32(
+          msum, _mm256_madd_epi16(
+                    mins[1], _mm256_set1_epi32(_mm_extract_epi32(sums, 1))));
+      msum = _mm256_add_epi32(
+          msum, _mm256_madd_epi16(
+                    mins[2], _mm256_set1_epi32(_mm_extract_epi32(sums, 2))));
+      msum = _mm256_add_epi32(
+          msum, _mm256_madd_epi16(
+                    mins[3], _mm256_set1_epi32(_mm_extract_epi32(sums, 3))));
+      const __m256 da = _mm256_set1_ps(a[t][b].d);
+      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]),
+                               _mm256_mul_ps(d, da), acc[t]);
+      acc[t] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(msum),
+                                _mm256_mul_ps(dmin, da), acc[t]);
+    }
+  }
+  StoreRows<T>(p, acc, i0, rows, j0);
+}
+
+// q6_K: pieces 16h + l and 16h + 8 + l hold the low nibbles (ql), 32 + 8h +
+// l the 2 high bits (qh) of columns 128h + 32g + 4l.. for g = 0..3 (g even
+// from the first piece, odd from the second; low nibbles for g < 2), and 48
+// + j the int8 scales of sub-blocks 4j..4j + 3. Values are stored + 32.
+template <int T>
+void GroupTileQ6_K(const QuantTileArgs& p, const std::byte* group, int64_t i0,
+                   int rows, int64_t j0) {
+  const int64_t nb = p.k / kQK_K;
+  const BlockQ8_K* a[T];
+  for (int t = 0; t < T; ++t) {
+    a[t] =
+        reinterpret_cast<const BlockQ8_K*>(p.act + (j0 + t) * p.act_row_bytes);
+  }
+  const __m256i low4 = _mm256_set1_epi8(0x0F);
+  const __m256i bits45 = _mm256_set1_epi8(0x30);
+  __m256 acc[T];
+  for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const std::byte* o = group + b * kGroupBlockBytes<Q6_K>;
+    const std::byte* pieces = o + 2 * kGroupRows;
+    __m256i isum[T];
+    for (int t = 0; t < T; ++t) isum[t] = _mm256_setzero_si256();
+    for (int h = 0; h < 2; ++h) {
+      for (int g = 0; g < 4; ++g) {
+        for (int half = 0; half < 2; ++half) {
+          const int s = 8 * h + 2 * g + half;
+          const __m256i sc = LoadPiece(pieces, 48 + s / 4);
+          const __m256i scale = PairSignedBytes(sc, s % 4, s % 4);
+          for (int pair = 0; pair < 2; ++pair) {
+            __m256i q[2];
+            for (int e = 0; e < 2; ++e) {
+              const int l = 4 * half + 2 * pair + e;
+              const __m256i ql = LoadPiece(pieces, 16 * h + 8 * (g % 2) + l);
+              const __m256i qh = LoadPiece(pieces, 32 + 8 * h + l);
+              const __m256i low =
+                  _mm256_and_si256(g < 2 ? ql : _mm256_srli_epi16(ql, 4), low4);
+              // Bits 2g, 2g + 1 of qh moved to 4, 5.
+              const __m256i hi = g == 0   ? _mm256_slli_epi16(qh, 4)
+                                 : g == 1 ? _mm256_slli_epi16(qh, 2)
+                                 : g == 2 ? qh
+                                          : _mm256_srli_epi16(qh, 2);
+              q[e] = _mm256_or_si256(low, _mm256_and_si256(hi, bits45));
+            }
+            const int at = 128 * h + 32 * g + 16 * half + 8 * pair;
+            for (int t = 0; t < T; ++t) {
+              // Two pair sums of <= 63 * 128 each per 16-bit lane: < 2^15.
+              const __m256i x = _mm256_add_epi16(
+                  _mm256_maddubs_epi16(q[0], Broadcast4(a[t][b].qs + at)),
+                  _mm256_maddubs_epi16(q[1], Broadcast4(a[t][b].qs + at + 4)));
+              isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(x, scale));
+            }
+          }
+        }
+      }
+    }
+    // The offset: 32 * sum over sub-blocks of scale * bsum, with the scales
+    // of sub-blocks 2u and 2u + 1 as 16-bit pairs.
+    __m256i pairs[8];
+    for (int u = 0; u < 8; ++u) {
+      pairs[u] = PairSignedBytes(LoadPiece(pieces, 48 + u / 2), 2 * (u % 2),
+                                 2 * (u % 2) + 1);
+    }
+    const __m256 d =
+        _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(o)));
+    for (int t = 0; t < T; ++t) {
+      __m256i offset = _mm256_setzero_si256();
+      for (int u = 0; u < 8; ++u) {
+        int32_t bs;
+        std::memcpy(&bs, a[t][b].bsums + 2 * u, 4);
+        offset = _mm256_add_epi32(
+            offset, _mm256_madd_epi16(pairs[u], _mm256_set1_epi32(bs)));
+      }
+      const __m256i dot =
+          _mm256_sub_epi32(isum[t], _mm256_slli_epi32(offset, 5));
+      acc[t] =
+          _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot),
+                          _mm256_mul_ps(d, _mm256_set1_ps(a[t][b].d)), acc[t]);
+    }
+  }
+  StoreRows<T>(p, acc, i0, rows, j0);
+}
+
+template <class F, int T>
+void GroupTile(const QuantTileArgs& p, const std::byte* group, int64_t i0,
+               int rows, int64_t j0) {
+  if constexpr (std::is_same_v<F, Q4_K>) {
+    GroupTileQ4_K<T>(p, group, i0, rows, j0);
+  } else {
+    GroupTileQ6_K<T>(p, group, i0, rows, j0);
+  }
+}
+
+template <class F>
+void ComputeGroups(const QuantTileArgs& p, int64_t row_begin, int64_t row_end,
+                   int64_t token_begin, int64_t token_end) {
+  const int64_t nb = p.k / kQK_K;
+  // Grown once per thread, then reused.
+  thread_local std::vector<std::byte> group;
+  if (!p.grouped) group.resize(static_cast<size_t>(nb * kGroupBlockBytes<F>));
+  for (int64_t i = row_begin; i < row_end; i += kGroupRows) {
+    const int rows =
+        static_cast<int>(std::min<int64_t>(kGroupRows, row_end - i));
+    const std::byte* g = p.w + i * p.w_row_bytes;  // Packed: i % 8 == 0.
+    if (!p.grouped) {
+      LayOutGroup<F>(p, i, rows, group.data());
+      g = group.data();
+    }
+    int64_t j = token_begin;
+    for (; j + kGroupTokens <= token_end; j += kGroupTokens) {
+      GroupTile<F, kGroupTokens>(p, g, i, rows, j);
+    }
+    switch (token_end - j) {
+      case 3:
+        GroupTile<F, 3>(p, g, i, rows, j);
+        break;
+      case 2:
+        GroupTile<F, 2>(p, g, i, rows, j);
+        break;
+      case 1:
+        GroupTile<F, 1>(p, g, i, rows, j);
+        break;
+      default:
+        break;
+    }
+  }
+}
+
+}  // namespace
+
+QuantTileFn Avx2KQuantTile(quant::QuantType weight) {
+  switch (weight) {
+    case quant::QuantType::kQ4_K:
+      return ComputeGroups<Q4_K>;
+    case quant::QuantType::kQ6_K:
+      return ComputeGroups<Q6_K>;
+    default:
+      return nullptr;
+  }
+}
+
+}  // namespace cpu_internal
+}  // namespace ferry
