@@ -36,6 +36,8 @@ TEST(QuantGroupLayoutTest, PackableOnlyWholeGroupsOfBlockTypes) {
   EXPECT_FALSE(QuantGroupLayout::Packable(DType::kQ6_K, {128, 16, 1, 1}));
   EXPECT_FALSE(QuantGroupLayout::Packable(DType::kQ4_K, {256, 12, 1, 1}));
   EXPECT_FALSE(QuantGroupLayout::Packable(DType::kQ3_K, {256, 16, 1, 1}));
+  EXPECT_TRUE(QuantGroupLayout::Packable(DType::kIQ4_NL, {576, 16, 1, 1}));
+  EXPECT_TRUE(QuantGroupLayout::Packable(DType::kIQ4_XS, {1536, 16, 1, 1}));
   EXPECT_FALSE(QuantGroupLayout::Packable(DType::kF32, {64, 16, 1, 1}));
   EXPECT_FALSE(QuantGroupLayout::Packable(DType::kQ4_0, {48, 16, 1, 1}));
 }
@@ -55,11 +57,12 @@ TEST(QuantGroupLayoutTest, OffsetsAreAPermutationInTheDocumentedPlaces) {
       EXPECT_TRUE(seen.insert(p).second) << "byte " << i;
     }
     const int64_t block = DTypeBlockBytes(dtype);
-    const int64_t header =
-        dtype == DType::kQ4_1 || dtype == DType::kQ5_1 || dtype == DType::kQ4_K
-            ? 4
-        : dtype == DType::kQ6_K ? 0
-                                : 2;
+    const int64_t header = dtype == DType::kQ4_1 || dtype == DType::kQ5_1 ||
+                                   dtype == DType::kQ4_K ||
+                                   dtype == DType::kIQ4_XS
+                               ? 4
+                           : dtype == DType::kQ6_K ? 0
+                                                   : 2;
     const int64_t trailer = dtype == DType::kQ6_K ? 2 : 0;
     EXPECT_EQ(layout.header_bytes(), header);
     EXPECT_EQ(layout.trailer_bytes(), trailer);

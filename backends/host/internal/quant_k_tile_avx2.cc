@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "ferry/backends/host/internal/quant_group_layout.h"
+#include "ferry/backends/host/internal/quant_group_tile_avx2.h"
 #include "ferry/backends/host/internal/quant_tile_kernels.h"
 #include "ferry/quant/block_formats.h"
 
@@ -30,154 +31,12 @@ namespace {
 using quant::BlockQ8_K;
 using quant::kQK_K;
 
-// Tokens per tile: their accumulators and a block's pieces fill the 16 ymm
-// registers.
-constexpr int kGroupTokens = 4;
-constexpr int64_t kPieceBytes = 4;
-
-// The formats: f16 fields per row (before the pieces in the group layout),
-// and where the header's fields end within a row's block.
-struct Q4_K {
-  using Block = quant::BlockQ4_K;
-  static constexpr int64_t kHeaderBytes = 4;  // d, dmin.
-  static constexpr int64_t kTrailerBytes = 0;
-};
-
-struct Q6_K {
-  using Block = quant::BlockQ6_K;
-  static constexpr int64_t kHeaderBytes = 0;
-  static constexpr int64_t kTrailerBytes = 2;  // d.
-};
-
-template <class F>
-constexpr int64_t kBlockBytes = static_cast<int64_t>(sizeof(typename F::Block));
-template <class F>
-constexpr int64_t kFieldBytes = F::kHeaderBytes + F::kTrailerBytes;
-template <class F>
-constexpr int64_t kPieces = (kBlockBytes<F> - kFieldBytes<F>) / kPieceBytes;
-template <class F>
-constexpr int64_t kGroupBlockBytes = kGroupRows* kBlockBytes<F>;
-
-inline __m256i LoadPiece(const std::byte* pieces, int q) {
-  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pieces + 32 * q));
-}
-
-// Token t's activation bytes [at, at + 4) in every 32-bit lane.
-inline __m256i Broadcast4(const int8_t* qs) {
-  int32_t v;
-  std::memcpy(&v, qs, 4);
-  return _mm256_set1_epi32(v);
-}
-
-// out[q] = dword q of each of the 8 rows (row r in lane r), from 32 bytes
-// at each of rows[r] + at.
-inline void Transpose8x8(const std::byte* const* rows, int64_t at,
-                         __m256i* out) {
-  __m256i x[8], t[8], u[8];
-  for (int r = 0; r < 8; ++r) {
-    x[r] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows[r] + at));
-  }
-  for (int r = 0; r < 8; r += 2) {
-    t[r] = _mm256_unpacklo_epi32(x[r], x[r + 1]);      // 0, 1 | 4, 5.
-    t[r + 1] = _mm256_unpackhi_epi32(x[r], x[r + 1]);  // 2, 3 | 6, 7.
-  }
-  for (int h = 0; h < 8; h += 4) {
-    u[h + 0] = _mm256_unpacklo_epi64(t[h], t[h + 2]);      // 0 | 4.
-    u[h + 1] = _mm256_unpackhi_epi64(t[h], t[h + 2]);      // 1 | 5.
-    u[h + 2] = _mm256_unpacklo_epi64(t[h + 1], t[h + 3]);  // 2 | 6.
-    u[h + 3] = _mm256_unpackhi_epi64(t[h + 1], t[h + 3]);  // 3 | 7.
-  }
-  for (int q = 0; q < 4; ++q) {
-    out[q] = _mm256_permute2x128_si256(u[q], u[q + 4], 0x20);
-    out[q + 4] = _mm256_permute2x128_si256(u[q], u[q + 4], 0x31);
-  }
-}
-
-// Lays out weight rows [i0, i0 + rows) (rows <= 8; missing rows repeat the
-// last one, whose lanes are never stored) as the group layout at `out`.
-template <class F>
-void LayOutGroup(const QuantTileArgs& p, int64_t i0, int rows, std::byte* out) {
-  const int64_t nb = p.k / kQK_K;
-  const std::byte* w[kGroupRows];
-  for (int r = 0; r < kGroupRows; ++r) {
-    w[r] = p.w + (i0 + std::min(r, rows - 1)) * p.w_row_bytes;
-  }
-  const std::byte* row_blocks[kGroupRows];
-  for (int64_t b = 0; b < nb; ++b) {
-    std::byte* o = out + b * kGroupBlockBytes<F>;
-    for (int r = 0; r < kGroupRows; ++r) {
-      row_blocks[r] = w[r] + b * kBlockBytes<F>;
-      for (int64_t f = 0; f < kFieldBytes<F>; f += 2) {
-        const int64_t from =
-            f < F::kHeaderBytes ? f : kBlockBytes<F> - kFieldBytes<F> + f;
-        std::memcpy(o + f * kGroupRows + 2 * r, row_blocks[r] + from, 2);
-      }
-    }
-    std::byte* pieces = o + kFieldBytes<F> * kGroupRows;
-    int64_t q = 0;
-    for (; q + 8 <= kPieces<F>; q += 8) {
-      __m256i t[8];
-      Transpose8x8(row_blocks, F::kHeaderBytes + q * kPieceBytes, t);
-      for (int s = 0; s < 8; ++s) {
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(pieces + 32 * (q + s)),
-                            t[s]);
-      }
-    }
-    for (; q < kPieces<F>; ++q) {
-      for (int r = 0; r < kGroupRows; ++r) {
-        std::memcpy(pieces + 32 * q + 4 * r,
-                    row_blocks[r] + F::kHeaderBytes + q * kPieceBytes, 4);
-      }
-    }
-  }
-}
-
-// Byte `byte` (< 4) of each row's dword as a 16-bit lane, both halves of
-// the dword (so madd multiplies pairs of 16-bit sums by it).
-inline __m256i SpreadByte(__m256i dwords, int byte) {
-  const char b = static_cast<char>(byte);
-  const __m256i index =
-      _mm256_setr_epi8(b, -1, b, -1, 4 + b, -1, 4 + b, -1, 8 + b, -1, 8 + b, -1,
-                       12 + b, -1, 12 + b, -1, b, -1, b, -1, 4 + b, -1, 4 + b,
-                       -1, 8 + b, -1, 8 + b, -1, 12 + b, -1, 12 + b, -1);
-  return _mm256_shuffle_epi8(dwords, index);
-}
-
-// Bytes b0 and b1 of each row's dword as the dword's two 16-bit lanes.
-inline __m256i PairBytes(__m256i dwords, int b0, int b1) {
-  const char x = static_cast<char>(b0), y = static_cast<char>(b1);
-  const __m256i index =
-      _mm256_setr_epi8(x, -1, y, -1, 4 + x, -1, 4 + y, -1, 8 + x, -1, 8 + y, -1,
-                       12 + x, -1, 12 + y, -1, x, -1, y, -1, 4 + x, -1, 4 + y,
-                       -1, 8 + x, -1, 8 + y, -1, 12 + x, -1, 12 + y, -1);
-  return _mm256_shuffle_epi8(dwords, index);
-}
-
-// As PairBytes with signed bytes, sign-extended: each goes into the high
-// byte of its 16-bit lane, then an arithmetic shift brings it down.
-inline __m256i PairSignedBytes(__m256i dwords, int b0, int b1) {
-  const char x = static_cast<char>(b0), y = static_cast<char>(b1);
-  const __m256i index =
-      _mm256_setr_epi8(-1, x, -1, y, -1, 4 + x, -1, 4 + y, -1, 8 + x, -1, 8 + y,
-                       -1, 12 + x, -1, 12 + y, -1, x, -1, y, -1, 4 + x, -1,
-                       4 + y, -1, 8 + x, -1, 8 + y, -1, 12 + x, -1, 12 + y);
-  return _mm256_srai_epi16(_mm256_shuffle_epi8(dwords, index), 8);
-}
-
-template <int T>
-inline void StoreRows(const QuantTileArgs& p, const __m256* acc, int64_t i0,
-                      int rows, int64_t j0) {
-  for (int t = 0; t < T; ++t) {
-    float* out = p.dst + (j0 + t) * p.ldc + i0;
-    if (rows == kGroupRows) {
-      _mm256_storeu_ps(out, acc[t]);
-    } else {
-      alignas(32) float lanes[kGroupRows];
-      _mm256_store_ps(lanes, acc[t]);
-      std::copy_n(lanes, rows, out);
-    }
-  }
-}
+using group_avx2::Broadcast4;
+using group_avx2::LoadPiece;
+using group_avx2::PairBytes;
+using group_avx2::PairSignedBytes;
+using group_avx2::SpreadByte;
+using group_avx2::StoreRows;
 
 // q4_K: pieces 0-2 hold the 12 scale bytes, 3 + 8c + l the nibbles of
 // columns 64c + 4l.. (low) and 64c + 32 + 4l.. (high), sub-blocks 2c and
@@ -197,7 +56,8 @@ void GroupTileQ4_K(const QuantTileArgs& p, const std::byte* group, int64_t i0,
   __m256 acc[T];
   for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
-    const std::byte* o = group + b * kGroupBlockBytes<Q4_K>;
+    const std::byte* o =
+        group + b * (kGroupRows * int64_t{sizeof(quant::BlockQ4_K)});
     const std::byte* pieces = o + 4 * kGroupRows;
     // The 6-bit scales and minimums of sub-blocks 0-3 (lo) and 4-7 (hi),
     // 4 bytes per row: scale j < 4 is the low 6 bits of byte j, minimum j of
@@ -290,7 +150,8 @@ void GroupTileQ6_K(const QuantTileArgs& p, const std::byte* group, int64_t i0,
   __m256 acc[T];
   for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
-    const std::byte* o = group + b * kGroupBlockBytes<Q6_K>;
+    const std::byte* o =
+        group + b * (kGroupRows * int64_t{sizeof(quant::BlockQ6_K)});
     const std::byte* pieces = o + 2 * kGroupRows;
     __m256i isum[T];
     for (int t = 0; t < T; ++t) isum[t] = _mm256_setzero_si256();
@@ -354,59 +215,39 @@ void GroupTileQ6_K(const QuantTileArgs& p, const std::byte* group, int64_t i0,
   StoreRows<T>(p, acc, i0, rows, j0);
 }
 
-template <class F, int T>
-void GroupTile(const QuantTileArgs& p, const std::byte* group, int64_t i0,
-               int rows, int64_t j0) {
-  if constexpr (std::is_same_v<F, Q4_K>) {
+// The formats (quant_group_tile_avx2.h).
+struct Q4_K {
+  using Block = quant::BlockQ4_K;
+  static constexpr int64_t kBlockElements = kQK_K;
+  static constexpr int64_t kHeaderBytes = 4;  // d, dmin.
+  static constexpr int64_t kTrailerBytes = 0;
+  template <int T>
+  static void Tile(const QuantTileArgs& p, const std::byte* group, int64_t i0,
+                   int rows, int64_t j0) {
     GroupTileQ4_K<T>(p, group, i0, rows, j0);
-  } else {
+  }
+};
+
+struct Q6_K {
+  using Block = quant::BlockQ6_K;
+  static constexpr int64_t kBlockElements = kQK_K;
+  static constexpr int64_t kHeaderBytes = 0;
+  static constexpr int64_t kTrailerBytes = 2;  // d.
+  template <int T>
+  static void Tile(const QuantTileArgs& p, const std::byte* group, int64_t i0,
+                   int rows, int64_t j0) {
     GroupTileQ6_K<T>(p, group, i0, rows, j0);
   }
-}
-
-template <class F>
-void ComputeGroups(const QuantTileArgs& p, int64_t row_begin, int64_t row_end,
-                   int64_t token_begin, int64_t token_end) {
-  const int64_t nb = p.k / kQK_K;
-  // Grown once per thread, then reused.
-  thread_local std::vector<std::byte> group;
-  if (!p.grouped) group.resize(static_cast<size_t>(nb * kGroupBlockBytes<F>));
-  for (int64_t i = row_begin; i < row_end; i += kGroupRows) {
-    const int rows =
-        static_cast<int>(std::min<int64_t>(kGroupRows, row_end - i));
-    const std::byte* g = p.w + i * p.w_row_bytes;  // Packed: i % 8 == 0.
-    if (!p.grouped) {
-      LayOutGroup<F>(p, i, rows, group.data());
-      g = group.data();
-    }
-    int64_t j = token_begin;
-    for (; j + kGroupTokens <= token_end; j += kGroupTokens) {
-      GroupTile<F, kGroupTokens>(p, g, i, rows, j);
-    }
-    switch (token_end - j) {
-      case 3:
-        GroupTile<F, 3>(p, g, i, rows, j);
-        break;
-      case 2:
-        GroupTile<F, 2>(p, g, i, rows, j);
-        break;
-      case 1:
-        GroupTile<F, 1>(p, g, i, rows, j);
-        break;
-      default:
-        break;
-    }
-  }
-}
+};
 
 }  // namespace
 
 QuantTileFn Avx2KQuantTile(quant::QuantType weight) {
   switch (weight) {
     case quant::QuantType::kQ4_K:
-      return ComputeGroups<Q4_K>;
+      return group_avx2::ComputeGroups<Q4_K>;
     case quant::QuantType::kQ6_K:
-      return ComputeGroups<Q6_K>;
+      return group_avx2::ComputeGroups<Q6_K>;
     default:
       return nullptr;
   }
