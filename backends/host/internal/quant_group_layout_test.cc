@@ -16,9 +16,9 @@ namespace ferry {
 namespace cpu_internal {
 namespace {
 
-constexpr DType kTypes[] = {DType::kQ4_0, DType::kQ4_1, DType::kQ5_0,
-                            DType::kQ5_1, DType::kQ8_0, DType::kQ4_K,
-                            DType::kQ6_K};
+constexpr DType kTypes[] = {
+    DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1,   DType::kQ8_0,
+    DType::kQ4_K, DType::kQ5_K, DType::kQ6_K, DType::kIQ4_NL, DType::kIQ4_XS};
 
 // Three blocks' worth of elements (the tests' row length).
 int64_t ThreeBlocks(DType dtype) { return 3 * DTypeBlockSize(dtype); }
@@ -59,6 +59,7 @@ TEST(QuantGroupLayoutTest, OffsetsAreAPermutationInTheDocumentedPlaces) {
     const int64_t block = DTypeBlockBytes(dtype);
     const int64_t header = dtype == DType::kQ4_1 || dtype == DType::kQ5_1 ||
                                    dtype == DType::kQ4_K ||
+                                   dtype == DType::kQ5_K ||
                                    dtype == DType::kIQ4_XS
                                ? 4
                            : dtype == DType::kQ6_K ? 0

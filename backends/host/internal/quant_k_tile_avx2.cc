@@ -1,6 +1,6 @@
-// AVX2 tiles of q4_K and q6_K weights (compiled with -mavx2 -mfma -mf16c):
-// 8 rows by up to 4 tokens of q8_K activations, on weights in groups of 8
-// rows (quant_group_layout.h: per super-block the 8 rows' f16 fields, then
+// AVX2 tiles of q4_K, q5_K and q6_K weights (compiled with -mavx2 -mfma
+// -mf16c): 8 rows by up to 4 tokens of q8_K activations, on weights in groups
+// of 8 rows (quant_group_layout.h: per super-block the 8 rows' f16 fields, then
 // pieces of 32 bytes, each 4 bytes of every row). As in quant_tile_avx2.cc
 // a piece is 4 columns of the 8 rows, one maddubs with a token's 4
 // activations broadcast adds products into each row's lanes, and the 8 rows
@@ -38,12 +38,17 @@ using group_avx2::PairSignedBytes;
 using group_avx2::SpreadByte;
 using group_avx2::StoreRows;
 
-// q4_K: pieces 0-2 hold the 12 scale bytes, 3 + 8c + l the nibbles of
-// columns 64c + 4l.. (low) and 64c + 32 + 4l.. (high), sub-blocks 2c and
-// 2c + 1.
-template <int T>
-void GroupTileQ4_K(const QuantTileArgs& p, const std::byte* group, int64_t i0,
-                   int rows, int64_t j0) {
+// q4_K (kFifthBit false) and q5_K: pieces 0-2 hold the 12 scale bytes,
+// then (q5_K) 8 pieces of qh, piece l with the fifth bits of columns 4l..
+// of every sub-block (bit s for sub-block s), then the nibbles: piece 8c + l
+// of them holds columns 64c + 4l.. (low) and 64c + 32 + 4l.. (high),
+// sub-blocks 2c and 2c + 1.
+template <bool kFifthBit, int T>
+void GroupTileScaleMin(const QuantTileArgs& p, const std::byte* group,
+                       int64_t i0, int rows, int64_t j0) {
+  using Block =
+      std::conditional_t<kFifthBit, quant::BlockQ5_K, quant::BlockQ4_K>;
+  constexpr int kNibblePieces = kFifthBit ? 11 : 3;
   const int64_t nb = p.k / kQK_K;
   const BlockQ8_K* a[T];
   for (int t = 0; t < T; ++t) {
@@ -56,8 +61,7 @@ void GroupTileQ4_K(const QuantTileArgs& p, const std::byte* group, int64_t i0,
   __m256 acc[T];
   for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
-    const std::byte* o =
-        group + b * (kGroupRows * int64_t{sizeof(quant::BlockQ4_K)});
+    const std::byte* o = group + b * (kGroupRows * int64_t{sizeof(Block)});
     const std::byte* pieces = o + 4 * kGroupRows;
     // The 6-bit scales and minimums of sub-blocks 0-3 (lo) and 4-7 (hi),
     // 4 bytes per row: scale j < 4 is the low 6 bits of byte j, minimum j of
@@ -79,22 +83,34 @@ void GroupTileQ4_K(const QuantTileArgs& p, const std::byte* group, int64_t i0,
     for (int s = 0; s < 8; ++s) {
       const int c = s / 2;
       const bool high = s % 2 == 1;
-      // 16 products of <= 15 * 128 per 16-bit lane stay below 2^15.
-      __m256i i16[T];
-      for (int t = 0; t < T; ++t) i16[t] = _mm256_setzero_si256();
-      for (int l = 0; l < 8; ++l) {
-        const __m256i piece = LoadPiece(pieces, 3 + 8 * c + l);
-        const __m256i w =
-            _mm256_and_si256(high ? _mm256_srli_epi16(piece, 4) : piece, low4);
-        for (int t = 0; t < T; ++t) {
-          i16[t] = _mm256_add_epi16(
-              i16[t],
-              _mm256_maddubs_epi16(w, Broadcast4(a[t][b].qs + 32 * s + 4 * l)));
-        }
-      }
       const __m256i scale = SpreadByte(s < 4 ? sc_lo : sc_hi, s % 4);
-      for (int t = 0; t < T; ++t) {
-        isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(i16[t], scale));
+      // 16 products of <= 15 * 128 per 16-bit lane stay below 2^15, but
+      // only 8 of <= 31 * 128 (q5_K), which widens every 4 pieces.
+      constexpr int kRun = kFifthBit ? 4 : 8;
+      for (int l0 = 0; l0 < 8; l0 += kRun) {
+        __m256i i16[T];
+        for (int t = 0; t < T; ++t) i16[t] = _mm256_setzero_si256();
+        for (int l = l0; l < l0 + kRun; ++l) {
+          const __m256i piece = LoadPiece(pieces, kNibblePieces + 8 * c + l);
+          __m256i w = _mm256_and_si256(
+              high ? _mm256_srli_epi16(piece, 4) : piece, low4);
+          if constexpr (kFifthBit) {
+            // Bit s of each qh byte moved to bit 4.
+            const __m256i qh = LoadPiece(pieces, 3 + l);
+            const __m256i bit = s <= 4 ? _mm256_slli_epi16(qh, 4 - s)
+                                       : _mm256_srli_epi16(qh, s - 4);
+            w = _mm256_or_si256(w,
+                                _mm256_and_si256(bit, _mm256_set1_epi8(0x10)));
+          }
+          for (int t = 0; t < T; ++t) {
+            i16[t] = _mm256_add_epi16(
+                i16[t], _mm256_maddubs_epi16(
+                            w, Broadcast4(a[t][b].qs + 32 * s + 4 * l)));
+          }
+        }
+        for (int t = 0; t < T; ++t) {
+          isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(i16[t], scale));
+        }
       }
     }
     // Minimums of sub-blocks 2q and 2q + 1 against the activation's sums
@@ -155,35 +171,38 @@ void GroupTileQ6_K(const QuantTileArgs& p, const std::byte* group, int64_t i0,
     const std::byte* pieces = o + 2 * kGroupRows;
     __m256i isum[T];
     for (int t = 0; t < T; ++t) isum[t] = _mm256_setzero_si256();
+    // Each sub-block's scale in the 16-bit lanes of its rows' dwords.
+    __m256i scales[16];
+    for (int s = 0; s < 16; ++s) {
+      scales[s] = PairSignedBytes(LoadPiece(pieces, 48 + s / 4), s % 4, s % 4);
+    }
+    // Columns 4l.. of pieces 16h + l, 16h + 8 + l and 32 + 8h + l (for l
+    // = 2u, 2u + 1) give all 4 g of them: each piece is read once.
     for (int h = 0; h < 2; ++h) {
-      for (int g = 0; g < 4; ++g) {
-        for (int half = 0; half < 2; ++half) {
-          const int s = 8 * h + 2 * g + half;
-          const __m256i sc = LoadPiece(pieces, 48 + s / 4);
-          const __m256i scale = PairSignedBytes(sc, s % 4, s % 4);
-          for (int pair = 0; pair < 2; ++pair) {
-            __m256i q[2];
-            for (int e = 0; e < 2; ++e) {
-              const int l = 4 * half + 2 * pair + e;
-              const __m256i ql = LoadPiece(pieces, 16 * h + 8 * (g % 2) + l);
-              const __m256i qh = LoadPiece(pieces, 32 + 8 * h + l);
-              const __m256i low =
-                  _mm256_and_si256(g < 2 ? ql : _mm256_srli_epi16(ql, 4), low4);
-              // Bits 2g, 2g + 1 of qh moved to 4, 5.
-              const __m256i hi = g == 0   ? _mm256_slli_epi16(qh, 4)
-                                 : g == 1 ? _mm256_slli_epi16(qh, 2)
-                                 : g == 2 ? qh
-                                          : _mm256_srli_epi16(qh, 2);
-              q[e] = _mm256_or_si256(low, _mm256_and_si256(hi, bits45));
-            }
-            const int at = 128 * h + 32 * g + 16 * half + 8 * pair;
-            for (int t = 0; t < T; ++t) {
-              // Two pair sums of <= 63 * 128 each per 16-bit lane: < 2^15.
-              const __m256i x = _mm256_add_epi16(
-                  _mm256_maddubs_epi16(q[0], Broadcast4(a[t][b].qs + at)),
-                  _mm256_maddubs_epi16(q[1], Broadcast4(a[t][b].qs + at + 4)));
-              isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(x, scale));
-            }
+      for (int u = 0; u < 4; ++u) {
+        for (int g = 0; g < 4; ++g) {
+          __m256i q[2];
+          for (int e = 0; e < 2; ++e) {
+            const int l = 2 * u + e;
+            const __m256i ql = LoadPiece(pieces, 16 * h + 8 * (g % 2) + l);
+            const __m256i qh = LoadPiece(pieces, 32 + 8 * h + l);
+            const __m256i low =
+                _mm256_and_si256(g < 2 ? ql : _mm256_srli_epi16(ql, 4), low4);
+            // Bits 2g, 2g + 1 of qh moved to 4, 5.
+            const __m256i hi = g == 0   ? _mm256_slli_epi16(qh, 4)
+                               : g == 1 ? _mm256_slli_epi16(qh, 2)
+                               : g == 2 ? qh
+                                        : _mm256_srli_epi16(qh, 2);
+            q[e] = _mm256_or_si256(low, _mm256_and_si256(hi, bits45));
+          }
+          const __m256i scale = scales[8 * h + 2 * g + u / 2];
+          const int at = 128 * h + 32 * g + 8 * u;
+          for (int t = 0; t < T; ++t) {
+            // Two pair sums of <= 63 * 128 each per 16-bit lane: < 2^15.
+            const __m256i x = _mm256_add_epi16(
+                _mm256_maddubs_epi16(q[0], Broadcast4(a[t][b].qs + at)),
+                _mm256_maddubs_epi16(q[1], Broadcast4(a[t][b].qs + at + 4)));
+            isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(x, scale));
           }
         }
       }
@@ -216,17 +235,21 @@ void GroupTileQ6_K(const QuantTileArgs& p, const std::byte* group, int64_t i0,
 }
 
 // The formats (quant_group_tile_avx2.h).
-struct Q4_K {
-  using Block = quant::BlockQ4_K;
+template <bool kFifthBit>
+struct ScaleMinK {
+  using Block =
+      std::conditional_t<kFifthBit, quant::BlockQ5_K, quant::BlockQ4_K>;
   static constexpr int64_t kBlockElements = kQK_K;
   static constexpr int64_t kHeaderBytes = 4;  // d, dmin.
   static constexpr int64_t kTrailerBytes = 0;
   template <int T>
   static void Tile(const QuantTileArgs& p, const std::byte* group, int64_t i0,
                    int rows, int64_t j0) {
-    GroupTileQ4_K<T>(p, group, i0, rows, j0);
+    GroupTileScaleMin<kFifthBit, T>(p, group, i0, rows, j0);
   }
 };
+using Q4_K = ScaleMinK<false>;
+using Q5_K = ScaleMinK<true>;
 
 struct Q6_K {
   using Block = quant::BlockQ6_K;
@@ -246,6 +269,8 @@ QuantTileFn Avx2KQuantTile(quant::QuantType weight) {
   switch (weight) {
     case quant::QuantType::kQ4_K:
       return group_avx2::ComputeGroups<Q4_K>;
+    case quant::QuantType::kQ5_K:
+      return group_avx2::ComputeGroups<Q5_K>;
     case quant::QuantType::kQ6_K:
       return group_avx2::ComputeGroups<Q6_K>;
     default:
