@@ -100,6 +100,7 @@ BENCHMARK_TEMPLATE(BM_QuantMatMul, quant::QuantType::kQ4_0)->Apply(Shapes);
 BENCHMARK_TEMPLATE(BM_QuantMatMul, quant::QuantType::kQ5_0)->Apply(Shapes);
 BENCHMARK_TEMPLATE(BM_QuantMatMul, quant::QuantType::kQ5_1)->Apply(Shapes);
 BENCHMARK_TEMPLATE(BM_QuantMatMul, quant::QuantType::kQ8_0)->Apply(Shapes);
+BENCHMARK_TEMPLATE(BM_QuantMatMul, quant::QuantType::kQ3_K)->Apply(KShapes);
 BENCHMARK_TEMPLATE(BM_QuantMatMul, quant::QuantType::kQ4_K)->Apply(KShapes);
 BENCHMARK_TEMPLATE(BM_QuantMatMul, quant::QuantType::kQ5_K)->Apply(KShapes);
 BENCHMARK_TEMPLATE(BM_QuantMatMul, quant::QuantType::kQ6_K)->Apply(KShapes);

@@ -16,9 +16,10 @@ namespace ferry {
 namespace cpu_internal {
 namespace {
 
-constexpr DType kTypes[] = {
-    DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1,   DType::kQ8_0,
-    DType::kQ4_K, DType::kQ5_K, DType::kQ6_K, DType::kIQ4_NL, DType::kIQ4_XS};
+constexpr DType kTypes[] = {DType::kQ4_0,   DType::kQ4_1,  DType::kQ5_0,
+                            DType::kQ5_1,   DType::kQ8_0,  DType::kQ3_K,
+                            DType::kQ4_K,   DType::kQ5_K,  DType::kQ6_K,
+                            DType::kIQ4_NL, DType::kIQ4_XS};
 
 // Three blocks' worth of elements (the tests' row length).
 int64_t ThreeBlocks(DType dtype) { return 3 * DTypeBlockSize(dtype); }
@@ -35,7 +36,7 @@ TEST(QuantGroupLayoutTest, PackableOnlyWholeGroupsOfBlockTypes) {
   EXPECT_TRUE(QuantGroupLayout::Packable(DType::kQ6_K, {1536, 576, 1, 1}));
   EXPECT_FALSE(QuantGroupLayout::Packable(DType::kQ6_K, {128, 16, 1, 1}));
   EXPECT_FALSE(QuantGroupLayout::Packable(DType::kQ4_K, {256, 12, 1, 1}));
-  EXPECT_FALSE(QuantGroupLayout::Packable(DType::kQ3_K, {256, 16, 1, 1}));
+  EXPECT_FALSE(QuantGroupLayout::Packable(DType::kQ2_K, {256, 16, 1, 1}));
   EXPECT_TRUE(QuantGroupLayout::Packable(DType::kIQ4_NL, {576, 16, 1, 1}));
   EXPECT_TRUE(QuantGroupLayout::Packable(DType::kIQ4_XS, {1536, 16, 1, 1}));
   EXPECT_FALSE(QuantGroupLayout::Packable(DType::kF32, {64, 16, 1, 1}));
@@ -62,9 +63,10 @@ TEST(QuantGroupLayoutTest, OffsetsAreAPermutationInTheDocumentedPlaces) {
                                    dtype == DType::kQ5_K ||
                                    dtype == DType::kIQ4_XS
                                ? 4
-                           : dtype == DType::kQ6_K ? 0
-                                                   : 2;
-    const int64_t trailer = dtype == DType::kQ6_K ? 2 : 0;
+                           : dtype == DType::kQ6_K || dtype == DType::kQ3_K ? 0
+                                                                            : 2;
+    const int64_t trailer =
+        dtype == DType::kQ6_K || dtype == DType::kQ3_K ? 2 : 0;
     EXPECT_EQ(layout.header_bytes(), header);
     EXPECT_EQ(layout.trailer_bytes(), trailer);
     // Row 11 (group 1, r = 3), block 2: its first field, its values' byte

@@ -1,4 +1,4 @@
-// AVX2 tiles of q4_K, q5_K and q6_K weights (compiled with -mavx2 -mfma
+// AVX2 tiles of q3_K, q4_K, q5_K and q6_K weights (compiled with -mavx2 -mfma
 // -mf16c): 8 rows by up to 4 tokens of q8_K activations, on weights in groups
 // of 8 rows (quant_group_layout.h: per super-block the 8 rows' f16 fields, then
 // pieces of 32 bytes, each 4 bytes of every row). As in quant_tile_avx2.cc
@@ -7,10 +7,11 @@
 // come out as the 8 lanes of one vector. What K-quants add: each sub-block's
 // 16-bit sums are multiplied by its rows' integer scales with one madd (the
 // scales, one byte per row in a piece, shuffled into 16-bit lanes once per
-// super-block for every token), and minimums (q4_K) and q6_K's offset of 32
-// go through the activation's per-16 sums (bsums) once per super-block.
-// Row-major weights are laid out a group at a time into thread-local
-// scratch first (a transpose of 8 x 8 dwords per 32 bytes of each row).
+// super-block for every token), and minimums (q4_K, q5_K) and the offsets
+// of q3_K (4) and q6_K (32) go through the activation's per-16 sums (bsums)
+// once per super-block. Row-major weights are laid out a group at a time into
+// thread-local scratch first (a transpose of 8 x 8 dwords per 32 bytes of each
+// row).
 #include <immintrin.h>
 
 #include <algorithm>
@@ -234,6 +235,105 @@ void GroupTileQ6_K(const QuantTileArgs& p, const std::byte* group, int64_t i0,
   StoreRows<T>(p, acc, i0, rows, j0);
 }
 
+// q3_K: pieces 0-7 hold hmask, 8 + 8h + l the 2-bit values (qs) of columns
+// 128h + 32g + 4l.. for g = 0..3 (bits 2g, 2g + 1; their high bit, worth 4,
+// is bit 4h + g of hmask piece l), 24-26 the 12 bytes of packed 6-bit
+// scales. Values are stored + 4, scales + 32.
+template <int T>
+void GroupTileQ3_K(const QuantTileArgs& p, const std::byte* group, int64_t i0,
+                   int rows, int64_t j0) {
+  const int64_t nb = p.k / kQK_K;
+  const BlockQ8_K* a[T];
+  for (int t = 0; t < T; ++t) {
+    a[t] =
+        reinterpret_cast<const BlockQ8_K*>(p.act + (j0 + t) * p.act_row_bytes);
+  }
+  const __m256i low4 = _mm256_set1_epi8(0x0F);
+  const __m256i low2 = _mm256_set1_epi8(3);
+  const __m256i bit2 = _mm256_set1_epi8(4);
+  const __m256i offset32 = _mm256_set1_epi16(32);
+  __m256 acc[T];
+  for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const std::byte* o =
+        group + b * (kGroupRows * int64_t{sizeof(quant::BlockQ3_K)});
+    const std::byte* pieces = o + 2 * kGroupRows;
+    // Scales + 32 of sub-blocks 4k..4k + 3 in bytes 0-3 of packed[k]: low
+    // nibbles of bytes 0-3 (k = 0), 4-7 (1), high ones of 0-3 (2), 4-7 (3);
+    // top bits 2k, 2k + 1 of bytes 8-11.
+    const __m256i p0 = LoadPiece(pieces, 24);
+    const __m256i p1 = LoadPiece(pieces, 25);
+    const __m256i p2 = LoadPiece(pieces, 26);
+    const __m256i nibbles[4] = {
+        _mm256_and_si256(p0, low4), _mm256_and_si256(p1, low4),
+        _mm256_and_si256(_mm256_srli_epi16(p0, 4), low4),
+        _mm256_and_si256(_mm256_srli_epi16(p1, 4), low4)};
+    __m256i packed[4];
+    for (int k = 0; k < 4; ++k) {
+      const __m256i top =
+          _mm256_and_si256(k == 0 ? p2 : _mm256_srli_epi16(p2, 2 * k), low2);
+      packed[k] = _mm256_or_si256(nibbles[k], _mm256_slli_epi16(top, 4));
+    }
+    __m256i scales[16];
+    for (int j = 0; j < 16; ++j) {
+      scales[j] = _mm256_sub_epi16(SpreadByte(packed[j / 4], j % 4), offset32);
+    }
+    __m256i isum[T];
+    for (int t = 0; t < T; ++t) isum[t] = _mm256_setzero_si256();
+    for (int h = 0; h < 2; ++h) {
+      for (int u = 0; u < 4; ++u) {
+        for (int g = 0; g < 4; ++g) {
+          __m256i q[2];
+          for (int e = 0; e < 2; ++e) {
+            const int l = 2 * u + e;
+            const __m256i qs = LoadPiece(pieces, 8 + 8 * h + l);
+            const __m256i hm = LoadPiece(pieces, l);
+            const __m256i low = _mm256_and_si256(
+                g == 0 ? qs : _mm256_srli_epi16(qs, 2 * g), low2);
+            // Bit 4h + g of hmask moved to bit 2.
+            const int bit = 4 * h + g;
+            const __m256i high = bit >= 2 ? _mm256_srli_epi16(hm, bit - 2)
+                                          : _mm256_slli_epi16(hm, 2 - bit);
+            q[e] = _mm256_or_si256(low, _mm256_and_si256(high, bit2));
+          }
+          const __m256i scale = scales[8 * h + 2 * g + u / 2];
+          const int at = 128 * h + 32 * g + 8 * u;
+          for (int t = 0; t < T; ++t) {
+            const __m256i x = _mm256_add_epi16(
+                _mm256_maddubs_epi16(q[0], Broadcast4(a[t][b].qs + at)),
+                _mm256_maddubs_epi16(q[1], Broadcast4(a[t][b].qs + at + 4)));
+            isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(x, scale));
+          }
+        }
+      }
+    }
+    // The offset: 4 * sum over sub-blocks of scale * bsum, the scales of
+    // sub-blocks 2v and 2v + 1 as 16-bit pairs.
+    __m256i pairs[8];
+    for (int v = 0; v < 8; ++v) {
+      pairs[v] = _mm256_sub_epi16(
+          PairBytes(packed[v / 2], 2 * (v % 2), 2 * (v % 2) + 1), offset32);
+    }
+    const __m256 d =
+        _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(o)));
+    for (int t = 0; t < T; ++t) {
+      __m256i offset = _mm256_setzero_si256();
+      for (int v = 0; v < 8; ++v) {
+        int32_t bs;
+        std::memcpy(&bs, a[t][b].bsums + 2 * v, 4);
+        offset = _mm256_add_epi32(
+            offset, _mm256_madd_epi16(pairs[v], _mm256_set1_epi32(bs)));
+      }
+      const __m256i dot =
+          _mm256_sub_epi32(isum[t], _mm256_slli_epi32(offset, 2));
+      acc[t] =
+          _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot),
+                          _mm256_mul_ps(d, _mm256_set1_ps(a[t][b].d)), acc[t]);
+    }
+  }
+  StoreRows<T>(p, acc, i0, rows, j0);
+}
+
 // The formats (quant_group_tile_avx2.h).
 template <bool kFifthBit>
 struct ScaleMinK {
@@ -251,6 +351,18 @@ struct ScaleMinK {
 using Q4_K = ScaleMinK<false>;
 using Q5_K = ScaleMinK<true>;
 
+struct Q3_K {
+  using Block = quant::BlockQ3_K;
+  static constexpr int64_t kBlockElements = kQK_K;
+  static constexpr int64_t kHeaderBytes = 0;
+  static constexpr int64_t kTrailerBytes = 2;  // d.
+  template <int T>
+  static void Tile(const QuantTileArgs& p, const std::byte* group, int64_t i0,
+                   int rows, int64_t j0) {
+    GroupTileQ3_K<T>(p, group, i0, rows, j0);
+  }
+};
+
 struct Q6_K {
   using Block = quant::BlockQ6_K;
   static constexpr int64_t kBlockElements = kQK_K;
@@ -267,6 +379,8 @@ struct Q6_K {
 
 QuantTileFn Avx2KQuantTile(quant::QuantType weight) {
   switch (weight) {
+    case quant::QuantType::kQ3_K:
+      return group_avx2::ComputeGroups<Q3_K>;
     case quant::QuantType::kQ4_K:
       return group_avx2::ComputeGroups<Q4_K>;
     case quant::QuantType::kQ5_K:
