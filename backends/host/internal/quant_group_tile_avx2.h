@@ -45,6 +45,14 @@ inline __m256i LoadPiece(const std::byte* pieces, int q) {
   return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pieces + 32 * q));
 }
 
+// Asks for the `bytes` after `p` (the next block of a group, read in an
+// order the hardware prefetcher does not follow) to be brought into cache.
+inline void PrefetchBlock(const std::byte* p, int64_t bytes) {
+  for (int64_t at = 0; at < bytes; at += 64) {
+    _mm_prefetch(reinterpret_cast<const char*>(p + at), _MM_HINT_T0);
+  }
+}
+
 // Token t's activation bytes [at, at + 4) in every 32-bit lane.
 inline __m256i Broadcast4(const int8_t* qs) {
   int32_t v;

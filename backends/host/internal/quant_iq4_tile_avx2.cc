@@ -120,6 +120,7 @@ struct IQ4_XS {
     for (int64_t b = 0; b < nb; ++b) {
       const std::byte* o = group + b * kGroupBlock;
       const std::byte* pieces = o + 4 * kGroupRows;
+      group_avx2::PrefetchBlock(o + kGroupBlock, kGroupBlock);
       // Sub-block s's 6-bit scale: nibble s % 2 of scales_l[s / 2] (its
       // low 4 bits), bits 2s, 2s + 1 of scales_h (its top 2); minus 32.
       const __m256i scales_h = _mm256_cvtepu16_epi32(

@@ -9,7 +9,11 @@
 // scales, one byte per row in a piece, shuffled into 16-bit lanes once per
 // super-block for every token), and minimums (q4_K, q5_K) and the offsets
 // of q3_K (4) and q6_K (32) go through the activation's per-16 sums (bsums)
-// once per super-block. Row-major weights are laid out a group at a time into
+// once per super-block. Each super-block asks for the next one to be
+// prefetched: the tiles read its pieces out of order, and with one token
+// (decode) a miss has little work to hide behind (q6_K on SmolLM2's Q6_K
+// decode: 14.5% of the samples without, 7.6% with, against vec_dot's 9.1%).
+// Row-major weights are laid out a group at a time into
 // thread-local scratch first (a transpose of 8 x 8 dwords per 32 bytes of each
 // row).
 #include <immintrin.h>
@@ -36,6 +40,7 @@ using group_avx2::Broadcast4;
 using group_avx2::LoadPiece;
 using group_avx2::PairBytes;
 using group_avx2::PairSignedBytes;
+using group_avx2::PrefetchBlock;
 using group_avx2::SpreadByte;
 using group_avx2::StoreRows;
 
@@ -62,8 +67,10 @@ void GroupTileScaleMin(const QuantTileArgs& p, const std::byte* group,
   __m256 acc[T];
   for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
-    const std::byte* o = group + b * (kGroupRows * int64_t{sizeof(Block)});
+    constexpr int64_t kGroupBlock = kGroupRows * sizeof(Block);
+    const std::byte* o = group + b * kGroupBlock;
     const std::byte* pieces = o + 4 * kGroupRows;
+    PrefetchBlock(o + kGroupBlock, kGroupBlock);
     // The 6-bit scales and minimums of sub-blocks 0-3 (lo) and 4-7 (hi),
     // 4 bytes per row: scale j < 4 is the low 6 bits of byte j, minimum j of
     // byte 4 + j; j >= 4 take bytes 8 + (j - 4) for their low 4 bits and the
@@ -167,9 +174,10 @@ void GroupTileQ6_K(const QuantTileArgs& p, const std::byte* group, int64_t i0,
   __m256 acc[T];
   for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
-    const std::byte* o =
-        group + b * (kGroupRows * int64_t{sizeof(quant::BlockQ6_K)});
+    constexpr int64_t kGroupBlock = kGroupRows * sizeof(quant::BlockQ6_K);
+    const std::byte* o = group + b * kGroupBlock;
     const std::byte* pieces = o + 2 * kGroupRows;
+    PrefetchBlock(o + kGroupBlock, kGroupBlock);
     __m256i isum[T];
     for (int t = 0; t < T; ++t) isum[t] = _mm256_setzero_si256();
     // Each sub-block's scale in the 16-bit lanes of its rows' dwords.
@@ -255,9 +263,10 @@ void GroupTileQ3_K(const QuantTileArgs& p, const std::byte* group, int64_t i0,
   __m256 acc[T];
   for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
-    const std::byte* o =
-        group + b * (kGroupRows * int64_t{sizeof(quant::BlockQ3_K)});
+    constexpr int64_t kGroupBlock = kGroupRows * sizeof(quant::BlockQ3_K);
+    const std::byte* o = group + b * kGroupBlock;
     const std::byte* pieces = o + 2 * kGroupRows;
+    PrefetchBlock(o + kGroupBlock, kGroupBlock);
     // Scales + 32 of sub-blocks 4k..4k + 3 in bytes 0-3 of packed[k]: low
     // nibbles of bytes 0-3 (k = 0), 4-7 (1), high ones of 0-3 (2), 4-7 (3);
     // top bits 2k, 2k + 1 of bytes 8-11.
