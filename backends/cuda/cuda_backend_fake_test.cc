@@ -610,14 +610,19 @@ std::vector<float> MulMatOn(Backend& backend, BufferType* type,
 TEST_F(CudaBackendFakeTest, Issue34_QuantizedMulMatMatchesTheCpu) {
   FERRY_ASSERT_OK_AND_ASSIGN(auto cpu,
                              GetCpuDevice().CreateBackend("threads=1"));
-  for (DType dtype : {DType::kQ4_0, DType::kQ4_1, DType::kQ8_0}) {
+  for (DType dtype :
+       {DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1, DType::kQ8_0,
+        DType::kQ2_K, DType::kQ3_K, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K,
+        DType::kIQ4_NL, DType::kIQ4_XS}) {
+    // Rows of whole blocks (256 elements for the K formats and iq4_xs).
+    const int64_t k = 2 * DTypeBlockSize(dtype);
     // One column (the decode kernel) and 33 (the dequantize + GEMM path).
     for (int64_t n : {1, 33}) {
       SCOPED_TRACE(absl::StrCat(DTypeName(dtype), " n=", n));
       Context host;
-      FERRY_ASSERT_OK_AND_ASSIGN(Tensor * a, host.NewTensor(dtype, {128, 20}));
+      FERRY_ASSERT_OK_AND_ASSIGN(Tensor * a, host.NewTensor(dtype, {k, 20}));
       FERRY_ASSERT_OK_AND_ASSIGN(Tensor * b,
-                                 host.NewTensor(DType::kF32, {128, n}));
+                                 host.NewTensor(DType::kF32, {k, n}));
       FERRY_ASSERT_OK(host.AllocateHostData());
       FERRY_ASSERT_OK(::ferry::testing::FillRandom(*a, 11));
       FERRY_ASSERT_OK(::ferry::testing::FillRandom(*b, 12));
@@ -633,22 +638,26 @@ TEST_F(CudaBackendFakeTest, Issue34_QuantizedMulMatMatchesTheCpu) {
   }
 }
 
-// CUDA has no kernel for the K-quant and iq4 block types: it refuses them
-// by name (so the scheduler places the node elsewhere and the GGUF loader
-// hands CUDA f32 copies) instead of reading their blocks as something else.
-TEST_F(CudaBackendFakeTest, Issue31_KQuantWeightsAreRefusedByName) {
-  for (DType dtype : {DType::kQ2_K, DType::kQ3_K, DType::kQ4_K, DType::kQ5_K,
-                      DType::kQ6_K, DType::kIQ4_NL, DType::kIQ4_XS}) {
+// mul_mat reads every block dtype as its a (weights); no other op reads
+// blocks: a quantized get_rows table is refused by name (so the scheduler
+// places the node elsewhere) instead of read as floats.
+TEST_F(CudaBackendFakeTest, BlocksAreReadOnlyAsMulMatWeights) {
+  for (DType dtype : {DType::kQ4_0, DType::kQ4_K, DType::kQ6_K, DType::kIQ4_NL,
+                      DType::kIQ4_XS}) {
     SCOPED_TRACE(DTypeName(dtype));
     Context ctx;
     FERRY_ASSERT_OK_AND_ASSIGN(Tensor * a, ctx.NewTensor(dtype, {256, 4}, "w"));
     FERRY_ASSERT_OK_AND_ASSIGN(Tensor * b,
                                ctx.NewTensor(DType::kF32, {256, 1}, "x"));
     FERRY_ASSERT_OK_AND_ASSIGN(Tensor * out, MulMat(ctx, a, b));
-    const absl::Status status = device_->CheckOp(*out);
+    EXPECT_THAT(device_->CheckOp(*out), IsOk());
+    FERRY_ASSERT_OK_AND_ASSIGN(Tensor * ids,
+                               ctx.NewTensor(DType::kI32, {2}, "ids"));
+    FERRY_ASSERT_OK_AND_ASSIGN(Tensor * rows, GetRows(ctx, a, ids));
+    const absl::Status status = device_->CheckOp(*rows);
     EXPECT_THAT(status, StatusIs(absl::StatusCode::kUnimplemented));
     EXPECT_THAT(status.message(), HasSubstr(std::string(DTypeName(dtype))));
-    EXPECT_FALSE(device_->SupportsOp(*out));
+    EXPECT_FALSE(device_->SupportsOp(*rows));
   }
 }
 

@@ -13,6 +13,7 @@
 #include "ferry/backends/cuda/cuda_status.h"
 #include "ferry/backends/cuda/internal/caching_allocator.h"
 #include "ferry/backends/cuda/internal/completion_poller.h"
+#include "ferry/backends/cuda/kernels/cuda_kernels.h"
 #include "ferry/backends/host/kernels/kernels.h"
 #include "ferry/backends/host_buffer.h"
 #include "ferry/graph/op.h"
@@ -433,19 +434,18 @@ absl::StatusOr<std::unique_ptr<Buffer>> CudaDevice::BufferFromHostPointer(
 }
 
 absl::Status CudaDevice::CheckOp(const Tensor& node) const {
-  // Block-quantized weights: q4_0, q4_1 and q8_0 as mul_mat's a
-  // (kernels/cuda_kernels.h); other nodes reading blocks go to the CPU.
+  // Block-quantized weights as mul_mat's a (cuda_kernels::ReadsWeightsOf);
+  // other nodes reading blocks go to the CPU.
   for (int i = 0; i < kMaxSrc; ++i) {
     const Tensor* t = node.src[i];
     if (t == nullptr || !IsQuantized(t->dtype)) continue;
     const bool read = node.op == Op::kMulMat && i == 0 &&
-                      (t->dtype == DType::kQ4_0 || t->dtype == DType::kQ4_1 ||
-                       t->dtype == DType::kQ8_0);
+                      cuda_kernels::ReadsWeightsOf(t->dtype);
     if (!read) {
       return absl::UnimplementedError(absl::StrCat(
           name_, ": no CUDA kernel reads block dtype ", DTypeName(t->dtype),
           " ('", t->name, "', source ", i, " of ", OpName(node.op), " '",
-          node.name, "'): only q4_0, q4_1 and q8_0 as mul_mat's a"));
+          node.name, "'): blocks are read only as mul_mat's a"));
     }
   }
   if (IsQuantized(node.dtype)) {

@@ -167,7 +167,7 @@ class CudaDevice final : public Device {
 
   // Exactly the ops the CUDA kernels implement (the same contract as the
   // CPU kernels' CheckSupported), block-quantized weights only as
-  // mul_mat's q4_0/q4_1/q8_0 a.
+  // mul_mat's a (every block dtype: cuda_kernels::ReadsWeightsOf).
   absl::Status CheckOp(const Tensor& node) const override;
   // Kernels read and write this device's memory only.
   bool SupportsBufferType(const BufferType* type) const override;

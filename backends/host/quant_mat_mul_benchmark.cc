@@ -1,8 +1,10 @@
 // QuantMatMul on SmolLM2-135M's shapes (ffn_up 576 -> 1536, ffn_down
-// 1536 -> 576) in q4_1, q4_0, q5_0, q5_1 and q8_0 on one thread, for 1 to 128
-// tokens: the integer path (activations rounded to q8_1; one-token dots, tiles
-// from 2 tokens on) beside the dequantized-weight f32 GEMM path. `per_token` at
-// n tokens against n = 1 is what batching tokens saves.
+// 1536 -> 576) in q4_1, q4_0, q5_0, q5_1, q8_0 and iq4_nl, and ffn_down
+// alone (576 is no whole number of super-blocks) in q4_K, q5_K, q6_K and
+// iq4_xs, on one thread, for 1 to 128 tokens: the integer path (activations
+// rounded to q8_1; one-token dots, tiles from 2 tokens on) beside the
+// dequantized-weight f32 GEMM path. `per_token` at n tokens against n = 1 is
+// what batching tokens saves.
 //
 //   ./bazelw run --config=opt //backends/host:quant_mat_mul_benchmark
 #include <cstddef>
@@ -24,7 +26,7 @@ namespace {
 
 // Args: m, k, n, path (0: integer dots on row-major weights, 1: the
 // dequantized GEMM, 2: integer tiles on weights in groups of 8 rows, as
-// the CPU's weight buffers store q4_0, q4_1, q5_0, q5_1 and q8_0).
+// the CPU's weight buffers store all of these).
 template <quant::QuantType kType>
 void BM_QuantMatMul(benchmark::State& state) {
   const int64_t m = state.range(0);
@@ -88,11 +90,22 @@ void Shapes(benchmark::internal::Benchmark* b) {
       ->ArgsProduct({{1536}, {576}, {1, 2, 4, 8, 16, 32, 64, 128}, {0, 1, 2}})
       ->ArgsProduct({{576}, {1536}, {1, 2, 4, 8, 16, 32, 64, 128}, {0, 1, 2}});
 }
+// ffn_down only: K formats need rows of whole 256-element super-blocks.
+void KShapes(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"m", "k", "n", "path"})
+      ->ArgsProduct({{576}, {1536}, {1, 2, 4, 8, 16, 32, 64, 128}, {0, 1, 2}});
+}
 BENCHMARK_TEMPLATE(BM_QuantMatMul, quant::QuantType::kQ4_1)->Apply(Shapes);
 BENCHMARK_TEMPLATE(BM_QuantMatMul, quant::QuantType::kQ4_0)->Apply(Shapes);
 BENCHMARK_TEMPLATE(BM_QuantMatMul, quant::QuantType::kQ5_0)->Apply(Shapes);
 BENCHMARK_TEMPLATE(BM_QuantMatMul, quant::QuantType::kQ5_1)->Apply(Shapes);
 BENCHMARK_TEMPLATE(BM_QuantMatMul, quant::QuantType::kQ8_0)->Apply(Shapes);
+BENCHMARK_TEMPLATE(BM_QuantMatMul, quant::QuantType::kQ3_K)->Apply(KShapes);
+BENCHMARK_TEMPLATE(BM_QuantMatMul, quant::QuantType::kQ4_K)->Apply(KShapes);
+BENCHMARK_TEMPLATE(BM_QuantMatMul, quant::QuantType::kQ5_K)->Apply(KShapes);
+BENCHMARK_TEMPLATE(BM_QuantMatMul, quant::QuantType::kQ6_K)->Apply(KShapes);
+BENCHMARK_TEMPLATE(BM_QuantMatMul, quant::QuantType::kIQ4_XS)->Apply(KShapes);
+BENCHMARK_TEMPLATE(BM_QuantMatMul, quant::QuantType::kIQ4_NL)->Apply(Shapes);
 
 }  // namespace
 }  // namespace ferry::cpu_internal

@@ -12,6 +12,7 @@
 #include "ferry/backends/cuda/kernels/internal/desc.h"
 #include "ferry/backends/cuda/kernels/internal/device_kernels.h"
 #include "ferry/backends/cuda/kernels/internal/node_args.h"
+#include "ferry/graph/dtype.h"
 #include "ferry/graph/op.h"
 #include "ferry/graph/tensor.h"
 #include "ferry/runtime/status_macros.h"
@@ -172,6 +173,26 @@ class DeviceRunner {
 };
 
 }  // namespace
+
+bool ReadsWeightsOf(DType dtype) {
+  switch (dtype) {
+    case DType::kQ4_0:
+    case DType::kQ4_1:
+    case DType::kQ5_0:
+    case DType::kQ5_1:
+    case DType::kQ8_0:
+    case DType::kQ2_K:
+    case DType::kQ3_K:
+    case DType::kQ4_K:
+    case DType::kQ5_K:
+    case DType::kQ6_K:
+    case DType::kIQ4_NL:
+    case DType::kIQ4_XS:
+      return true;
+    default:
+      return false;
+  }
+}
 
 size_t ScratchBytes(const Tensor& node) {
   if (node.op == Op::kRope) return internal::RopeScratchBytes(node);

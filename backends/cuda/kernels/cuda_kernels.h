@@ -10,7 +10,8 @@
 // position's angles once); mul_mat runs on cuBLAS with CUBLAS_COMPUTE_32F: f32
 // x f32 in full f32 (TF32 products only with LaunchContext::allow_tf32),
 // f16/bf16 weights on tensor cores with b converted to their type in scratch
-// and f32 accumulation. Block-quantized weights (q4_0, q4_1, q8_0) are
+// and f32 accumulation. Block-quantized weights (q4_0, q4_1, q5_0, q5_1,
+// q8_0, the K formats q2_K..q6_K, iq4_nl and iq4_xs: ReadsWeightsOf) are
 // computed from their blocks: for up to 8 columns of b (decode) by a kernel
 // that dequantizes each block as it reads it and dots it with b in f32; for
 // more (prompts) dequantized to f16 in scratch for the f16 GEMM.
@@ -28,6 +29,7 @@
 #include <cstddef>
 
 #include "absl/status/status.h"
+#include "ferry/graph/dtype.h"
 #include "ferry/graph/tensor.h"
 
 namespace ferry::cuda_kernels {
@@ -46,6 +48,10 @@ struct LaunchContext {
   // product). Off: full f32.
   bool allow_tf32 = false;
 };
+
+// True for the block-quantized dtypes mul_mat reads as its a (weights);
+// no other op reads or writes blocks.
+bool ReadsWeightsOf(DType dtype);
 
 // Returns the device scratch bytes `node` needs (mul_mat converting f32 b
 // to f16/bf16 for tensor cores, dequantizing block-quantized a for a

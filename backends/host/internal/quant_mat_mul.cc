@@ -122,7 +122,10 @@ int64_t RunRows(int64_t act_row_bytes) {
 bool GroupPackable(quant::QuantType type) {
   return type == quant::QuantType::kQ4_0 || type == quant::QuantType::kQ4_1 ||
          type == quant::QuantType::kQ5_0 || type == quant::QuantType::kQ5_1 ||
-         type == quant::QuantType::kQ8_0;
+         type == quant::QuantType::kQ8_0 || type == quant::QuantType::kQ4_K ||
+         type == quant::QuantType::kQ3_K || type == quant::QuantType::kQ5_K ||
+         type == quant::QuantType::kQ6_K || type == quant::QuantType::kIQ4_NL ||
+         type == quant::QuantType::kIQ4_XS;
 }
 
 // Weights in groups of rows (QuantGroupLayout) without tiles for `isa`:

@@ -167,10 +167,7 @@ void ExpectPathsMatchDequantized(QuantType type, Isa isa, Shape s,
   // Weights whose rows make whole groups also as CpuPackedBuffer
   // stores them (QuantGroupLayout).
   const bool groupable =
-      (type == QuantType::kQ4_0 || type == QuantType::kQ4_1 ||
-       type == QuantType::kQ5_0 || type == QuantType::kQ5_1 ||
-       type == QuantType::kQ8_0) &&
-      s.m % kGroupRows == 0;
+      QuantGroupLayout::Packable(*quant::DTypeOf(type), {s.k, s.m, 1, 1});
   std::vector<std::byte> grouped_bytes(a.bytes.size());
   if (groupable) {
     QuantGroupLayout(*quant::DTypeOf(type), {s.k, s.m, 1, 1})
@@ -292,19 +289,99 @@ INSTANTIATE_TEST_SUITE_P(
                           IsaName(std::get<1>(info.param)));
     });
 
-// q4_0, q4_1, q5_0, q5_1 and q8_0 stay on their tiles at any token count
-// where the CPU has them (they beat the GEMM); other types switch at
-// kMinGemmTokens.
+// q4_0, q4_1, q5_0, q5_1, q8_0, q3_K, q4_K, q5_K, q6_K, iq4_nl and iq4_xs stay
+// on their tiles at any token count where the CPU has them (they beat the
+// GEMM); other types switch at kMinGemmTokens.
 TEST(DefaultMinGemmTokensTest, TilesWhereTheyAreFaster) {
   const bool tiles = IsaSupported(Isa::kAvx2);
-  for (QuantType type : {QuantType::kQ4_0, QuantType::kQ4_1, QuantType::kQ5_0,
-                         QuantType::kQ5_1, QuantType::kQ8_0}) {
+  for (QuantType type :
+       {QuantType::kQ4_0, QuantType::kQ4_1, QuantType::kQ5_0, QuantType::kQ5_1,
+        QuantType::kQ8_0, QuantType::kQ3_K, QuantType::kQ4_K, QuantType::kQ5_K,
+        QuantType::kQ6_K, QuantType::kIQ4_NL, QuantType::kIQ4_XS}) {
     EXPECT_EQ(DefaultMinGemmTokens(type),
               tiles ? std::numeric_limits<int64_t>::max() : kMinGemmTokens)
         << quant::QuantTypeName(type);
   }
-  EXPECT_EQ(DefaultMinGemmTokens(QuantType::kQ4_K), kMinGemmTokens);
+  EXPECT_EQ(DefaultMinGemmTokens(QuantType::kQ2_K), kMinGemmTokens);
 }
+
+class TileTest : public ::testing::TestWithParam<QuantType> {};
+
+// The tiles against the scalar vec_dot of each (weight row, token) pair, the
+// reference they stand in for: row-major weights (odd row counts, so the
+// last group is partial) and grouped ones, at every token count a tile
+// split takes (full tiles of 4 and each remainder), one thread. Equal up to
+// the order of float sums.
+TEST_P(TileTest, MatchesScalarVecDot) {
+  const QuantType type = GetParam();
+  if (!IsaSupported(Isa::kAvx2)) GTEST_SKIP() << "no AVX2";
+  const QuantType act_type = *quant::VecDotActivationType(type);
+  const quant::VecDotFn dot = quant::FindVecDot(type, Isa::kScalar);
+  ASSERT_NE(dot, nullptr);
+  std::mt19937 rng(11);
+  const int64_t k = 2 * std::max<int64_t>(quant::BlockSize(type), 48);
+  for (const int64_t m : {int64_t{37}, int64_t{13}, int64_t{40}}) {
+    const bool grouped_too =
+        QuantGroupLayout::Packable(*quant::DTypeOf(type), {k, m, 1, 1});
+    const std::vector<float> w = Uniform(static_cast<size_t>(m * k), rng);
+    const QuantRows a = Quantize(type, w, m, k);
+    std::vector<std::byte> grouped(a.bytes.size());
+    if (grouped_too) {
+      QuantGroupLayout(*quant::DTypeOf(type), {k, m, 1, 1})
+          .Pack(a.bytes.data(), 0, a.bytes.size(), grouped.data());
+    }
+    for (const int64_t n : {1, 2, 3, 4, 5, 6, 7, 8, 9, 17, 33, 63}) {
+      const std::vector<float> b = Uniform(static_cast<size_t>(n * k), rng);
+      const QuantRows act = Quantize(act_type, b, n, k);
+      QuantMatMulArgs args;
+      args.a_type = type;
+      args.a_row_bytes = a.row_bytes;
+      args.b = b.data();
+      args.ldb = k;
+      args.ldc = m + 3;
+      args.m = m;
+      args.n = n;
+      args.k = k;
+      args.min_gemm_tokens = std::numeric_limits<int64_t>::max();
+      for (const bool group : {false, true}) {
+        if (group && !grouped_too) continue;
+        SCOPED_TRACE(absl::StrCat("m=", m, " n=", n, " grouped=", group));
+        args.a_grouped = group;
+        args.a = group ? grouped.data() : a.bytes.data();
+        const std::vector<float> dst = RunThreads(args, 1, false, Isa::kAvx2);
+        int bad = 0;
+        for (int64_t j = 0; j < n; ++j) {
+          for (int64_t i = 0; i < m; ++i) {
+            const float want = dot(a.bytes.data() + i * a.row_bytes,
+                                   act.bytes.data() + j * act.row_bytes, k);
+            double scale = 0;
+            for (int64_t l = 0; l < k; ++l) {
+              scale += std::fabs(static_cast<double>(a.values[i * k + l]) *
+                                 act.values[j * k + l]);
+            }
+            const float got = dst[static_cast<size_t>(j * args.ldc + i)];
+            if (!(std::fabs(got - want) <= 1e-5 * scale + 1e-6) && ++bad <= 3) {
+              ADD_FAILURE() << "dst[" << j << "][" << i << "] = " << got
+                            << ", vec_dot " << want;
+            }
+          }
+        }
+        EXPECT_EQ(bad, 0);
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(TiledTypes, TileTest,
+                         ::testing::Values(QuantType::kQ4_0, QuantType::kQ4_1,
+                                           QuantType::kQ5_0, QuantType::kQ5_1,
+                                           QuantType::kQ8_0, QuantType::kQ4_K,
+                                           QuantType::kQ3_K, QuantType::kQ5_K,
+                                           QuantType::kQ6_K, QuantType::kIQ4_NL,
+                                           QuantType::kIQ4_XS),
+                         [](const ::testing::TestParamInfo<QuantType>& info) {
+                           return std::string(quant::QuantTypeName(info.param));
+                         });
 
 TEST(QuantMatMulSupportsTest, BlockTypesWithKernelsOnly) {
   // Every block dtype of the graph (the CPU kernels admit exactly these).

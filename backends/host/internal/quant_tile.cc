@@ -7,7 +7,11 @@ namespace cpu_internal {
 
 QuantTileFn FindQuantTile(quant::QuantType weight, Isa isa) {
   if (isa == Isa::kScalar || !IsaSupported(isa)) return nullptr;
-  return Avx2QuantTile(weight);
+  for (QuantTileFn (*table)(quant::QuantType) :
+       {Avx2QuantTile, Avx2KQuantTile, Avx2Iq4QuantTile}) {
+    if (const QuantTileFn tile = table(weight); tile != nullptr) return tile;
+  }
+  return nullptr;
 }
 
 }  // namespace cpu_internal

@@ -22,7 +22,7 @@ struct QuantTileArgs {
   int64_t act_row_bytes = 0;
   float* dst = nullptr;  // dst[j * ldc + i] for weight row i, token j.
   int64_t ldc = 0;
-  int64_t k = 0;  // Elements per row, a multiple of 32.
+  int64_t k = 0;  // Elements per row, whole blocks of the weight type.
 };
 
 // Computes dst for weight rows [row_begin, row_end) and activation rows
@@ -33,6 +33,10 @@ using QuantTileFn = void (*)(const QuantTileArgs& args, int64_t row_begin,
 
 // Compiled with AVX2 + FMA + F16C; nullptr for types without a tile.
 QuantTileFn Avx2QuantTile(quant::QuantType weight);
+// The same for the K formats (q4_K, q6_K), whose activations are q8_K,
+// and for iq4_nl and iq4_xs.
+QuantTileFn Avx2KQuantTile(quant::QuantType weight);
+QuantTileFn Avx2Iq4QuantTile(quant::QuantType weight);
 
 }  // namespace cpu_internal
 }  // namespace ferry

@@ -11,8 +11,8 @@ namespace ferry {
 namespace cuda_kernels_internal {
 
 // Element types; values equal ferry::DType's. The block-quantized ones
-// (32 elements a block) are read only, as mul_mat's a (QuantDotArgs,
-// DequantArgs).
+// (blocks of 32 or 256 elements, internal/quant_formats.h) are read only,
+// as mul_mat's a (QuantDotArgs, DequantArgs).
 enum class ElemType : int32_t {
   kF32 = 0,
   kF16 = 1,
@@ -20,7 +20,16 @@ enum class ElemType : int32_t {
   kI32 = 3,
   kQ4_0 = 4,
   kQ4_1 = 5,
+  kQ5_0 = 6,
+  kQ5_1 = 7,
   kQ8_0 = 8,
+  kQ2_K = 9,
+  kQ3_K = 10,
+  kQ4_K = 11,
+  kQ5_K = 12,
+  kQ6_K = 13,
+  kIQ4_NL = 14,
+  kIQ4_XS = 15,
 };
 
 // One tensor as the kernels see it: a device (or, when emulated, host)

@@ -7,6 +7,7 @@
 #include "ferry/backends/cuda/kernels/internal/global_kernels.h"
 #include "ferry/backends/cuda/kernels/internal/index_math.h"
 #include "ferry/backends/cuda/kernels/internal/kernel_math.h"
+#include "ferry/backends/cuda/kernels/internal/quant_formats.h"
 
 namespace ferry {
 namespace cuda_kernels_internal {

@@ -17,6 +17,7 @@
 #include "ferry/backends/cuda/kernels/internal/desc.h"
 #include "ferry/backends/cuda/kernels/internal/index_math.h"
 #include "ferry/backends/cuda/kernels/internal/kernel_math.h"
+#include "ferry/backends/cuda/kernels/internal/quant_formats.h"
 
 namespace ferry {
 namespace cuda_kernels_internal {
@@ -50,7 +51,11 @@ __global__ void RowKernel(typename Op::Args args, int64_t rows) {
 // Calls fn(TypeTag<Format>{}) for every block format the kernels read.
 template <typename Fn>
 void ForEachQuantFormat(Fn&& fn) {
-  for (ElemType type : {ElemType::kQ4_0, ElemType::kQ4_1, ElemType::kQ8_0}) {
+  for (ElemType type :
+       {ElemType::kQ4_0, ElemType::kQ4_1, ElemType::kQ5_0, ElemType::kQ5_1,
+        ElemType::kQ8_0, ElemType::kQ2_K, ElemType::kQ3_K, ElemType::kQ4_K,
+        ElemType::kQ5_K, ElemType::kQ6_K, ElemType::kIQ4_NL,
+        ElemType::kIQ4_XS}) {
     DispatchQuantType(type, fn);
   }
 }

@@ -3,6 +3,7 @@
 #include "ferry/backends/cuda/kernels/internal/desc.h"
 #include "ferry/backends/cuda/kernels/internal/host_emulation_kernels.h"
 #include "ferry/backends/cuda/kernels/internal/kernel_math.h"
+#include "ferry/backends/cuda/kernels/internal/quant_formats.h"
 
 namespace ferry {
 namespace cuda_kernels_internal {

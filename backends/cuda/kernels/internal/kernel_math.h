@@ -571,70 +571,8 @@ struct RopeOp {
 };
 
 // ---------------------------------------------------------------------------
-// Block-quantized weights (the formats of quant/block_formats.h).
-//
-// A format gives its block's elements and bytes and Value(block, j), element
-// j of a block, computed as the CPU's dequantizer does (same float
-// operations, so the same values). Extension point: a new format (the
-// K-quants' 256-element super-blocks) is a struct like these, a case in
-// DispatchQuantType and its ElemType; QuantDotOp and DequantOp take any.
-
-FERRY_HD float HalfBitsToFloat(const char* p) {
-  __half_raw raw;
-  raw.x = Load<uint16_t>(p);
-  return __half2float(__half(raw));
-}
-
-struct Q4_0Format {
-  static constexpr int kBlock = 32;
-  static constexpr int kBytes = 18;  // f16 d, 16 bytes of nibbles.
-  static FERRY_HD float Value(const char* block, int j) {
-    const float d = HalfBitsToFloat(block);
-    const uint8_t byte = static_cast<uint8_t>(block[2 + (j & 15)]);
-    const int q = j < 16 ? (byte & 0x0F) : (byte >> 4);
-    return d * static_cast<float>(q - 8);
-  }
-};
-
-struct Q4_1Format {
-  static constexpr int kBlock = 32;
-  static constexpr int kBytes = 20;  // f16 d, f16 m, 16 bytes of nibbles.
-  static FERRY_HD float Value(const char* block, int j) {
-    const float d = HalfBitsToFloat(block);
-    const float m = HalfBitsToFloat(block + 2);
-    const uint8_t byte = static_cast<uint8_t>(block[4 + (j & 15)]);
-    const int q = j < 16 ? (byte & 0x0F) : (byte >> 4);
-    return d * static_cast<float>(q) + m;
-  }
-};
-
-struct Q8_0Format {
-  static constexpr int kBlock = 32;
-  static constexpr int kBytes = 34;  // f16 d, 32 signed bytes.
-  static FERRY_HD float Value(const char* block, int j) {
-    const float d = HalfBitsToFloat(block);
-    return d * static_cast<float>(static_cast<int8_t>(block[2 + j]));
-  }
-};
-
-// Calls fn(TypeTag<Format>{}) for a block-quantized `type`; false (fn not
-// called) for another type.
-template <typename Fn>
-bool DispatchQuantType(ElemType type, Fn&& fn) {
-  switch (type) {
-    case ElemType::kQ4_0:
-      fn(TypeTag<Q4_0Format>{});
-      return true;
-    case ElemType::kQ4_1:
-      fn(TypeTag<Q4_1Format>{});
-      return true;
-    case ElemType::kQ8_0:
-      fn(TypeTag<Q8_0Format>{});
-      return true;
-    default:
-      return false;
-  }
-}
+// Block-quantized weights: a Format (internal/quant_formats.h) gives its
+// block's elements and bytes and Value(block, j); the ops below take any.
 
 // Element e of a quantized row starting at `row`.
 template <typename Format>

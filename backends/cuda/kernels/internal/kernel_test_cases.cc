@@ -798,14 +798,25 @@ void AddQuantMulMatCases(std::vector<KernelCase>& cases) {
     const char* name;
     Shape a, b;
   };
-  const Shapes shapes[] = {
+  const std::vector<Shapes> shapes = {
       {"gemv", {96, 17, 1, 1}, {96, 1, 1, 1}},
       {"decode_batch", {64, 9, 2, 1}, {64, 3, 4, 1}},
       {"prompt", {128, 24, 1, 1}, {128, 40, 1, 1}},
       {"prompt_gqa", {64, 8, 2, 1}, {64, 12, 4, 1}},
   };
-  for (DType dtype : {DType::kQ4_0, DType::kQ4_1, DType::kQ8_0}) {
-    for (const Shapes& f : shapes) {
+  // The K formats' rows are whole 256-element super-blocks; two of them per
+  // row in the gemv case. Few result rows: each is a block of emulated
+  // threads on the fake (108 rows took 5-7 s a case under ASan).
+  const std::vector<Shapes> k_shapes = {
+      {"gemv", {512, 5, 1, 1}, {512, 1, 1, 1}},
+      {"decode_batch", {256, 3, 2, 1}, {256, 2, 4, 1}},
+      {"prompt_gqa", {256, 8, 2, 1}, {256, 12, 4, 1}},
+  };
+  for (DType dtype :
+       {DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1, DType::kQ8_0,
+        DType::kIQ4_NL, DType::kQ2_K, DType::kQ3_K, DType::kQ4_K, DType::kQ5_K,
+        DType::kQ6_K, DType::kIQ4_XS}) {
+    for (const Shapes& f : DTypeBlockSize(dtype) == 256 ? k_shapes : shapes) {
       const Shape an = f.a, bn = f.b;
       const double tol = bn[1] <= 8 ? kTolMatMulF32 : kTolMatMulF16;
       cases.push_back(

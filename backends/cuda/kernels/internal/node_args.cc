@@ -25,7 +25,16 @@ static_assert(
     static_cast<int>(ElemType::kI32) == static_cast<int>(DType::kI32) &&
     static_cast<int>(ElemType::kQ4_0) == static_cast<int>(DType::kQ4_0) &&
     static_cast<int>(ElemType::kQ4_1) == static_cast<int>(DType::kQ4_1) &&
-    static_cast<int>(ElemType::kQ8_0) == static_cast<int>(DType::kQ8_0));
+    static_cast<int>(ElemType::kQ5_0) == static_cast<int>(DType::kQ5_0) &&
+    static_cast<int>(ElemType::kQ5_1) == static_cast<int>(DType::kQ5_1) &&
+    static_cast<int>(ElemType::kQ8_0) == static_cast<int>(DType::kQ8_0) &&
+    static_cast<int>(ElemType::kQ2_K) == static_cast<int>(DType::kQ2_K) &&
+    static_cast<int>(ElemType::kQ3_K) == static_cast<int>(DType::kQ3_K) &&
+    static_cast<int>(ElemType::kQ4_K) == static_cast<int>(DType::kQ4_K) &&
+    static_cast<int>(ElemType::kQ5_K) == static_cast<int>(DType::kQ5_K) &&
+    static_cast<int>(ElemType::kQ6_K) == static_cast<int>(DType::kQ6_K) &&
+    static_cast<int>(ElemType::kIQ4_NL) == static_cast<int>(DType::kIQ4_NL) &&
+    static_cast<int>(ElemType::kIQ4_XS) == static_cast<int>(DType::kIQ4_XS));
 
 int64_t AlignUp(int64_t bytes) {
   const auto alignment = static_cast<int64_t>(kScratchAlignment);

@@ -19,6 +19,7 @@
 #include "ferry/backends/cuda/kernels/internal/global_kernels.h"
 #include "ferry/backends/cuda/kernels/internal/index_math.h"
 #include "ferry/backends/cuda/kernels/internal/kernel_math.h"
+#include "ferry/backends/cuda/kernels/internal/quant_formats.h"
 #include "ferry/backends/cuda/kernels/testing/block_emulation.h"
 #include "ferry/backends/cuda/testing/fake_cuda_control.h"
 
