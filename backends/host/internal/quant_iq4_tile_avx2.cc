@@ -44,6 +44,20 @@ inline void AddSigned(__m256i w, __m256i w_abs, const int8_t* const* a,
   }
 }
 
+// Adds piece `piece`'s products (its low nibbles' grid values with the
+// activations at a[t] + at_low, its high ones' at a[t] + at_low + 16) to
+// sum[t], as AddSigned.
+template <int T>
+inline void AddGridPiece(__m256i piece, __m256i grid, const int8_t* const* a,
+                         int64_t at_low, __m256i mul, __m256i* sum) {
+  const __m256i low4 = _mm256_set1_epi8(0x0F);
+  const __m256i lo = _mm256_shuffle_epi8(grid, _mm256_and_si256(piece, low4));
+  const __m256i hi = _mm256_shuffle_epi8(
+      grid, _mm256_and_si256(_mm256_srli_epi16(piece, 4), low4));
+  AddSigned<T>(lo, _mm256_sign_epi8(lo, lo), a, at_low, mul, sum);
+  AddSigned<T>(hi, _mm256_sign_epi8(hi, hi), a, at_low + 16, mul, sum);
+}
+
 // iq4_nl: header d, 4 pieces of q4_0-ordered nibbles (piece q: columns 4q..
 // low, 16 + 4q.. high).
 struct IQ4_NL {
@@ -62,7 +76,6 @@ struct IQ4_NL {
       a[t] = reinterpret_cast<const Act*>(p.act + (j0 + t) * p.act_row_bytes);
     }
     const __m256i grid = Grid();
-    const __m256i low4 = _mm256_set1_epi8(0x0F);
     const __m256i ones = _mm256_set1_epi16(1);
     constexpr int64_t kGroupBlock = kGroupRows * sizeof(Block);
     __m256 acc[T];
@@ -75,13 +88,7 @@ struct IQ4_NL {
       __m256i dots[T];
       for (int t = 0; t < T; ++t) dots[t] = _mm256_setzero_si256();
       for (int q = 0; q < 4; ++q) {
-        const __m256i piece = LoadPiece(pieces, q);
-        const __m256i lo =
-            _mm256_shuffle_epi8(grid, _mm256_and_si256(piece, low4));
-        const __m256i hi = _mm256_shuffle_epi8(
-            grid, _mm256_and_si256(_mm256_srli_epi16(piece, 4), low4));
-        AddSigned<T>(lo, _mm256_sign_epi8(lo, lo), qs, 4 * q, ones, dots);
-        AddSigned<T>(hi, _mm256_sign_epi8(hi, hi), qs, 16 + 4 * q, ones, dots);
+        AddGridPiece<T>(LoadPiece(pieces, q), grid, qs, 4 * q, ones, dots);
       }
       const __m256 wd =
           _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(o)));
@@ -143,15 +150,8 @@ struct IQ4_XS {
             _mm256_or_si256(SpreadByte(nibbles[s % 2], s / 2), top),
             _mm256_set1_epi16(32));
         for (int q = 0; q < 4; ++q) {
-          const __m256i piece = LoadPiece(pieces, 1 + 4 * s + q);
-          const __m256i lo =
-              _mm256_shuffle_epi8(grid, _mm256_and_si256(piece, low4));
-          const __m256i hi = _mm256_shuffle_epi8(
-              grid, _mm256_and_si256(_mm256_srli_epi16(piece, 4), low4));
-          AddSigned<T>(lo, _mm256_sign_epi8(lo, lo), qs, 32 * s + 4 * q, scale,
-                       isum);
-          AddSigned<T>(hi, _mm256_sign_epi8(hi, hi), qs, 32 * s + 16 + 4 * q,
-                       scale, isum);
+          AddGridPiece<T>(LoadPiece(pieces, 1 + 4 * s + q), grid, qs,
+                          32 * s + 4 * q, scale, isum);
         }
       }
       const __m256 d =

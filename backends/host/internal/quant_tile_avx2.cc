@@ -33,6 +33,7 @@ namespace cpu_internal {
 namespace {
 
 using group_avx2::PrefetchBlock;
+using group_avx2::StoreRows;
 using host_avx2::Half;
 using host_avx2::Load32;
 using quant::kQK;
@@ -332,16 +333,7 @@ void GroupTile(const QuantTileArgs& p, const std::byte* group,
       }
     }
   }
-  for (int t = 0; t < T; ++t) {
-    float* out = p.dst + (j0 + t) * p.ldc + i0;
-    if (rows == kGroupRows) {
-      _mm256_storeu_ps(out, acc[t]);
-    } else {
-      alignas(32) float lanes[kGroupRows];
-      _mm256_store_ps(lanes, acc[t]);
-      std::copy_n(lanes, rows, out);
-    }
-  }
+  StoreRows<T>(p, acc, i0, rows, j0);
 }
 
 template <class F>
