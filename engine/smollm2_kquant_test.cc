@@ -39,25 +39,29 @@ using testing::ReferencePrompt;
 
 // Issue #31's bar against llama.cpp: top-1 agreement >= 95% and greedy
 // continuations equal except where llama.cpp's own top-2 margin is < 0.3.
-// At 52 positions that bar sits inside the noise of 8-bit activations:
-// llama.cpp's own logits agree with the exact pass at 49/52 positions
-// (94%) on five of the six files, max |err| 1.5-2.2, and a change of
-// rounding alone in ferry (ties to even, tiles' summation order) moved
-// single files between 48/52 and 52/52, max |err| 2.0-2.6, and moved
-// greedy steps whose llama.cpp margin was 0.34. The test therefore asserts
-// what a wrong kernel breaks and rounding does not: no argmax or greedy
-// step that leaves llama.cpp's where its margin is >= 0.5 and the exact
-// pass's is too (where the exact pass is near-tied, llama.cpp's margin is
-// its own rounding: a Q5_K_M step at margins 0.52 and 0.19 flipped with
-// the attention's summation order), top-1 >= 90%, max |err| <= 3 (about
-// sqrt(2) x llama.cpp's own distance from the exact pass); it prints the
-// issue's figures beside them.
-constexpr Bounds kLlamaCppBounds = {3.0, 0.9, 0.5};
+// The references hold 10 prompts, 291 positions (at the first 4, 52
+// positions, one flip moved a file by 2%). Both sides round activations to
+// 8 bits in slightly different orders, and llama.cpp itself agrees with the
+// exact pass at 95.2-96.6% of them; ferry agrees with llama.cpp at 93.8-97.6%
+// (the two files whose matrices are mostly q4_0 lowest; one standard error
+// at 291 positions is 1.3%). The test therefore asserts what a wrong kernel
+// breaks and rounding does not: no argmax or greedy step that leaves
+// llama.cpp's where its margin is >= 0.5 and the exact pass's is too, top-1
+// >= 92%, max |err| <= 4 (about sqrt(2) x llama.cpp's own largest distance
+// from the exact pass, 2.9 on Q5_K_M); it prints the issue's figures beside
+// them. Greedy margins move by ~0.4 with llama.cpp's K and V cache in f16 (its
+// default, which the references use; ferry's is f32): a Q5_K_M step that leaves
+// at llama.cpp's margin 0.64 is at 0.23 with its cache in f32, 0.43 exactly.
+constexpr Bounds kLlamaCppBounds = {4.0, 0.92, 0.5};
+// Under a sanitizer only the first 4 prompts run: 52 positions, where one
+// flip is 2%.
+constexpr Bounds kLlamaCppSanitizerBounds = {4.0, 0.9, 0.5};
 // The exact pass rounds nothing, so both 8-bit paths stray from it alike
-// (ferry's top-1 at 47-52 of 52). A continuation that left llama.cpp's at one
-// of its near-ties meets other near-ties of the exact pass later on, so the tie
-// margin here is smollm2_test's for quantized weights.
-constexpr Bounds kExactBounds = {3.0, 0.85, 1.0};
+// (top-1 at 94.2-96.2% for ferry, 95.2-96.6% for llama.cpp). A continuation
+// that left llama.cpp's at one of its near-ties meets other near-ties of the
+// exact pass later on, so the tie margin here is smollm2_test's for quantized
+// weights.
+constexpr Bounds kExactBounds = {4.0, 0.85, 1.0};
 
 struct Case {
   const char* type;  // llama-quantize's name of the file's type.
@@ -106,6 +110,9 @@ TEST_P(SmolLm2KQuantTest, MatchesLlamaCpp) {
                                           absl::AsciiStrToLower(type),
                                           "_reference.json")));
   ASSERT_FALSE(reference.empty());
+  if (kSanitizerBuild && reference.size() > 4) reference.resize(4);
+  const Bounds& llama_cpp_bounds =
+      kSanitizerBuild ? kLlamaCppSanitizerBounds : kLlamaCppBounds;
   testing::TruncateGreedy(reference, kGreedySteps);
 
   FERRY_ASSERT_OK_AND_ASSIGN(std::unique_ptr<Backend> cpu,
@@ -127,7 +134,7 @@ TEST_P(SmolLm2KQuantTest, MatchesLlamaCpp) {
                              IoReactor::Create(&pool));
   FERRY_ASSERT_OK_AND_ASSIGN(
       std::unique_ptr<llama::LlamaModel> model,
-      llama::LoadLlamaGguf(*path, backends, {}, *io, /*n_ctx=*/64));
+      llama::LoadLlamaGguf(*path, backends, {}, *io, /*n_ctx=*/128));
   // The file's K-quant / iq4 matrices stay in their type (not f32 copies).
   int k_weights = 0;
   for (Tensor* w : model->Weights()) k_weights += IsKOrIq4(w->dtype);
@@ -138,7 +145,7 @@ TEST_P(SmolLm2KQuantTest, MatchesLlamaCpp) {
   FERRY_ASSERT_OK_AND_ASSIGN(
       std::unique_ptr<Engine> engine,
       Engine::Create(*model, {.max_sequences = 4,
-                              .max_sequence_len = 64,
+                              .max_sequence_len = 128,
                               .batch_tokens = 32,
                               .n_copies = n_sims > 0 ? 2 : 1}));
   std::vector<RequestHandle> handles;
@@ -162,7 +169,7 @@ TEST_P(SmolLm2KQuantTest, MatchesLlamaCpp) {
     const std::string exact =
         Compare(ref.exact, res, kExactBounds, vs_exact, &ref.llama_cpp);
     const std::string llama =
-        Compare(ref.llama_cpp, res, kLlamaCppBounds, vs_llama_cpp, &ref.exact);
+        Compare(ref.llama_cpp, res, llama_cpp_bounds, vs_llama_cpp, &ref.exact);
     std::printf(
         "prompt %zu (%zu tokens):\n  vs exact:     %s\n  vs "
         "llama.cpp: %s\n",
@@ -183,7 +190,7 @@ TEST_P(SmolLm2KQuantTest, MatchesLlamaCpp) {
     EXPECT_EQ(a.top1_bad, 0) << name;
     EXPECT_EQ(a.greedy_bad, 0) << name;
   };
-  check("llama.cpp", vs_llama_cpp, kLlamaCppBounds);
+  check("llama.cpp", vs_llama_cpp, llama_cpp_bounds);
   check("exact", vs_exact, kExactBounds);
 }
 

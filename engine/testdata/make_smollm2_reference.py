@@ -27,6 +27,7 @@ llama-cpp-python's sources on the llama.cpp build in the cache:
       ~/.cache/ferry/smollm2/SmolLM2-135M-Instruct.Q4_K_M.gguf \
       > engine/testdata/smollm2_q4_k_m_reference.json
 """
+import argparse
 import json
 import os
 import sys
@@ -43,6 +44,25 @@ PROMPTS = [
     "<|im_start|>user\nWhat is the largest planet in the solar system?"
     "<|im_end|>\n<|im_start|>assistant\n",
     "Once upon a time, there was a little girl named",
+]
+# More positions for the requantized files (--more_prompts): at 52 positions
+# one top-1 flip moves agreement by 2%, inside the noise of 8-bit activations.
+MORE_PROMPTS = [
+    "Photosynthesis is the process by which green plants use sunlight, water"
+    " and carbon dioxide to make glucose. It takes place in the chloroplasts,"
+    " where the pigment chlorophyll absorbs light. The oxygen we breathe is",
+    "import numpy as np\n\n\ndef softmax(x):\n    e = np.exp(x - x.max())\n"
+    "    return e / e.sum()\n\n\ndef cross_entropy(logits, label):\n",
+    "<|im_start|>system\nYou are a helpful assistant who answers briefly."
+    "<|im_end|>\n<|im_start|>user\nHow many days are there in a leap year,"
+    " and why do we have them?<|im_end|>\n<|im_start|>assistant\n",
+    "Shopping list for the weekend: apples, bread, two litres of milk, eggs,"
+    " coffee, rice, tomatoes, onions, and",
+    "The old lighthouse keeper climbed the narrow stairs every evening at"
+    " sunset. On the night of the storm, he noticed a small boat struggling"
+    " against the waves, and he",
+    "Q: What is 17 multiplied by 3?\nA: 51\nQ: What is the square root of"
+    " 144?\nA: 12\nQ: What is 100 divided by 4?\nA:",
 ]
 
 
@@ -82,13 +102,18 @@ class ExactLlama:
         out[..., 1::2] = x0 * s + x1 * c
         return out
 
-    def logits(self, tokens):
+    def logits(self, tokens, cache):
+        """Logits of `tokens`, which follow the tokens whose keys and values
+        (per layer, after rope) `cache` holds, or none where cache[0] is None;
+        appends theirs to `cache`.
+        """
         w = self.w
         n = len(tokens)
+        n_past = 0 if cache[0] is None else len(cache[0][0])
         x = w["token_embd.weight"][tokens]
         hd = x.shape[1] // self.n_head
-        pos = np.arange(n, dtype=np.float64)
-        mask = np.triu(np.full((n, n), -np.inf), 1)
+        pos = np.arange(n_past, n_past + n, dtype=np.float64)
+        mask = np.triu(np.full((n, n_past + n), -np.inf), n_past + 1)
         for il in range(self.n_layer):
             p = "blk.%d." % il
             h = self.norm(x, w[p + "attn_norm.weight"])
@@ -96,6 +121,10 @@ class ExactLlama:
             k = (h @ w[p + "attn_k.weight"].T).reshape(n, self.n_head_kv, hd)
             v = (h @ w[p + "attn_v.weight"].T).reshape(n, self.n_head_kv, hd)
             q, k = self.rope(q, pos), self.rope(k, pos)
+            if n_past:
+                k = np.concatenate([cache[il][0], k])
+                v = np.concatenate([cache[il][1], v])
+            cache[il] = [k, v]
             rep = self.n_head // self.n_head_kv
             k, v = np.repeat(k, rep, axis=1), np.repeat(v, rep, axis=1)
             att = np.einsum("qhd,khd->hqk", q, k) / np.sqrt(hd) + mask
@@ -126,13 +155,23 @@ def margin(row):
 
 
 def main():
-    path = sys.argv[1]
+    parser = argparse.ArgumentParser()
+    parser.add_argument("gguf")
+    parser.add_argument("--more_prompts", action="store_true",
+                        help="add MORE_PROMPTS (the requantized files)")
+    parser.add_argument("--cache_type", choices=["f16", "f32"], default="f16",
+                        help="llama.cpp's K and V cache type (its default: f16)")
+    args = parser.parse_args()
+    path = args.gguf
+    prompts = PROMPTS + (MORE_PROMPTS if args.more_prompts else [])
+    cache_type = {"f32": 0, "f16": 1}[args.cache_type]  # enum ggml_type
     llm = Llama(model_path=path, n_ctx=256, n_threads=2, n_batch=256,
-                logits_all=True, verbose=False)
+                logits_all=True, verbose=False, type_k=cache_type,
+                type_v=cache_type)
     exact = ExactLlama(path)
     out = {"model": os.path.basename(path), "top_k": TOP_K,
-           "prompts": []}
-    for text in PROMPTS:
+           "cache_type": args.cache_type, "prompts": []}
+    for text in prompts:
         tokens = llm.tokenize(text.encode(), add_bos=False, special=True)
         llm.reset()
         llm.eval(tokens)
@@ -146,16 +185,15 @@ def main():
             margins.append(margin(row))
             llm.eval([t])
             row = np.array(llm.scores[llm.n_tokens - 1], dtype=np.float32)
-        exact_logits = exact.logits(tokens)
+        cache = [None] * exact.n_layer
+        exact_logits = exact.logits(tokens, cache)
         exact_greedy, exact_margins = [], []
-        seq = list(tokens)
         row = exact_logits[-1]
         for _ in range(NEW_TOKENS):
             t = int(np.argmax(row))
             exact_greedy.append(t)
             exact_margins.append(margin(row))
-            seq.append(t)
-            row = exact.logits(seq)[-1]
+            row = exact.logits([t], cache)[-1]
         out["prompts"].append({
             "text": text, "tokens": [int(t) for t in tokens],
             "top": top(logits), "greedy": greedy, "greedy_margin": margins,
