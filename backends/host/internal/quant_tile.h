@@ -1,6 +1,6 @@
 // Tiles of a quantized mul_mat: 8 weight rows at a time by up to 4 tokens
-// (q4_0, q4_1, q5_0, q5_1, q8_0: quant_tile_avx2.cc; q4_K, q5_K, q6_K:
-// quant_k_tile_avx2.cc; iq4_nl, iq4_xs: quant_iq4_tile_avx2.cc),
+// (q4_0, q4_1, q5_0, q5_1, q8_0: quant_tile_avx2.cc; q2_K, q3_K, q4_K, q5_K,
+// q6_K: quant_k_tile_avx2.cc; iq4_nl, iq4_xs: quant_iq4_tile_avx2.cc),
 // each weight block unpacked once for every token of the tile and each
 // activation block loaded once for the 8 rows, the integer products of a
 // block summed in registers and scaled once per block (as llamafile's
