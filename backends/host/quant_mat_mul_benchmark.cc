@@ -1,6 +1,6 @@
 // QuantMatMul on SmolLM2-135M's shapes (ffn_up 576 -> 1536, ffn_down
 // 1536 -> 576) in q4_1, q4_0, q5_0, q5_1, q8_0 and iq4_nl, and ffn_down
-// alone (576 is no whole number of super-blocks) in q4_K, q5_K, q6_K and
+// alone (576 is no whole number of super-blocks) in q2_K..q6_K and
 // iq4_xs, on one thread, for 1 to 128 tokens: the integer path (activations
 // rounded to q8_1; one-token dots, tiles from 2 tokens on) beside the
 // dequantized-weight f32 GEMM path. `per_token` at n tokens against n = 1 is
@@ -100,6 +100,7 @@ BENCHMARK_TEMPLATE(BM_QuantMatMul, quant::QuantType::kQ4_0)->Apply(Shapes);
 BENCHMARK_TEMPLATE(BM_QuantMatMul, quant::QuantType::kQ5_0)->Apply(Shapes);
 BENCHMARK_TEMPLATE(BM_QuantMatMul, quant::QuantType::kQ5_1)->Apply(Shapes);
 BENCHMARK_TEMPLATE(BM_QuantMatMul, quant::QuantType::kQ8_0)->Apply(Shapes);
+BENCHMARK_TEMPLATE(BM_QuantMatMul, quant::QuantType::kQ2_K)->Apply(KShapes);
 BENCHMARK_TEMPLATE(BM_QuantMatMul, quant::QuantType::kQ3_K)->Apply(KShapes);
 BENCHMARK_TEMPLATE(BM_QuantMatMul, quant::QuantType::kQ4_K)->Apply(KShapes);
 BENCHMARK_TEMPLATE(BM_QuantMatMul, quant::QuantType::kQ5_K)->Apply(KShapes);

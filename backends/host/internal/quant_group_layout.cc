@@ -17,6 +17,7 @@ int64_t HeaderBytes(DType dtype) {
     case DType::kQ5_K:
     case DType::kIQ4_XS:  // d, scales_h.
       return 4;
+    case DType::kQ2_K:
     case DType::kQ3_K:
     case DType::kQ6_K:
       return 0;
@@ -27,7 +28,15 @@ int64_t HeaderBytes(DType dtype) {
 
 // f16 fields after them.
 int64_t TrailerBytes(DType dtype) {
-  return dtype == DType::kQ3_K || dtype == DType::kQ6_K ? 2 : 0;
+  switch (dtype) {
+    case DType::kQ2_K:  // d, dmin.
+      return 4;
+    case DType::kQ3_K:
+    case DType::kQ6_K:
+      return 2;
+    default:
+      return 0;
+  }
 }
 
 }  // namespace
@@ -35,10 +44,10 @@ int64_t TrailerBytes(DType dtype) {
 bool QuantGroupLayout::Packable(DType dtype, const std::array<int64_t, 4>& ne) {
   return (dtype == DType::kQ4_0 || dtype == DType::kQ4_1 ||
           dtype == DType::kQ5_0 || dtype == DType::kQ5_1 ||
-          dtype == DType::kQ8_0 || dtype == DType::kQ4_K ||
-          dtype == DType::kQ3_K || dtype == DType::kQ5_K ||
-          dtype == DType::kQ6_K || dtype == DType::kIQ4_NL ||
-          dtype == DType::kIQ4_XS) &&
+          dtype == DType::kQ8_0 || dtype == DType::kQ2_K ||
+          dtype == DType::kQ4_K || dtype == DType::kQ3_K ||
+          dtype == DType::kQ5_K || dtype == DType::kQ6_K ||
+          dtype == DType::kIQ4_NL || dtype == DType::kIQ4_XS) &&
          ne[0] > 0 && ne[0] % DTypeBlockSize(dtype) == 0 && ne[1] > 0 &&
          ne[1] % kGroupRows == 0 && ne[2] > 0 && ne[3] > 0;
 }

@@ -16,10 +16,10 @@ namespace ferry {
 namespace cpu_internal {
 namespace {
 
-constexpr DType kTypes[] = {DType::kQ4_0,   DType::kQ4_1,  DType::kQ5_0,
-                            DType::kQ5_1,   DType::kQ8_0,  DType::kQ3_K,
-                            DType::kQ4_K,   DType::kQ5_K,  DType::kQ6_K,
-                            DType::kIQ4_NL, DType::kIQ4_XS};
+constexpr DType kTypes[] = {DType::kQ4_0, DType::kQ4_1,   DType::kQ5_0,
+                            DType::kQ5_1, DType::kQ8_0,   DType::kQ2_K,
+                            DType::kQ3_K, DType::kQ4_K,   DType::kQ5_K,
+                            DType::kQ6_K, DType::kIQ4_NL, DType::kIQ4_XS};
 
 // Three blocks' worth of elements (the tests' row length).
 int64_t ThreeBlocks(DType dtype) { return 3 * DTypeBlockSize(dtype); }
@@ -36,17 +36,20 @@ TEST(QuantGroupLayoutTest, PackableOnlyWholeGroupsOfBlockTypes) {
   EXPECT_TRUE(QuantGroupLayout::Packable(DType::kQ6_K, {1536, 576, 1, 1}));
   EXPECT_FALSE(QuantGroupLayout::Packable(DType::kQ6_K, {128, 16, 1, 1}));
   EXPECT_FALSE(QuantGroupLayout::Packable(DType::kQ4_K, {256, 12, 1, 1}));
-  EXPECT_FALSE(QuantGroupLayout::Packable(DType::kQ2_K, {256, 16, 1, 1}));
+  EXPECT_TRUE(QuantGroupLayout::Packable(DType::kQ2_K, {1536, 576, 1, 1}));
+  EXPECT_FALSE(QuantGroupLayout::Packable(DType::kQ2_K, {576, 16, 1, 1}));
   EXPECT_TRUE(QuantGroupLayout::Packable(DType::kIQ4_NL, {576, 16, 1, 1}));
   EXPECT_TRUE(QuantGroupLayout::Packable(DType::kIQ4_XS, {1536, 16, 1, 1}));
   EXPECT_FALSE(QuantGroupLayout::Packable(DType::kF32, {64, 16, 1, 1}));
+  EXPECT_FALSE(QuantGroupLayout::Packable(DType::kF16, {256, 16, 1, 1}));
   EXPECT_FALSE(QuantGroupLayout::Packable(DType::kQ4_0, {48, 16, 1, 1}));
 }
 
 // Every logical byte has its own packed byte, and the fields land where
 // the header says: row r's first field at 2r of its block group, its
 // values' piece q at 8 * (header + trailer) + 32q + 4r (for q5, piece 0 is
-// its qh), q6_K's trailing d after its header fields (it has none).
+// its qh), the trailing fields (q3_K's and q6_K's d, q2_K's d and dmin)
+// after the header's (they have none).
 TEST(QuantGroupLayoutTest, OffsetsAreAPermutationInTheDocumentedPlaces) {
   for (DType dtype : kTypes) {
     SCOPED_TRACE(DTypeName(dtype));
@@ -63,10 +66,14 @@ TEST(QuantGroupLayoutTest, OffsetsAreAPermutationInTheDocumentedPlaces) {
                                    dtype == DType::kQ5_K ||
                                    dtype == DType::kIQ4_XS
                                ? 4
-                           : dtype == DType::kQ6_K || dtype == DType::kQ3_K ? 0
-                                                                            : 2;
-    const int64_t trailer =
-        dtype == DType::kQ6_K || dtype == DType::kQ3_K ? 2 : 0;
+                           : dtype == DType::kQ6_K || dtype == DType::kQ3_K ||
+                                   dtype == DType::kQ2_K
+                               ? 0
+                               : 2;
+    const int64_t trailer = dtype == DType::kQ2_K ? 4
+                            : dtype == DType::kQ6_K || dtype == DType::kQ3_K
+                                ? 2
+                                : 0;
     EXPECT_EQ(layout.header_bytes(), header);
     EXPECT_EQ(layout.trailer_bytes(), trailer);
     // Row 11 (group 1, r = 3), block 2: its first field, its values' byte
@@ -81,8 +88,13 @@ TEST(QuantGroupLayoutTest, OffsetsAreAPermutationInTheDocumentedPlaces) {
               base + (header + trailer) * 8 + 1 * 32 + 4 * r + 1);
     // The last byte: byte 1 of the last field, or of the last piece.
     EXPECT_EQ(layout.PackedOffset(at + block - 1),
-              trailer > 0 ? base + header * 8 + 2 * r + 1
+              trailer > 0 ? base + (header + trailer - 2) * 8 + 2 * r + 1
                           : base + 8 * block - 32 + 4 * r + 3);
+    if (trailer > 0) {
+      // The first trailing field follows the header's.
+      EXPECT_EQ(layout.PackedOffset(at + block - trailer),
+                base + header * 8 + 2 * r);
+    }
   }
 }
 

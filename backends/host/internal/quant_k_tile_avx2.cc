@@ -1,15 +1,15 @@
-// AVX2 tiles of q3_K, q4_K, q5_K and q6_K weights (compiled with -mavx2 -mfma
-// -mf16c): 8 rows by up to 4 tokens of q8_K activations, on weights in groups
-// of 8 rows (quant_group_layout.h: per super-block the 8 rows' f16 fields, then
-// pieces of 32 bytes, each 4 bytes of every row). As in quant_tile_avx2.cc
-// a piece is 4 columns of the 8 rows, one maddubs with a token's 4
-// activations broadcast adds products into each row's lanes, and the 8 rows
-// come out as the 8 lanes of one vector. What K-quants add: each sub-block's
-// 16-bit sums are multiplied by its rows' integer scales with one madd (the
-// scales, one byte per row in a piece, shuffled into 16-bit lanes once per
-// super-block for every token), and minimums (q4_K, q5_K) and the offsets
-// of q3_K (4) and q6_K (32) go through the activation's per-16 sums (bsums)
-// once per super-block. Each super-block asks for the next one to be
+// AVX2 tiles of q2_K, q3_K, q4_K, q5_K and q6_K weights (compiled with -mavx2
+// -mfma -mf16c): 8 rows by up to 4 tokens of q8_K activations, on weights in
+// groups of 8 rows (quant_group_layout.h: per super-block the 8 rows' f16
+// fields, then pieces of 32 bytes, each 4 bytes of every row). As in
+// quant_tile_avx2.cc a piece is 4 columns of the 8 rows, one maddubs with a
+// token's 4 activations broadcast adds products into each row's lanes, and the
+// 8 rows come out as the 8 lanes of one vector. What K-quants add: each
+// sub-block's 16-bit sums are multiplied by its rows' integer scales with one
+// madd (the scales, one byte per row in a piece, shuffled into 16-bit lanes
+// once per super-block for every token), and minimums (q2_K, q4_K, q5_K) and
+// the offsets of q3_K (4) and q6_K (32) go through the activation's per-16 sums
+// (bsums) once per super-block. Each super-block asks for the next one to be
 // prefetched: the tiles read its pieces out of order, and with one token
 // (decode) a miss has little work to hide behind (q6_K on SmolLM2's Q6_K
 // decode: 14.5% of the samples without, 7.6% with, against vec_dot's 9.1%).
@@ -343,6 +343,89 @@ void GroupTileQ3_K(const QuantTileArgs& p, const std::byte* group, int64_t i0,
   StoreRows<T>(p, acc, i0, rows, j0);
 }
 
+// q2_K: pieces 0-3 hold the 16 scale bytes (sub-block s: byte s % 4 of
+// piece s / 4, scale in its low nibble, minimum in its high one), 4 + 8h + l
+// the 2-bit values (qs) of columns 128h + 32g + 4l.. for g = 0..3 (bits 2g,
+// 2g + 1), sub-block 8h + 2g + l / 4. Trailer d, dmin.
+template <int T>
+void GroupTileQ2_K(const QuantTileArgs& p, const std::byte* group, int64_t i0,
+                   int rows, int64_t j0) {
+  const int64_t nb = p.k / kQK_K;
+  const BlockQ8_K* a[T];
+  for (int t = 0; t < T; ++t) {
+    a[t] =
+        reinterpret_cast<const BlockQ8_K*>(p.act + (j0 + t) * p.act_row_bytes);
+  }
+  const __m256i low4 = _mm256_set1_epi8(0x0F);
+  const __m256i low2 = _mm256_set1_epi8(3);
+  __m256 acc[T];
+  for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    constexpr int64_t kGroupBlock = kGroupRows * sizeof(quant::BlockQ2_K);
+    const std::byte* o = group + b * kGroupBlock;
+    const std::byte* pieces = o + 4 * kGroupRows;
+    PrefetchBlock(o + kGroupBlock, kGroupBlock);
+    __m256i scales[4], mins[4];
+    for (int j = 0; j < 4; ++j) {
+      const __m256i packed = LoadPiece(pieces, j);
+      scales[j] = _mm256_and_si256(packed, low4);
+      mins[j] = _mm256_and_si256(_mm256_srli_epi16(packed, 4), low4);
+    }
+    __m256i isum[T];
+    for (int t = 0; t < T; ++t) isum[t] = _mm256_setzero_si256();
+    for (int h = 0; h < 2; ++h) {
+      for (int g = 0; g < 4; ++g) {
+        for (int half = 0; half < 2; ++half) {
+          const int s = 8 * h + 2 * g + half;
+          const __m256i scale = SpreadByte(scales[s / 4], s % 4);
+          // 8 products of <= 3 * 128 per 16-bit lane.
+          __m256i i16[T];
+          for (int t = 0; t < T; ++t) i16[t] = _mm256_setzero_si256();
+          for (int l = 4 * half; l < 4 * half + 4; ++l) {
+            const __m256i qs = LoadPiece(pieces, 4 + 8 * h + l);
+            const __m256i w = _mm256_and_si256(
+                g == 0 ? qs : _mm256_srli_epi16(qs, 2 * g), low2);
+            const int at = 128 * h + 32 * g + 4 * l;
+            for (int t = 0; t < T; ++t) {
+              i16[t] = _mm256_add_epi16(
+                  i16[t], _mm256_maddubs_epi16(w, Broadcast4(a[t][b].qs + at)));
+            }
+          }
+          for (int t = 0; t < T; ++t) {
+            isum[t] =
+                _mm256_add_epi32(isum[t], _mm256_madd_epi16(i16[t], scale));
+          }
+        }
+      }
+    }
+    // The minimums: sum over sub-blocks of minimum * bsum, those of
+    // sub-blocks 2v and 2v + 1 as 16-bit pairs.
+    __m256i pairs[8];
+    for (int v = 0; v < 8; ++v) {
+      pairs[v] = PairBytes(mins[v / 2], 2 * (v % 2), 2 * (v % 2) + 1);
+    }
+    const __m256 d =
+        _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(o)));
+    const __m256 dmin = _mm256_cvtph_ps(
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(o + 16)));
+    for (int t = 0; t < T; ++t) {
+      __m256i msum = _mm256_setzero_si256();
+      for (int v = 0; v < 8; ++v) {
+        int32_t bs;
+        std::memcpy(&bs, a[t][b].bsums + 2 * v, 4);
+        msum = _mm256_add_epi32(
+            msum, _mm256_madd_epi16(pairs[v], _mm256_set1_epi32(bs)));
+      }
+      const __m256 da = _mm256_set1_ps(a[t][b].d);
+      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]),
+                               _mm256_mul_ps(d, da), acc[t]);
+      acc[t] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(msum),
+                                _mm256_mul_ps(dmin, da), acc[t]);
+    }
+  }
+  StoreRows<T>(p, acc, i0, rows, j0);
+}
+
 // The formats (quant_group_tile_avx2.h).
 template <bool kFifthBit>
 struct ScaleMinK {
@@ -359,6 +442,18 @@ struct ScaleMinK {
 };
 using Q4_K = ScaleMinK<false>;
 using Q5_K = ScaleMinK<true>;
+
+struct Q2_K {
+  using Block = quant::BlockQ2_K;
+  static constexpr int64_t kBlockElements = kQK_K;
+  static constexpr int64_t kHeaderBytes = 0;
+  static constexpr int64_t kTrailerBytes = 4;  // d, dmin.
+  template <int T>
+  static void Tile(const QuantTileArgs& p, const std::byte* group, int64_t i0,
+                   int rows, int64_t j0) {
+    GroupTileQ2_K<T>(p, group, i0, rows, j0);
+  }
+};
 
 struct Q3_K {
   using Block = quant::BlockQ3_K;
@@ -388,6 +483,8 @@ struct Q6_K {
 
 QuantTileFn Avx2KQuantTile(quant::QuantType weight) {
   switch (weight) {
+    case quant::QuantType::kQ2_K:
+      return group_avx2::ComputeGroups<Q2_K>;
     case quant::QuantType::kQ3_K:
       return group_avx2::ComputeGroups<Q3_K>;
     case quant::QuantType::kQ4_K:

@@ -5,14 +5,17 @@
 #include <cstdint>
 #include <limits>
 
+#include "absl/status/statusor.h"
 #include "ferry/backends/host/internal/mat_mul.h"
 #include "ferry/backends/host/internal/mat_mul_impl.h"
 #include "ferry/backends/host/internal/packed_layout.h"
 #include "ferry/backends/host/internal/quant_group_layout.h"
 #include "ferry/backends/host/internal/quant_tile.h"
 #include "ferry/backends/host/vec_dot.h"
+#include "ferry/graph/dtype.h"
 #include "ferry/quant/dequantize.h"
 #include "ferry/quant/quant_dtype.h"
+#include "ferry/quant/quant_type.h"
 #include "ferry/quant/quantize.h"
 
 namespace ferry {
@@ -119,13 +122,12 @@ int64_t RunRows(int64_t act_row_bytes) {
   return std::clamp(kRunBytes / act_row_bytes, int64_t{1}, kMaxRunRows);
 }
 
+// Types whose weights may come in groups of rows (a_grouped): those the
+// group layout takes.
 bool GroupPackable(quant::QuantType type) {
-  return type == quant::QuantType::kQ4_0 || type == quant::QuantType::kQ4_1 ||
-         type == quant::QuantType::kQ5_0 || type == quant::QuantType::kQ5_1 ||
-         type == quant::QuantType::kQ8_0 || type == quant::QuantType::kQ4_K ||
-         type == quant::QuantType::kQ3_K || type == quant::QuantType::kQ5_K ||
-         type == quant::QuantType::kQ6_K || type == quant::QuantType::kIQ4_NL ||
-         type == quant::QuantType::kIQ4_XS;
+  const absl::StatusOr<DType> dtype = quant::DTypeOf(type);
+  return dtype.ok() && QuantGroupLayout::Packable(
+                           *dtype, {quant::BlockSize(type), kGroupRows, 1, 1});
 }
 
 // Weights in groups of rows (QuantGroupLayout) without tiles for `isa`:

@@ -6,7 +6,7 @@
 //   dst[j][i] = vec_dot(a row i, quantize(b row j))
 //
 // From kMinGemmTokens tokens on (prompts), weights without fast tiles
-// (q2_K and q3_K, or any type without AVX2: DefaultMinGemmTokens) are
+// (any type on a CPU without AVX2: DefaultMinGemmTokens) are
 // instead dequantized to f32 a run of rows at a time into scratch and
 // multiplied by the f32 activations with the f32 GEMM of mat_mul.h, which
 // reuses each loaded value across a tile of tokens as the one-row vec_dot
@@ -52,10 +52,11 @@ inline constexpr int64_t kAutoGemmTokens = 0;
 
 // The fewest tokens for which `type`'s weights go through the dequantized
 // GEMM: never for the types the group layout takes (q4_0, q4_1, q5_0, q5_1,
-// q8_0, q4_K, q5_K, q6_K, iq4_nl, iq4_xs) where their AVX2 tiles run (they
+// q8_0, q2_K..q6_K, iq4_nl, iq4_xs) where their AVX2 tiles run (they
 // take 0.54-0.84x of the GEMM's time at 64 tokens, 1536 x 576; q5_0 0.49x
 // at 64, 0.67x at 128; q4_K and q6_K 576 x 1536 about 0.45x at 64 and 0.5-0.7x
-// at 128; iq4 about equal to it), else kMinGemmTokens.
+// at 128; q2_K 0.48x at 64, 0.65x at 128; iq4 about equal to it), else
+// kMinGemmTokens.
 int64_t DefaultMinGemmTokens(quant::QuantType type);
 
 // Operands of dst[j][i] = sum_l a[i][l] * b[j][l], i < m, j < n, l < k.

@@ -289,20 +289,20 @@ INSTANTIATE_TEST_SUITE_P(
                           IsaName(std::get<1>(info.param)));
     });
 
-// q4_0, q4_1, q5_0, q5_1, q8_0, q3_K, q4_K, q5_K, q6_K, iq4_nl and iq4_xs stay
-// on their tiles at any token count where the CPU has them (they beat the
-// GEMM); other types switch at kMinGemmTokens.
+// q4_0, q4_1, q5_0, q5_1, q8_0, q2_K, q3_K, q4_K, q5_K, q6_K, iq4_nl and
+// iq4_xs stay on their tiles at any token count where the CPU has them (they
+// beat the GEMM); without AVX2 they switch at kMinGemmTokens.
 TEST(DefaultMinGemmTokensTest, TilesWhereTheyAreFaster) {
   const bool tiles = IsaSupported(Isa::kAvx2);
   for (QuantType type :
        {QuantType::kQ4_0, QuantType::kQ4_1, QuantType::kQ5_0, QuantType::kQ5_1,
-        QuantType::kQ8_0, QuantType::kQ3_K, QuantType::kQ4_K, QuantType::kQ5_K,
-        QuantType::kQ6_K, QuantType::kIQ4_NL, QuantType::kIQ4_XS}) {
+        QuantType::kQ8_0, QuantType::kQ2_K, QuantType::kQ3_K, QuantType::kQ4_K,
+        QuantType::kQ5_K, QuantType::kQ6_K, QuantType::kIQ4_NL,
+        QuantType::kIQ4_XS}) {
     EXPECT_EQ(DefaultMinGemmTokens(type),
               tiles ? std::numeric_limits<int64_t>::max() : kMinGemmTokens)
         << quant::QuantTypeName(type);
   }
-  EXPECT_EQ(DefaultMinGemmTokens(QuantType::kQ2_K), kMinGemmTokens);
 }
 
 class TileTest : public ::testing::TestWithParam<QuantType> {};
@@ -372,16 +372,15 @@ TEST_P(TileTest, MatchesScalarVecDot) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(TiledTypes, TileTest,
-                         ::testing::Values(QuantType::kQ4_0, QuantType::kQ4_1,
-                                           QuantType::kQ5_0, QuantType::kQ5_1,
-                                           QuantType::kQ8_0, QuantType::kQ4_K,
-                                           QuantType::kQ3_K, QuantType::kQ5_K,
-                                           QuantType::kQ6_K, QuantType::kIQ4_NL,
-                                           QuantType::kIQ4_XS),
-                         [](const ::testing::TestParamInfo<QuantType>& info) {
-                           return std::string(quant::QuantTypeName(info.param));
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    TiledTypes, TileTest,
+    ::testing::Values(QuantType::kQ4_0, QuantType::kQ4_1, QuantType::kQ5_0,
+                      QuantType::kQ5_1, QuantType::kQ8_0, QuantType::kQ2_K,
+                      QuantType::kQ4_K, QuantType::kQ3_K, QuantType::kQ5_K,
+                      QuantType::kQ6_K, QuantType::kIQ4_NL, QuantType::kIQ4_XS),
+    [](const ::testing::TestParamInfo<QuantType>& info) {
+      return std::string(quant::QuantTypeName(info.param));
+    });
 
 TEST(QuantMatMulSupportsTest, BlockTypesWithKernelsOnly) {
   // Every block dtype of the graph (the CPU kernels admit exactly these).

@@ -1,6 +1,6 @@
 // Tiles of a quantized mul_mat: 8 weight rows at a time by up to 4 tokens
-// (q4_0, q4_1, q5_0, q5_1, q8_0: quant_tile_avx2.cc; q4_K, q5_K, q6_K:
-// quant_k_tile_avx2.cc; iq4_nl, iq4_xs: quant_iq4_tile_avx2.cc),
+// (q4_0, q4_1, q5_0, q5_1, q8_0: quant_tile_avx2.cc; q2_K, q3_K, q4_K, q5_K,
+// q6_K: quant_k_tile_avx2.cc; iq4_nl, iq4_xs: quant_iq4_tile_avx2.cc),
 // each weight block unpacked once for every token of the tile and each
 // activation block loaded once for the 8 rows, the integer products of a
 // block summed in registers and scaled once per block (as llamafile's
@@ -10,8 +10,8 @@
 // one thread, 1536 x 576): q4_1 per token against one token's vec_dot time,
 // 8 tokens 0.31x, 32 tokens 0.29x; grouped weights at one token 0.32x
 // (q4_0, q4_1), 0.50x (q8_0) and 0.38x (q5_0) of vec_dot's time; 576 x
-// 1536 grouped at one token: q4_K 0.74x, q6_K 0.7x, iq4_xs 0.72x, and
-// iq4_nl (1536 x 576) 0.42x.
+// 1536 grouped at one token: q4_K 0.74x, q6_K 0.7x, iq4_xs 0.72x, q2_K
+// 0.81x (0.49x at 8 tokens, 0.48x at 32), and iq4_nl (1536 x 576) 0.42x.
 //
 //   dst[j * ldc + i] = vec_dot(weight row i, activation row j)
 //

@@ -33,7 +33,7 @@ using QuantTileFn = void (*)(const QuantTileArgs& args, int64_t row_begin,
 
 // Compiled with AVX2 + FMA + F16C; nullptr for types without a tile.
 QuantTileFn Avx2QuantTile(quant::QuantType weight);
-// The same for the K formats (q4_K, q6_K), whose activations are q8_K,
+// The same for the K formats (q2_K..q6_K), whose activations are q8_K,
 // and for iq4_nl and iq4_xs.
 QuantTileFn Avx2KQuantTile(quant::QuantType weight);
 QuantTileFn Avx2Iq4QuantTile(quant::QuantType weight);
