@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Requantizes the SmolLM2 Q4_1 GGUF (tools/fetch_smollm2.sh) with llama.cpp's
 # own llama-quantize into the K-quant and iq4 files people download
-# (Q4_K_M, Q5_K_M, Q6_K, Q3_K_M, Q2_K, IQ4_XS), beside it in the cache, for
+# (Q4_K_M, Q5_K_M, Q6_K, Q3_K_M, Q2_K, IQ4_XS), and Q2_K_PURE (Q2_K with
+# --pure: SmolLM2's 576-wide rows are not whole 256-element super-blocks, so
+# the Q2_K mix has no q2_K matrix; the pure one has q2_K ffn_down), beside it
+# in the cache, for
 # the tests that compare ferry with llama.cpp on them (they skip, saying so,
 # without them):
 #   tools/requantize_smollm2.sh            # -> $HOME/.cache/ferry/smollm2/
@@ -24,12 +27,14 @@ if [[ ! -s "$src" ]]; then
   exit 1
 fi
 types=("$@")
-((${#types[@]})) || types=(Q4_K_M Q5_K_M Q6_K Q3_K_M Q2_K IQ4_XS)
+((${#types[@]})) || types=(Q4_K_M Q5_K_M Q6_K Q3_K_M Q2_K IQ4_XS Q2_K_PURE)
 for type in "${types[@]}"; do
   out="$cache/smollm2/SmolLM2-135M-Instruct.$type.gguf"
+  flags=(--allow-requantize)
+  [[ $type == *_PURE ]] && flags+=(--pure)
   if [[ ! -s "$out" ]]; then
     LD_LIBRARY_PATH="$bin${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
-      "$bin/llama-quantize" --allow-requantize "$src" "$out.tmp" "$type" 2 \
+      "$bin/llama-quantize" "${flags[@]}" "$src" "$out.tmp" "${type%_PURE}" 2 \
       >"$out.log" 2>&1 || {
       echo "requantize_smollm2: llama-quantize $type failed, see $out.log" >&2
       rm -f "$out.tmp"
