@@ -17,15 +17,20 @@ GGUF (tools/fetch_smollm2.sh) but not llama_cpp.
   /work/venv-gguf/bin/python engine/testdata/make_smollm2_reference.py \
       ~/.cache/ferry/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf
 
-The requantized files of tools/requantize_smollm2.sh the same way, e.g.
-smollm2_q4_k_m_reference.json for engine/smollm2_kquant_test.cc, with
-llama-cpp-python's sources on the llama.cpp build in the cache:
+The requantized files of tools/requantize_smollm2.sh the same way, with
+MORE_PROMPTS too (--more_prompts), e.g. smollm2_q4_k_m_reference.json for
+engine/smollm2_kquant_test.cc, with llama-cpp-python's sources on the
+llama.cpp build in the cache (~4 min a file on 2 quiet cores; llama.cpp's
+spinning threads slow down many times beside other work):
 
   c=~/.cache/ferry/llama.cpp/0.3.36
   LLAMA_CPP_LIB_PATH=$c/bin PYTHONPATH=$c/src ~/.cache/ferry/venv-ref/bin/python \
-      engine/testdata/make_smollm2_reference.py \
+      engine/testdata/make_smollm2_reference.py --more_prompts \
       ~/.cache/ferry/smollm2/SmolLM2-135M-Instruct.Q4_K_M.gguf \
       > engine/testdata/smollm2_q4_k_m_reference.json
+
+--cache_type=f32 gives llama.cpp ferry's K/V cache type (its default, f16,
+rounds K, V and the attention's inputs to f16; the committed files use it).
 """
 import argparse
 import json
