@@ -20,7 +20,7 @@ GGUF (tools/fetch_smollm2.sh) but not llama_cpp.
 The requantized files of tools/requantize_smollm2.sh the same way, with
 MORE_PROMPTS too (--more_prompts), e.g. smollm2_q4_k_m_reference.json for
 engine/smollm2_kquant_test.cc, with llama-cpp-python's sources on the
-llama.cpp build in the cache (~4 min a file on 2 quiet cores; llama.cpp's
+llama.cpp build in the cache (~30 s a file on 2 quiet cores; llama.cpp's
 spinning threads slow down many times beside other work):
 
   c=~/.cache/ferry/llama.cpp/0.3.36
