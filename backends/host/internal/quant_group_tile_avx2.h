@@ -155,6 +155,14 @@ inline __m256i PairSignedBytes(__m256i dwords, int b0, int b1) {
   return _mm256_srai_epi16(_mm256_shuffle_epi8(dwords, index), 8);
 }
 
+// The activation rows of tokens j0..j0 + T - 1, as blocks of Act.
+template <class Act, int T>
+inline void TokenRows(const QuantTileArgs& p, int64_t j0, const Act** a) {
+  for (int t = 0; t < T; ++t) {
+    a[t] = reinterpret_cast<const Act*>(p.act + (j0 + t) * p.act_row_bytes);
+  }
+}
+
 template <int T>
 inline void StoreRows(const QuantTileArgs& p, const __m256* acc, int64_t i0,
                       int rows, int64_t j0) {

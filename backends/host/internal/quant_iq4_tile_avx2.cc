@@ -72,9 +72,7 @@ struct IQ4_NL {
     using Act = quant::BlockQ8_0;
     const int64_t nb = p.k / kBlockElements;
     const Act* a[T];
-    for (int t = 0; t < T; ++t) {
-      a[t] = reinterpret_cast<const Act*>(p.act + (j0 + t) * p.act_row_bytes);
-    }
+    group_avx2::TokenRows<Act, T>(p, j0, a);
     const __m256i grid = Grid();
     const __m256i ones = _mm256_set1_epi16(1);
     constexpr int64_t kGroupBlock = kGroupRows * sizeof(Block);
@@ -116,9 +114,7 @@ struct IQ4_XS {
     using Act = quant::BlockQ8_K;
     const int64_t nb = p.k / kBlockElements;
     const Act* a[T];
-    for (int t = 0; t < T; ++t) {
-      a[t] = reinterpret_cast<const Act*>(p.act + (j0 + t) * p.act_row_bytes);
-    }
+    group_avx2::TokenRows<Act, T>(p, j0, a);
     const __m256i grid = Grid();
     const __m256i low4 = _mm256_set1_epi8(0x0F);
     constexpr int64_t kGroupBlock = kGroupRows * sizeof(Block);

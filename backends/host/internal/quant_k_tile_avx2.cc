@@ -43,6 +43,21 @@ using group_avx2::PairSignedBytes;
 using group_avx2::PrefetchBlock;
 using group_avx2::SpreadByte;
 using group_avx2::StoreRows;
+using group_avx2::TokenRows;
+
+// Sum over the 16 sub-blocks of a super-block of a per-sub-block weight
+// factor times the activations' bsum: pairs[v] holds sub-blocks 2v and
+// 2v + 1 as 16-bit pairs in each row's lanes.
+inline __m256i PairsTimesBsums(const __m256i* pairs, const BlockQ8_K& a) {
+  __m256i sum = _mm256_setzero_si256();
+  for (int v = 0; v < 8; ++v) {
+    int32_t bs;
+    std::memcpy(&bs, a.bsums + 2 * v, 4);
+    sum = _mm256_add_epi32(sum,
+                           _mm256_madd_epi16(pairs[v], _mm256_set1_epi32(bs)));
+  }
+  return sum;
+}
 
 // q4_K (kFifthBit false) and q5_K: pieces 0-2 hold the 12 scale bytes,
 // then (q5_K) 8 pieces of qh, piece l with the fifth bits of columns 4l..
@@ -57,10 +72,7 @@ void GroupTileScaleMin(const QuantTileArgs& p, const std::byte* group,
   constexpr int kNibblePieces = kFifthBit ? 11 : 3;
   const int64_t nb = p.k / kQK_K;
   const BlockQ8_K* a[T];
-  for (int t = 0; t < T; ++t) {
-    a[t] =
-        reinterpret_cast<const BlockQ8_K*>(p.act + (j0 + t) * p.act_row_bytes);
-  }
+  TokenRows<BlockQ8_K, T>(p, j0, a);
   const __m256i low4 = _mm256_set1_epi8(0x0F);
   const __m256i low6 = _mm256_set1_epi8(0x3F);
   const __m256i bits45 = _mm256_set1_epi8(0x30);
@@ -165,10 +177,7 @@ void GroupTileQ6_K(const QuantTileArgs& p, const std::byte* group, int64_t i0,
                    int rows, int64_t j0) {
   const int64_t nb = p.k / kQK_K;
   const BlockQ8_K* a[T];
-  for (int t = 0; t < T; ++t) {
-    a[t] =
-        reinterpret_cast<const BlockQ8_K*>(p.act + (j0 + t) * p.act_row_bytes);
-  }
+  TokenRows<BlockQ8_K, T>(p, j0, a);
   const __m256i low4 = _mm256_set1_epi8(0x0F);
   const __m256i bits45 = _mm256_set1_epi8(0x30);
   __m256 acc[T];
@@ -226,13 +235,7 @@ void GroupTileQ6_K(const QuantTileArgs& p, const std::byte* group, int64_t i0,
     const __m256 d =
         _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(o)));
     for (int t = 0; t < T; ++t) {
-      __m256i offset = _mm256_setzero_si256();
-      for (int u = 0; u < 8; ++u) {
-        int32_t bs;
-        std::memcpy(&bs, a[t][b].bsums + 2 * u, 4);
-        offset = _mm256_add_epi32(
-            offset, _mm256_madd_epi16(pairs[u], _mm256_set1_epi32(bs)));
-      }
+      const __m256i offset = PairsTimesBsums(pairs, a[t][b]);
       const __m256i dot =
           _mm256_sub_epi32(isum[t], _mm256_slli_epi32(offset, 5));
       acc[t] =
@@ -252,10 +255,7 @@ void GroupTileQ3_K(const QuantTileArgs& p, const std::byte* group, int64_t i0,
                    int rows, int64_t j0) {
   const int64_t nb = p.k / kQK_K;
   const BlockQ8_K* a[T];
-  for (int t = 0; t < T; ++t) {
-    a[t] =
-        reinterpret_cast<const BlockQ8_K*>(p.act + (j0 + t) * p.act_row_bytes);
-  }
+  TokenRows<BlockQ8_K, T>(p, j0, a);
   const __m256i low4 = _mm256_set1_epi8(0x0F);
   const __m256i low2 = _mm256_set1_epi8(3);
   const __m256i bit2 = _mm256_set1_epi8(4);
@@ -326,13 +326,7 @@ void GroupTileQ3_K(const QuantTileArgs& p, const std::byte* group, int64_t i0,
     const __m256 d =
         _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(o)));
     for (int t = 0; t < T; ++t) {
-      __m256i offset = _mm256_setzero_si256();
-      for (int v = 0; v < 8; ++v) {
-        int32_t bs;
-        std::memcpy(&bs, a[t][b].bsums + 2 * v, 4);
-        offset = _mm256_add_epi32(
-            offset, _mm256_madd_epi16(pairs[v], _mm256_set1_epi32(bs)));
-      }
+      const __m256i offset = PairsTimesBsums(pairs, a[t][b]);
       const __m256i dot =
           _mm256_sub_epi32(isum[t], _mm256_slli_epi32(offset, 2));
       acc[t] =
@@ -352,10 +346,7 @@ void GroupTileQ2_K(const QuantTileArgs& p, const std::byte* group, int64_t i0,
                    int rows, int64_t j0) {
   const int64_t nb = p.k / kQK_K;
   const BlockQ8_K* a[T];
-  for (int t = 0; t < T; ++t) {
-    a[t] =
-        reinterpret_cast<const BlockQ8_K*>(p.act + (j0 + t) * p.act_row_bytes);
-  }
+  TokenRows<BlockQ8_K, T>(p, j0, a);
   const __m256i low4 = _mm256_set1_epi8(0x0F);
   const __m256i low2 = _mm256_set1_epi8(3);
   __m256 acc[T];
@@ -409,13 +400,7 @@ void GroupTileQ2_K(const QuantTileArgs& p, const std::byte* group, int64_t i0,
     const __m256 dmin = _mm256_cvtph_ps(
         _mm_loadu_si128(reinterpret_cast<const __m128i*>(o + 16)));
     for (int t = 0; t < T; ++t) {
-      __m256i msum = _mm256_setzero_si256();
-      for (int v = 0; v < 8; ++v) {
-        int32_t bs;
-        std::memcpy(&bs, a[t][b].bsums + 2 * v, 4);
-        msum = _mm256_add_epi32(
-            msum, _mm256_madd_epi16(pairs[v], _mm256_set1_epi32(bs)));
-      }
+      const __m256i msum = PairsTimesBsums(pairs, a[t][b]);
       const __m256 da = _mm256_set1_ps(a[t][b].d);
       acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]),
                                _mm256_mul_ps(d, da), acc[t]);

@@ -304,9 +304,7 @@ void GroupTile(const QuantTileArgs& p, const std::byte* group,
   using Act = typename F::Act;
   const int64_t nb = p.k / kQK;
   const Act* a[T];
-  for (int t = 0; t < T; ++t) {
-    a[t] = reinterpret_cast<const Act*>(p.act + (j0 + t) * p.act_row_bytes);
-  }
+  group_avx2::TokenRows<Act, T>(p, j0, a);
   const int64_t ts0 = (j0 - token_begin) * nb;
   __m256 acc[T];
   for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
