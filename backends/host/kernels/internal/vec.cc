@@ -93,6 +93,20 @@ void AxpyRows(const float* a, const float* rows, int64_t stride, int64_t n_rows,
   K().axpy_rows(a, rows, stride, n_rows, n, y);
 }
 
+void DotRowsF16(const float* x, const Half* rows, int64_t stride,
+                int64_t n_rows, int64_t n, float scale, float* out) {
+  auto* const f = K().dot_rows_f16;
+  (f != nullptr ? f : Avx2Kernels().dot_rows_f16)(x, rows, stride, n_rows, n,
+                                                  scale, out);
+}
+
+void AxpyRowsF16(const float* a, const Half* rows, int64_t stride,
+                 int64_t n_rows, int64_t n, float* y) {
+  auto* const f = K().axpy_rows_f16;
+  (f != nullptr ? f : Avx2Kernels().axpy_rows_f16)(a, rows, stride, n_rows, n,
+                                                   y);
+}
+
 float ScaleMaskMaxRow(const float* x, const float* mask, float scale,
                       float* dst, int64_t n) {
   return K().scale_mask_max_row(x, mask, scale, dst, n);

@@ -60,6 +60,12 @@ void DotRows(const float* x, const float* rows, int64_t stride, int64_t n_rows,
 // registers while the rows stream past.
 void AxpyRows(const float* a, const float* rows, int64_t stride, int64_t n_rows,
               int64_t n, float* y);
+// DotRows and AxpyRows over f16 rows (an f16 KV cache), each element
+// widened to f32 as it is read.
+void DotRowsF16(const float* x, const Half* rows, int64_t stride,
+                int64_t n_rows, int64_t n, float scale, float* out);
+void AxpyRowsF16(const float* a, const Half* rows, int64_t stride,
+                 int64_t n_rows, int64_t n, float* y);
 
 // dst[i] = x[i] * scale + (mask ? mask[i] : 0); returns max(dst[i]) (-inf
 // for n == 0). dst may equal x.

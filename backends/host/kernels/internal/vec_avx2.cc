@@ -439,6 +439,86 @@ void AxpyRowsAvx2(const float* a, const float* rows, int64_t stride,
   }
 }
 
+// 8 halves at p widened to floats.
+inline __m256 LoadHalves(const Half* p) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+
+// As DotRowsAvx2, the rows' halves widened as they are loaded.
+void DotRowsF16Avx2(const float* x, const Half* rows, int64_t stride,
+                    int64_t n_rows, int64_t n, float scale, float* out) {
+  const int64_t n8 = n / 8 * 8;
+  int64_t r = 0;
+  for (; r + 4 <= n_rows; r += 4) {
+    const Half* r0 = rows + r * stride;
+    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(),
+                     _mm256_setzero_ps(), _mm256_setzero_ps()};
+    for (int64_t i = 0; i < n8; i += 8) {
+      const __m256 xv = _mm256_loadu_ps(x + i);
+      for (int q = 0; q < 4; ++q) {
+        acc[q] = _mm256_fmadd_ps(xv, LoadHalves(r0 + q * stride + i), acc[q]);
+      }
+    }
+    const __m256 h01 = _mm256_hadd_ps(acc[0], acc[1]);
+    const __m256 h23 = _mm256_hadd_ps(acc[2], acc[3]);
+    const __m256 h = _mm256_hadd_ps(h01, h23);
+    __m128 sums =
+        _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+    alignas(16) float s[4];
+    _mm_store_ps(s, sums);
+    for (int q = 0; q < 4; ++q) {
+      float tail = 0;
+      for (int64_t i = n8; i < n; ++i) {
+        tail += x[i] * F16ToF32(r0[q * stride + i]);
+      }
+      out[r + q] = scale * (s[q] + tail);
+    }
+  }
+  for (; r < n_rows; ++r) {
+    const Half* row = rows + r * stride;
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n8; i += 8) {
+      acc = _mm256_fmadd_ps(_mm256_loadu_ps(x + i), LoadHalves(row + i), acc);
+    }
+    float sum = HorizontalSum(acc);
+    for (int64_t i = n8; i < n; ++i) sum += x[i] * F16ToF32(row[i]);
+    out[r] = scale * sum;
+  }
+}
+
+// As AxpyRowsAvx2, the rows' halves widened as they are loaded.
+void AxpyRowsF16Avx2(const float* a, const Half* rows, int64_t stride,
+                     int64_t n_rows, int64_t n, float* y) {
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    __m256 acc[4];
+    for (int q = 0; q < 4; ++q) acc[q] = _mm256_loadu_ps(y + i + 8 * q);
+    for (int64_t r = 0; r < n_rows; ++r) {
+      const __m256 w = Broadcast(a[r]);
+      const Half* row = rows + r * stride + i;
+      for (int q = 0; q < 4; ++q) {
+        acc[q] = _mm256_fmadd_ps(w, LoadHalves(row + 8 * q), acc[q]);
+      }
+    }
+    for (int q = 0; q < 4; ++q) _mm256_storeu_ps(y + i + 8 * q, acc[q]);
+  }
+  for (; i + 8 <= n; i += 8) {
+    __m256 acc = _mm256_loadu_ps(y + i);
+    for (int64_t r = 0; r < n_rows; ++r) {
+      acc = _mm256_fmadd_ps(Broadcast(a[r]), LoadHalves(rows + r * stride + i),
+                            acc);
+    }
+    _mm256_storeu_ps(y + i, acc);
+  }
+  for (; i < n; ++i) {
+    float sum = y[i];
+    for (int64_t r = 0; r < n_rows; ++r) {
+      sum += a[r] * F16ToF32(rows[r * stride + i]);
+    }
+    y[i] = sum;
+  }
+}
+
 float SumRowAvx2(const float* x, int64_t n) {
   __m256 acc0 = _mm256_setzero_ps();
   __m256 acc1 = _mm256_setzero_ps();
@@ -579,6 +659,8 @@ const VecKernels& Avx2Kernels() {
       .axpy_row = AxpyRowAvx2,
       .dot_rows = DotRowsAvx2,
       .axpy_rows = AxpyRowsAvx2,
+      .dot_rows_f16 = DotRowsF16Avx2,
+      .axpy_rows_f16 = AxpyRowsF16Avx2,
       .scale_mask_max_row = ScaleMaskMaxRowAvx2,
       .exp_sub_row = ExpSubRowAvx2,
       .sin_cos_row = SinCosAvx2,

@@ -504,6 +504,8 @@ const VecKernels& Avx512Kernels() {
       .axpy_row = AxpyRow,
       .dot_rows = DotRows,
       .axpy_rows = AxpyRows,
+      .dot_rows_f16 = nullptr,  // The AVX2 ones (vec_isa.h).
+      .axpy_rows_f16 = nullptr,
       .scale_mask_max_row = ScaleMaskMaxRow,
       .exp_sub_row = ExpSubRow,
       .sin_cos_row = SinCosRow,

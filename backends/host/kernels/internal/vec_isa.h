@@ -35,6 +35,12 @@ struct VecKernels {
                    int64_t n_rows, int64_t n, float scale, float* out);
   void (*axpy_rows)(const float* a, const float* rows, int64_t stride,
                     int64_t n_rows, int64_t n, float* y);
+  // Null in the AVX-512 table, which uses the AVX2 ones (K/V rows of an
+  // f16 cache are short and few per call).
+  void (*dot_rows_f16)(const float* x, const Half* rows, int64_t stride,
+                       int64_t n_rows, int64_t n, float scale, float* out);
+  void (*axpy_rows_f16)(const float* a, const Half* rows, int64_t stride,
+                        int64_t n_rows, int64_t n, float* y);
   float (*scale_mask_max_row)(const float* x, const float* mask, float scale,
                               float* dst, int64_t n);
   float (*exp_sub_row)(float* x, float max, int64_t n);

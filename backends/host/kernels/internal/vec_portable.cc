@@ -156,6 +156,24 @@ void AxpyRows(const float* a, const float* rows, int64_t stride, int64_t n_rows,
   for (int64_t r = 0; r < n_rows; ++r) AxpyRow(a[r], rows + r * stride, y, n);
 }
 
+void DotRowsF16(const float* x, const Half* rows, int64_t stride,
+                int64_t n_rows, int64_t n, float scale, float* out) {
+  for (int64_t r = 0; r < n_rows; ++r) {
+    float sum = 0;
+    for (int64_t i = 0; i < n; ++i)
+      sum += x[i] * F16ToF32(rows[r * stride + i]);
+    out[r] = scale * sum;
+  }
+}
+
+void AxpyRowsF16(const float* a, const Half* rows, int64_t stride,
+                 int64_t n_rows, int64_t n, float* y) {
+  for (int64_t r = 0; r < n_rows; ++r) {
+    for (int64_t i = 0; i < n; ++i)
+      y[i] += a[r] * F16ToF32(rows[r * stride + i]);
+  }
+}
+
 float ScaleMaskMaxRow(const float* x, const float* mask, float scale,
                       float* dst, int64_t n) {
   float max = -std::numeric_limits<float>::infinity();
@@ -329,6 +347,8 @@ const VecKernels& PortableKernels() {
       .axpy_row = AxpyRow,
       .dot_rows = DotRows,
       .axpy_rows = AxpyRows,
+      .dot_rows_f16 = DotRowsF16,
+      .axpy_rows_f16 = AxpyRowsF16,
       .scale_mask_max_row = ScaleMaskMaxRow,
       .exp_sub_row = ExpSubRow,
       .sin_cos_row = SinCosRow,

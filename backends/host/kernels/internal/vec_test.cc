@@ -146,6 +146,12 @@ TEST_P(VecIsaTest, ReductionsMatchPortable) {
     const std::vector<float> rows =
         RandomRow(rng, 6 * stride, -4, 4, /*with_nan=*/false);
     const std::vector<float> weights = RandomRow(rng, 6, -1, 1, false);
+    std::vector<Half> halves;
+    std::vector<float> widened;  // The f32 rows the f16 ones stand for.
+    for (float v : rows) {
+      halves.push_back(F32ToF16(v));
+      widened.push_back(F16ToF32(halves.back()));
+    }
     for (int64_t n_rows = 1; n_rows <= 6; ++n_rows) {
       Compare("dot rows", n_rows, 1e-4f, [&](float* d) {
         DotRows(x.data(), rows.data(), stride, n_rows, n, 0.5f, d);
@@ -154,6 +160,28 @@ TEST_P(VecIsaTest, ReductionsMatchPortable) {
         std::copy(y.begin(), y.begin() + n, d);
         AxpyRows(weights.data(), rows.data(), stride, n_rows, n, d);
       });
+      Compare("dot f16 rows", n_rows, 1e-4f, [&](float* d) {
+        DotRowsF16(x.data(), halves.data(), stride, n_rows, n, 0.5f, d);
+      });
+      Compare("axpy f16 rows", n, 1e-5f, [&](float* d) {
+        std::copy(y.begin(), y.begin() + n, d);
+        AxpyRowsF16(weights.data(), halves.data(), stride, n_rows, n, d);
+      });
+      // And each equals its f32 primitive on the widened rows.
+      std::vector<float> f16(static_cast<size_t>(n_rows));
+      std::vector<float> f32(static_cast<size_t>(n_rows));
+      DotRowsF16(x.data(), halves.data(), stride, n_rows, n, 0.5f, f16.data());
+      DotRows(x.data(), widened.data(), stride, n_rows, n, 0.5f, f32.data());
+      for (int64_t r = 0; r < n_rows; ++r) {
+        EXPECT_TRUE(Close(f32[r], f16[r], 1e-4f)) << "dot f16 rows r=" << r;
+      }
+      std::vector<float> y16(y.begin(), y.begin() + n);
+      std::vector<float> y32(y.begin(), y.begin() + n);
+      AxpyRowsF16(weights.data(), halves.data(), stride, n_rows, n, y16.data());
+      AxpyRows(weights.data(), widened.data(), stride, n_rows, n, y32.data());
+      for (int64_t i = 0; i < n; ++i) {
+        EXPECT_TRUE(Close(y32[i], y16[i], 1e-5f)) << "axpy f16 rows i=" << i;
+      }
     }
     std::vector<float> mask = RandomRow(rng, n, -2, 0, /*with_nan=*/false);
     if (n > 3) mask[1] = -std::numeric_limits<float>::infinity();
