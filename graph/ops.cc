@@ -311,9 +311,11 @@ absl::StatusOr<Tensor*> RangeAttention(Context& ctx, Tensor* q, Tensor* k,
   FERRY_RETURN_IF_ERROR(CheckNotNull(kOp, "k", k));
   FERRY_RETURN_IF_ERROR(CheckNotNull(kOp, "v", v));
   FERRY_RETURN_IF_ERROR(CheckNotNull(kOp, "ranges", ranges));
+  FERRY_RETURN_IF_ERROR(CheckDType(kOp, "q", *q, {DType::kF32}));
+  FERRY_RETURN_IF_ERROR(CheckDType(kOp, "k", *k, {DType::kF32, DType::kF16}));
+  FERRY_RETURN_IF_ERROR(CheckDType(kOp, "v", *v, {k->dtype}));
   for (auto [arg, t] :
        {std::pair<const char*, Tensor*>{"q", q}, {"k", k}, {"v", v}}) {
-    FERRY_RETURN_IF_ERROR(CheckDType(kOp, arg, *t, {DType::kF32}));
     FERRY_RETURN_IF_ERROR(CheckRows(kOp, arg, *t));
   }
   FERRY_RETURN_IF_ERROR(CheckDType(kOp, "ranges", *ranges, {DType::kI32}));

@@ -122,8 +122,10 @@ absl::StatusOr<Tensor*> SetRows(Context& ctx, Tensor* dst, Tensor* rows,
 // Attention of each token over its own range of cache rows, read in place:
 // the fused form a micro-batch of several sequences uses, so that a token
 // reads only its sequence's cells and no window is gathered or masked.
-// q: [hd, n_head, T] f32 with contiguous rows; k, v: [hd * n_kv, C] f32 2-D
-// with contiguous rows (K and V caches; n_head a multiple of n_kv); ranges:
+// q: [hd, n_head, T] f32 with contiguous rows; k, v: [hd * n_kv, C] 2-D with
+// contiguous rows, both f32 or both f16 (K and V caches; n_head a multiple
+// of n_kv; with f16 ones, q and the softmax weights are rounded to f16 and
+// the products of f16 values summed in f32, as f16 GEMMs do); ranges:
 // [2, T] i32 contiguous: token t attends over cache rows [ranges[0, t],
 // ranges[1, t]). Head h reads kv head h / (n_head / n_kv):
 //   out[:, h, t] = sum_r softmax_r(scale * q[:, h, t] . k[r, kvh]) v[r, kvh].

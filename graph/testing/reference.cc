@@ -380,6 +380,13 @@ absl::Status Compute(Tensor& node, std::vector<double>& out) {
       const int64_t hd = ne[0];
       const int64_t group = ne[1] / (k.ne[0] / hd);
       const double scale = node.ParamF32(0);
+      // An f16 cache multiplies f16 values: q and the weights rounded.
+      const bool f16 = k.dtype == DType::kF16;
+      const auto operand = [f16](double x) {
+        return f16 ? static_cast<double>(
+                         F16ToF32(F32ToF16(static_cast<float>(x))))
+                   : x;
+      };
       out.assign(out.size(), 0.0);
       for (int64_t t = 0; t < ne[2]; ++t) {
         const auto begin = static_cast<int64_t>(Load(ranges, {0, t, 0, 0}));
@@ -396,7 +403,8 @@ absl::Status Compute(Tensor& node, std::vector<double>& out) {
           for (int64_t r = begin; r < end; ++r) {
             double s = 0;
             for (int64_t e = 0; e < hd; ++e) {
-              s += Load(*a, {e, h, t, 0}) * Load(k, {kv0 + e, r, 0, 0});
+              s +=
+                  operand(Load(*a, {e, h, t, 0})) * Load(k, {kv0 + e, r, 0, 0});
             }
             p.push_back(s * scale);
             max = std::max(max, p.back());
@@ -404,7 +412,7 @@ absl::Status Compute(Tensor& node, std::vector<double>& out) {
           double sum = 0;
           for (double& x : p) sum += (x = std::exp(x - max));
           for (int64_t r = begin; r < end; ++r) {
-            const double w = p[static_cast<size_t>(r - begin)] / sum;
+            const double w = operand(p[static_cast<size_t>(r - begin)] / sum);
             for (int64_t e = 0; e < hd; ++e) {
               out[Flat(ne, {e, h, t, 0})] += w * Load(v, {kv0 + e, r, 0, 0});
             }

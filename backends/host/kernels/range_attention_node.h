@@ -18,14 +18,15 @@ namespace cpu_kernels {
 // comes off the wire).
 absl::Status CheckRangeAttention(const Tensor& node);
 
-// Per-thread scores of one head: a row of the cache's length.
+// Per-thread scores of a kv head's query heads, a row of the cache's length
+// each, and for an f16 cache those query heads rounded to f16.
 size_t RangeAttentionScratchBytes(const Tensor& node, int nth);
 
 // Thread ith of nth computes every nth (token, kv head) pair from ith on
-// (ranges differ in length, so interleaving balances them): the kv head's
-// query heads one after another while its K and V rows are in cache, each
-// as one DotRows, softmax and AxpyRows. A range outside [0, cache rows] is
-// clamped to it.
+// (ranges differ in length, so interleaving balances them): every query
+// head of the kv head reads each chunk of its K rows, then of its V rows,
+// while the chunk is in cache (f16 rows widened as they are read). A range
+// outside [0, cache rows] is clamped to it.
 void RangeAttentionNode(const Tensor& node, int ith, int nth,
                         const KernelContext& ctx);
 

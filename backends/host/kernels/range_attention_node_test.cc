@@ -1,7 +1,8 @@
 // range_attention on the host kernels against the reference evaluator:
 // grouped heads, ranges of many lengths (empty, one row, the whole cache),
 // head_dim not a multiple of any SIMD width, 1 to 3 threads; ranges outside
-// the cache clamped; malformed nodes refused.
+// the cache clamped; malformed nodes refused; f16 caches, read a chunk at a
+// time, alike.
 #include <cstdint>
 #include <vector>
 
@@ -39,14 +40,15 @@ struct Attention {
   Tensor* out;
 };
 
-void Build(Attention& a, const std::vector<int32_t>& ranges) {
+void Build(Attention& a, const std::vector<int32_t>& ranges,
+           DType cache = DType::kF32, int64_t rows = kRows) {
   const auto n_tokens = static_cast<int64_t>(ranges.size() / 2);
   FERRY_ASSERT_OK_AND_ASSIGN(
       a.q, a.ctx.NewTensor(DType::kF32, {kHeadDim, kHeads, n_tokens}));
   FERRY_ASSERT_OK_AND_ASSIGN(
-      a.k, a.ctx.NewTensor(DType::kF32, {kHeadDim * kKvHeads, kRows}));
+      a.k, a.ctx.NewTensor(cache, {kHeadDim * kKvHeads, rows}));
   FERRY_ASSERT_OK_AND_ASSIGN(
-      a.v, a.ctx.NewTensor(DType::kF32, {kHeadDim * kKvHeads, kRows}));
+      a.v, a.ctx.NewTensor(cache, {kHeadDim * kKvHeads, rows}));
   FERRY_ASSERT_OK_AND_ASSIGN(a.ranges,
                              a.ctx.NewTensor(DType::kI32, {2, n_tokens}));
   FERRY_ASSERT_OK_AND_ASSIGN(
@@ -82,6 +84,23 @@ TEST(RangeAttentionNodeTest, MatchesReference) {
   for (int64_t i = 0; i < kHeadDim * kHeads; ++i) {
     ASSERT_EQ(want[static_cast<size_t>(2 * kHeadDim * kHeads + i)], 0.0f);
   }
+  for (int nth : {1, 2, 3}) {
+    SCOPED_TRACE(absl::StrCat("nth=", nth));
+    EXPECT_LE(Nmse(want, RunKernels(a, nth)), 1e-10);  // Fails on NaN too.
+  }
+}
+
+// An f16 cache of 150 rows: ranges within one 64-row chunk, across chunk
+// ends and over a partial last chunk; the reference reads the same f16
+// values, so only the order of the sums differs.
+TEST(RangeAttentionNodeTest, F16CacheMatchesReference) {
+  constexpr int64_t kF16Rows = 150;
+  Attention a;
+  Build(a, {0, 1, 3, 150, 5, 5, 0, 64, 63, 129, 100, 150, 64, 128}, DType::kF16,
+        kF16Rows);
+  FERRY_ASSERT_OK_AND_ASSIGN(Graph graph, Graph::Build({a.out}));
+  FERRY_ASSERT_OK(EvaluateReference(graph));
+  FERRY_ASSERT_OK_AND_ASSIGN(std::vector<float> want, ReadTensor(*a.out));
   for (int nth : {1, 2, 3}) {
     SCOPED_TRACE(absl::StrCat("nth=", nth));
     EXPECT_LE(Nmse(want, RunKernels(a, nth)), 1e-10);  // Fails on NaN too.
@@ -130,6 +149,15 @@ TEST(RangeAttentionNodeTest, OpRefusesBadShapes) {
   FERRY_ASSERT_OK_AND_ASSIGN(Tensor * short_ranges,
                              ctx.NewTensor(DType::kI32, {2, 3}));
   EXPECT_THAT(RangeAttention(ctx, q, k1, k1, short_ranges, 1.0f),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  // K and V of different dtypes, and a cache type the kernels do not read.
+  FERRY_ASSERT_OK_AND_ASSIGN(Tensor * k1_f16,
+                             ctx.NewTensor(DType::kF16, {8, 9}));
+  EXPECT_THAT(RangeAttention(ctx, q, k1_f16, k1, ranges, 1.0f),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  FERRY_ASSERT_OK_AND_ASSIGN(Tensor * k1_bf16,
+                             ctx.NewTensor(DType::kBF16, {8, 9}));
+  EXPECT_THAT(RangeAttention(ctx, q, k1_bf16, k1_bf16, ranges, 1.0f),
               StatusIs(absl::StatusCode::kInvalidArgument));
   FERRY_ASSERT_OK_AND_ASSIGN(Tensor * out,
                              RangeAttention(ctx, q, k1, k1, ranges, 1.0f));
