@@ -92,6 +92,11 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(
       options.batch_outputs < 0) {
     return bad("prefill_chunk, batch_window and batch_outputs must be >= 0");
   }
+  if (options.kv_cache_type != DType::kF32 &&
+      options.kv_cache_type != DType::kF16) {
+    return bad(absl::StrCat("kv_cache_type ", DTypeName(options.kv_cache_type),
+                            " must be f32 or f16"));
+  }
   const int64_t min_bucket = options.min_window_bucket;
   if (options.window_buckets &&
       (min_bucket < 2 || min_bucket > (int64_t{1} << 20) ||
@@ -124,7 +129,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(
   shape.n_tokens = o.batch_tokens;
   shape.n_outputs = o.batch_outputs > 0 ? o.batch_outputs : o.batch_tokens;
   shape.attend_by_ranges =
-      o.attend_by_ranges && llama::CanAttendByRanges(model);
+      o.attend_by_ranges && llama::CanAttendByRanges(model, o.kv_cache_type);
   // By ranges a window costs nothing: by default it spans every slot.
   const int64_t window_sequences =
       shape.attend_by_ranges
@@ -136,8 +141,8 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(
   FERRY_RETURN_IF_ERROR(shape.Validate());
   // A sequence's whole context is in one micro-batch's window.
   engine->slot_len_ = std::min(o.max_sequence_len, shape.n_window - 1);
-  FERRY_ASSIGN_OR_RETURN(engine->cache_,
-                         llama::LlamaKvCache::Create(model, n_cells));
+  FERRY_ASSIGN_OR_RETURN(engine->cache_, llama::LlamaKvCache::Create(
+                                             model, n_cells, o.kv_cache_type));
   if (o.window_buckets && !shape.attend_by_ranges) {
     // Powers of two: at most twice the cells a batch needs, and few graphs.
     // One within a quarter of the full window saves too little for a graph

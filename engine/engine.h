@@ -109,6 +109,9 @@ struct EngineOptions {
   // decode steps carry all active sequences. false: a gathered, masked
   // window (window buckets apply).
   bool attend_by_ranges = true;
+  // The KV cache's cell type: f32, or f16 (half the memory, llama.cpp's
+  // default; attention computes in f32 either way).
+  DType kv_cache_type = DType::kF32;
   bool static_batching = false;
   // Nanoseconds for Result times; default: the steady clock. (Programs on
   // simulated devices pass the modelled clock.)

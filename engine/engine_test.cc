@@ -200,6 +200,54 @@ TEST_P(EngineAttentionTest, GreedyTokensMatchFullRecompute) {
   EXPECT_LE(stats.padded_tokens, stats.prefill_tokens + stats.decode_tokens);
 }
 
+// An f16 KV cache (half the bytes) over two sims and the CPU, by ranges and
+// over a masked window: the logits stay within f16 rounding of the f32
+// forward pass. An unsupported cell type is refused by name.
+TEST_P(EngineAttentionTest, F16CacheStaysCloseToTheF32Pass) {
+  const bool by_ranges = GetParam();
+  EngineOptions options = {.max_sequences = 4,
+                           .max_sequence_len = 40,
+                           .batch_tokens = 8,
+                           .n_copies = 4};
+  options.attend_by_ranges = by_ranges;
+  auto f32_engine = MakeEngine(options);
+  ASSERT_NE(f32_engine, nullptr);
+  options.kv_cache_type = DType::kF16;
+  auto engine = MakeEngine(options);
+  ASSERT_NE(engine, nullptr);
+  EXPECT_EQ(engine->bucket_shape(0).attend_by_ranges, by_ranges);
+  EXPECT_EQ(engine->kv_cache().cell_type(), DType::kF16);
+  for (size_t b = 0; b < engine->kv_cache().bytes().size(); ++b) {
+    // Half, but for each tensor's alignment padding.
+    EXPECT_LE(static_cast<double>(engine->kv_cache().bytes()[b]),
+              0.52 * static_cast<double>(f32_engine->kv_cache().bytes()[b]))
+        << "backend " << b;
+  }
+  std::vector<Request> requests = MixedRequests(false);
+  for (Request& r : requests) {
+    for (size_t p = 0; p < r.prompt.size(); p += 2) {
+      r.logits_positions.push_back(static_cast<int64_t>(p));
+    }
+  }
+  std::vector<Result> results = RunAll(*engine, requests);
+  for (size_t k = 0; k < results.size(); ++k) {
+    SCOPED_TRACE(absl::StrCat("request ", k));
+    EXPECT_EQ(results[k].non_finite_logits, 0);
+    const std::vector<float> full = FullLogits(requests[k].prompt);
+    ASSERT_EQ(results[k].logits.size(), requests[k].logits_positions.size());
+    for (const auto& [pos, logits] : results[k].logits) {
+      const std::vector<float> want(full.begin() + pos * kConfig.n_vocab,
+                                    full.begin() + (pos + 1) * kConfig.n_vocab);
+      // f16 keeps 11 bits: ~1e-7 squared error per value (f32: < 1e-12).
+      EXPECT_LE(testing::Nmse(want, logits), 1e-5) << "position " << pos;
+    }
+  }
+  options.kv_cache_type = DType::kBF16;
+  EXPECT_THAT(Engine::Create(*model_, options).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("kv_cache_type bf16")));
+}
+
 // On one stage the engine keeps one micro-batch in flight whatever n_copies
 // asks: a second would only queue behind the first and split the sequences
 // between them. The tokens are those of recomputing every context.

@@ -97,6 +97,10 @@ ABSL_FLAG(int64_t, batch_tokens, 0,
 ABSL_FLAG(int64_t, kv_window, 0,
           "Cache cells one micro-batch attends over, at least a slot; 0: "
           "picked for the model and requests.");
+ABSL_FLAG(std::string, kv_cache_type, "",
+          "The KV cache's cell type: f32, or f16 (half the memory; "
+          "attention computes in f32 either way); empty: the engine's "
+          "choice (engine/auto_options.h).");
 ABSL_FLAG(bool, window_buckets, true,
           "Run each micro-batch on the smallest window (powers of two from 64 "
           "up to --kv_window) that holds its sequences' contexts.");
@@ -162,6 +166,11 @@ absl::Status ValidateFlags() {
   if (has_prompt && !absl::GetFlag(FLAGS_prompts).empty()) {
     return absl::InvalidArgumentError(
         "--prompt and --prompts are exclusive; give one");
+  }
+  if (const std::string t = absl::GetFlag(FLAGS_kv_cache_type);
+      !t.empty() && t != "f32" && t != "f16") {
+    return InvalidFlag("kv_cache_type",
+                       absl::StrCat("'", t, "' is not 'f32' or 'f16'"));
   }
   const std::string w = absl::GetFlag(FLAGS_workload);
   if (w != "mixed" && w != "decode") {
@@ -273,6 +282,9 @@ void ApplyEngineFlags(int64_t n_ctx, engine::EngineOptions& options) {
   }
   if (const int n = absl::GetFlag(FLAGS_n_copies); n > 0) {
     options.n_copies = n;
+  }
+  if (const std::string t = absl::GetFlag(FLAGS_kv_cache_type); !t.empty()) {
+    options.kv_cache_type = t == "f16" ? DType::kF16 : DType::kF32;
   }
   options.window_buckets = absl::GetFlag(FLAGS_window_buckets);
 }

@@ -59,7 +59,7 @@ absl::StatusOr<internal::AttentionKv> AttendCache(void* state, Context& ctx,
 
 }  // namespace
 
-bool CanAttendByRanges(const LlamaModel& model) {
+bool CanAttendByRanges(const LlamaModel& model, DType cache_type) {
   const LlamaConfig& c = model.config();
   if (c.attn_softcap > 0 ||
       (c.sliding_window > 0 && c.sliding_window < c.n_ctx)) {
@@ -70,8 +70,8 @@ bool CanAttendByRanges(const LlamaModel& model) {
   const int64_t n_cells = 2;
   absl::StatusOr<Tensor*> q =
       ctx.NewTensor(DType::kF32, {c.head_dim(), c.n_head, 1});
-  absl::StatusOr<Tensor*> k = ctx.NewTensor(DType::kF32, {c.kv_dim(), n_cells});
-  absl::StatusOr<Tensor*> v = ctx.NewTensor(DType::kF32, {c.kv_dim(), n_cells});
+  absl::StatusOr<Tensor*> k = ctx.NewTensor(cache_type, {c.kv_dim(), n_cells});
+  absl::StatusOr<Tensor*> v = ctx.NewTensor(cache_type, {c.kv_dim(), n_cells});
   absl::StatusOr<Tensor*> ranges = ctx.NewTensor(DType::kI32, {2, 1});
   if (!q.ok() || !k.ok() || !v.ok() || !ranges.ok()) return false;
   absl::StatusOr<Tensor*> node = RangeAttention(ctx, *q, *k, *v, *ranges, 1.0f);

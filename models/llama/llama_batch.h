@@ -37,6 +37,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "ferry/graph/context.h"
+#include "ferry/graph/dtype.h"
 #include "ferry/graph/graph.h"
 #include "ferry/graph/tensor.h"
 #include "ferry/models/llama/llama_kv_cache.h"
@@ -71,8 +72,9 @@ struct LlamaBatchGraph {
 
 // Whether `model`'s batch graph can attend by ranges: its layers attend over
 // their whole context (no sliding window shorter than n_ctx) without
-// soft-capping, and each of its backends' devices runs range_attention.
-bool CanAttendByRanges(const LlamaModel& model);
+// soft-capping, and each of its backends' devices runs range_attention on
+// a cache of `cache_type` cells.
+bool CanAttendByRanges(const LlamaModel& model, DType cache_type = DType::kF32);
 
 // Builds the graph over `cache` (which must hold at least 2 cells: the last
 // is padding's scratch cell).

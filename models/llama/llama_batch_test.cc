@@ -152,6 +152,23 @@ TEST_P(LlamaBatchWindowTest, MatchesFullForwardPassPerSequence) {
 INSTANTIATE_TEST_SUITE_P(Windows, LlamaBatchWindowTest,
                          ::testing::Values(40, 26));
 
+// The cache holds f32 or f16 cells, refuses other types by name before
+// allocating, and ranges attend over either on the CPU.
+TEST_F(LlamaBatchTest, KvCacheCellTypes) {
+  FERRY_ASSERT_OK_AND_ASSIGN(auto f16,
+                             LlamaKvCache::Create(*model_, 9, DType::kF16));
+  EXPECT_EQ(f16->cell_type(), DType::kF16);
+  EXPECT_EQ(f16->k(0)->dtype, DType::kF16);
+  EXPECT_EQ(f16->v(0)->dtype, DType::kF16);
+  for (DType bad : {DType::kBF16, DType::kQ8_0, DType::kI32}) {
+    EXPECT_THAT(
+        LlamaKvCache::Create(*model_, 9, bad).status(),
+        StatusIs(absl::StatusCode::kInvalidArgument,
+                 HasSubstr(absl::StrCat("cells of type ", DTypeName(bad)))));
+  }
+  EXPECT_TRUE(CanAttendByRanges(*model_, DType::kF16));
+}
+
 TEST(LlamaBatchBuilderTest, RefusesWhatDoesNotFit) {
   const LlamaBatchShape shape{.n_tokens = 4, .n_window = 6, .n_outputs = 2};
   LlamaBatchBuilder batch(shape, 99);

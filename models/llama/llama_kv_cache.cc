@@ -8,13 +8,19 @@
 namespace ferry::llama {
 
 absl::StatusOr<std::unique_ptr<LlamaKvCache>> LlamaKvCache::Create(
-    const LlamaModel& model, int64_t n_cells, BufferType* unplaced_type) {
+    const LlamaModel& model, int64_t n_cells, DType cell_type,
+    BufferType* unplaced_type) {
   const LlamaConfig& c = model.config();
   // 2^24 cells of a 2^24-wide row would overflow nothing below 2^63 bytes,
   // and the devices refuse what they cannot hold.
   if (n_cells < 1 || n_cells > (int64_t{1} << 24)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "llama KV cache: ", n_cells, " cells; must be in [1, 2^24]"));
+  }
+  if (cell_type != DType::kF32 && cell_type != DType::kF16) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("llama KV cache: cells of type ", DTypeName(cell_type),
+                     "; must be f32 or f16"));
   }
   const bool placed = !model.backends().empty();
   if (!placed && unplaced_type == nullptr) {
@@ -23,6 +29,7 @@ absl::StatusOr<std::unique_ptr<LlamaKvCache>> LlamaKvCache::Create(
   }
   auto cache = absl::WrapUnique(new LlamaKvCache());
   cache->n_cells_ = n_cells;
+  cache->cell_type_ = cell_type;
   const size_t nb = placed ? model.backends().size() : 1;
   for (size_t b = 0; b < nb; ++b) {
     cache->ctx_.push_back(std::make_unique<Context>());
@@ -32,10 +39,10 @@ absl::StatusOr<std::unique_ptr<LlamaKvCache>> LlamaKvCache::Create(
     const std::string p = absl::StrCat("blk.", il, ".");
     FERRY_ASSIGN_OR_RETURN(
         Tensor * k,
-        ctx.NewTensor(DType::kF32, {c.kv_dim(), n_cells}, p + "k_cache"));
+        ctx.NewTensor(cell_type, {c.kv_dim(), n_cells}, p + "k_cache"));
     FERRY_ASSIGN_OR_RETURN(
         Tensor * v,
-        ctx.NewTensor(DType::kF32, {c.kv_dim(), n_cells}, p + "v_cache"));
+        ctx.NewTensor(cell_type, {c.kv_dim(), n_cells}, p + "v_cache"));
     cache->k_.push_back(k);
     cache->v_.push_back(v);
   }
