@@ -4,7 +4,8 @@
 # emulated on the host): --backends=cuda0,cpu and cuda0,cuda1,cpu give the
 # CPU's greedy tokens and logits, the pipelined run equals one in flight,
 # and the fake's device-memory race check (it aborts the process) stays
-# quiet.
+# quiet. With an f16 KV cache (the CPU attends by ranges, CUDA over a
+# gathered window of the f16 cells) both stay within f16 rounding of it.
 set -u
 bin="$TEST_SRCDIR/$TEST_WORKSPACE/tests/cuda/pipelined_inference_on_fake_cuda"
 tmp="${TEST_TMPDIR:-$(mktemp -d)}"
@@ -44,6 +45,16 @@ for name in cuda0_cpu cuda0_cuda1_cpu; do
   # GEMM): equal to a relative 1e-4.
   python3 "$compare" "$tmp/cpu.jsonl" "$tmp/cpu.npy" "$tmp/$name.jsonl" \
       "$tmp/$name.npy" 1e-4 3 640 || fail "$name differs from cpu"
+done
+
+for backends in cpu cuda0,cpu; do
+  name=f16_${backends//,/_}
+  timeout 240 "$bin" "${small[@]}" --backends="$backends" --kv_cache_type=f16 \
+    --prompts="$tmp/prompts.jsonl" --dump_logits="$tmp/$name.npy" \
+    >"$tmp/$name.jsonl" 2>"$tmp/$name.err" ||
+    fail "$backends f16 cache: $(tail -20 "$tmp/$name.err")"
+  python3 "$compare" "$tmp/cpu.jsonl" "$tmp/cpu.npy" "$tmp/$name.jsonl" \
+      "$tmp/$name.npy" 1e-2 3 640 || fail "$name differs from cpu in f32"
 done
 
 if ((failures > 0)); then
