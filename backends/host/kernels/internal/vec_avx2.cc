@@ -380,39 +380,78 @@ void AxpyRowAvx2(float a, const float* x, float* y, int64_t n) {
   for (; i < n; ++i) y[i] += a * x[i];
 }
 
-// Four rows at a time: four accumulators, their sums gathered by two
-// horizontal adds.
-void DotRowsAvx2(const float* x, const float* rows, int64_t stride,
-                 int64_t n_rows, int64_t n, float scale, float* out) {
+// 8 halves at p widened to floats.
+inline __m256 LoadHalves(const Half* p) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+
+// 8 elements of a row as floats.
+inline __m256 Load8(const float* p) { return _mm256_loadu_ps(p); }
+inline __m256 Load8(const Half* p) { return LoadHalves(p); }
+inline float Widen(float v) { return v; }
+inline float Widen(Half v) { return F16ToF32(v); }
+
+// Lane j = the sum of acc[j]'s lanes.
+inline __m256 SumEach(const __m256 acc[8]) {
+  // Per 128-bit half: [s(acc0) s(acc1) s(acc2) s(acc3)] over that half.
+  const __m256 s0123 = _mm256_hadd_ps(_mm256_hadd_ps(acc[0], acc[1]),
+                                      _mm256_hadd_ps(acc[2], acc[3]));
+  const __m256 s4567 = _mm256_hadd_ps(_mm256_hadd_ps(acc[4], acc[5]),
+                                      _mm256_hadd_ps(acc[6], acc[7]));
+  return _mm256_add_ps(_mm256_permute2f128_ps(s0123, s4567, 0x20),
+                       _mm256_permute2f128_ps(s0123, s4567, 0x31));
+}
+
+// Rows of whole vectors go eight at a time: eight accumulators whose sums
+// come out as one vector (a key row of a 64-wide head is 8 FMAs, so a
+// per-row reduction would cost as much as the row). The rest row by row.
+template <typename Row>
+void DotRowsOf(const float* x, const Row* rows, int64_t stride, int64_t n_rows,
+               int64_t n, float scale, float* out) {
   const int64_t n8 = n / 8 * 8;
   int64_t r = 0;
-  for (; r + 4 <= n_rows; r += 4) {
-    const float* r0 = rows + r * stride;
-    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(),
-                     _mm256_setzero_ps(), _mm256_setzero_ps()};
-    for (int64_t i = 0; i < n8; i += 8) {
-      const __m256 xv = _mm256_loadu_ps(x + i);
-      for (int q = 0; q < 4; ++q) {
-        acc[q] =
-            _mm256_fmadd_ps(xv, _mm256_loadu_ps(r0 + q * stride + i), acc[q]);
+  if (n8 == n) {
+    const __m256 vscale = Broadcast(scale);
+    for (; r + 8 <= n_rows; r += 8) {
+      const Row* r0 = rows + r * stride;
+      __m256 acc[8];
+      for (__m256& a : acc) a = _mm256_setzero_ps();
+      for (int64_t i = 0; i < n; i += 8) {
+        const __m256 xv = _mm256_loadu_ps(x + i);
+        for (int q = 0; q < 8; ++q) {
+          acc[q] = _mm256_fmadd_ps(xv, Load8(r0 + q * stride + i), acc[q]);
+        }
       }
-    }
-    const __m256 h01 = _mm256_hadd_ps(acc[0], acc[1]);
-    const __m256 h23 = _mm256_hadd_ps(acc[2], acc[3]);
-    const __m256 h = _mm256_hadd_ps(h01, h23);
-    __m128 sums =
-        _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
-    alignas(16) float s[4];
-    _mm_store_ps(s, sums);
-    for (int q = 0; q < 4; ++q) {
-      float tail = 0;
-      for (int64_t i = n8; i < n; ++i) tail += x[i] * r0[q * stride + i];
-      out[r + q] = scale * (s[q] + tail);
+      _mm256_storeu_ps(out + r, _mm256_mul_ps(vscale, SumEach(acc)));
     }
   }
   for (; r < n_rows; ++r) {
-    out[r] = scale * DotRowAvx2(x, rows + r * stride, n);
+    const Row* row = rows + r * stride;
+    __m256 acc0 = _mm256_setzero_ps();
+    __m256 acc1 = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 16 <= n8; i += 16) {
+      acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i), Load8(row + i), acc0);
+      acc1 =
+          _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 8), Load8(row + i + 8), acc1);
+    }
+    if (i < n8) {
+      acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i), Load8(row + i), acc0);
+    }
+    float sum = HorizontalSum(_mm256_add_ps(acc0, acc1));
+    for (i = n8; i < n; ++i) sum += x[i] * Widen(row[i]);
+    out[r] = scale * sum;
   }
+}
+
+void DotRowsAvx2(const float* x, const float* rows, int64_t stride,
+                 int64_t n_rows, int64_t n, float scale, float* out) {
+  DotRowsOf(x, rows, stride, n_rows, n, scale, out);
+}
+
+void DotRowsF16Avx2(const float* x, const Half* rows, int64_t stride,
+                    int64_t n_rows, int64_t n, float scale, float* out) {
+  DotRowsOf(x, rows, stride, n_rows, n, scale, out);
 }
 
 // y in chunks of 32 floats, each held in four registers while every row
@@ -436,53 +475,6 @@ void AxpyRowsAvx2(const float* a, const float* rows, int64_t stride,
     for (int64_t r = 0; r < n_rows; ++r) {
       AxpyRowAvx2(a[r], rows + r * stride + i, y + i, n - i);
     }
-  }
-}
-
-// 8 halves at p widened to floats.
-inline __m256 LoadHalves(const Half* p) {
-  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-}
-
-// As DotRowsAvx2, the rows' halves widened as they are loaded.
-void DotRowsF16Avx2(const float* x, const Half* rows, int64_t stride,
-                    int64_t n_rows, int64_t n, float scale, float* out) {
-  const int64_t n8 = n / 8 * 8;
-  int64_t r = 0;
-  for (; r + 4 <= n_rows; r += 4) {
-    const Half* r0 = rows + r * stride;
-    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(),
-                     _mm256_setzero_ps(), _mm256_setzero_ps()};
-    for (int64_t i = 0; i < n8; i += 8) {
-      const __m256 xv = _mm256_loadu_ps(x + i);
-      for (int q = 0; q < 4; ++q) {
-        acc[q] = _mm256_fmadd_ps(xv, LoadHalves(r0 + q * stride + i), acc[q]);
-      }
-    }
-    const __m256 h01 = _mm256_hadd_ps(acc[0], acc[1]);
-    const __m256 h23 = _mm256_hadd_ps(acc[2], acc[3]);
-    const __m256 h = _mm256_hadd_ps(h01, h23);
-    __m128 sums =
-        _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
-    alignas(16) float s[4];
-    _mm_store_ps(s, sums);
-    for (int q = 0; q < 4; ++q) {
-      float tail = 0;
-      for (int64_t i = n8; i < n; ++i) {
-        tail += x[i] * F16ToF32(r0[q * stride + i]);
-      }
-      out[r + q] = scale * (s[q] + tail);
-    }
-  }
-  for (; r < n_rows; ++r) {
-    const Half* row = rows + r * stride;
-    __m256 acc = _mm256_setzero_ps();
-    for (int64_t i = 0; i < n8; i += 8) {
-      acc = _mm256_fmadd_ps(_mm256_loadu_ps(x + i), LoadHalves(row + i), acc);
-    }
-    float sum = HorizontalSum(acc);
-    for (int64_t i = n8; i < n; ++i) sum += x[i] * F16ToF32(row[i]);
-    out[r] = scale * sum;
   }
 }
 

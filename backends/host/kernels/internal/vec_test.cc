@@ -140,19 +140,19 @@ TEST_P(VecIsaTest, ReductionsMatchPortable) {
       std::copy(y.begin(), y.begin() + n, d);
       AxpyRow(-1.5f, x.data(), d, n);
     });
-    // 1 to 6 rows of n at a stride of n + 3 (the tails of 4-row groups
-    // and of n included).
+    // 1 to 6, 8, 9 and 17 rows of n at a stride of n + 3 (the tails of
+    // 8-row groups and of n included).
     const int64_t stride = n + 3;
     const std::vector<float> rows =
-        RandomRow(rng, 6 * stride, -4, 4, /*with_nan=*/false);
-    const std::vector<float> weights = RandomRow(rng, 6, -1, 1, false);
+        RandomRow(rng, 17 * stride, -4, 4, /*with_nan=*/false);
+    const std::vector<float> weights = RandomRow(rng, 17, -1, 1, false);
     std::vector<Half> halves;
     std::vector<float> widened;  // The f32 rows the f16 ones stand for.
     for (float v : rows) {
       halves.push_back(F32ToF16(v));
       widened.push_back(F16ToF32(halves.back()));
     }
-    for (int64_t n_rows = 1; n_rows <= 6; ++n_rows) {
+    for (int64_t n_rows : {1, 2, 3, 4, 5, 6, 8, 9, 17}) {
       Compare("dot rows", n_rows, 1e-4f, [&](float* d) {
         DotRows(x.data(), rows.data(), stride, n_rows, n, 0.5f, d);
       });
