@@ -135,9 +135,8 @@ void RangeAttentionNode(const Tensor& node, int ith, int nth,
   const auto row = [&](const void* cache, int64_t kvh, int64_t r) {
     return static_cast<const std::byte*>(cache) + r * k.nb[1] + kvh * hd * elem;
   };
-  for (int64_t u = ith; u < n_tokens * n_kv; u += nth) {
-    const int64_t t = u / n_kv;
-    const int64_t kvh = u % n_kv;
+  // Token t's query heads of kv head kvh over the token's range.
+  const auto attend = [&](int64_t t, int64_t kvh) {
     const int64_t begin = std::clamp<int64_t>(ranges[2 * t], 0, rows);
     const int64_t end = std::clamp<int64_t>(ranges[2 * t + 1], begin, rows);
     const int64_t n = end - begin;
@@ -149,7 +148,7 @@ void RangeAttentionNode(const Tensor& node, int ith, int nth,
       return reinterpret_cast<float*>(out0 + g * node.nb[1]);
     };
     for (int64_t g = 0; g < group; ++g) std::fill(out(g), out(g) + hd, 0.0f);
-    if (n == 0) continue;
+    if (n == 0) return;
     // With an f16 cache the products are of f16 values (q and the softmax
     // weights rounded to f16, as f16 GEMMs and GPU attention kernels have
     // them) summed in f32.
@@ -199,6 +198,17 @@ void RangeAttentionNode(const Tensor& node, int ith, int nth,
                         hd, out(g));
         }
       }
+    }
+  };
+  if (n_tokens >= 2 * nth) {
+    // A thread takes every kv head of its tokens one after another, so
+    // it walks a token's cache rows while they are near.
+    for (int64_t t = ith; t < n_tokens; t += nth) {
+      for (int64_t kvh = 0; kvh < n_kv; ++kvh) attend(t, kvh);
+    }
+  } else {
+    for (int64_t u = ith; u < n_tokens * n_kv; u += nth) {
+      attend(u / n_kv, u % n_kv);
     }
   }
 }
