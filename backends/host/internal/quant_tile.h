@@ -29,7 +29,8 @@ namespace cpu_internal {
 
 // The tile kernel for weights of `weight` on `isa`, or nullptr where there
 // is none (the caller then uses VecDot one pair at a time) or `isa` is not
-// supported by this CPU. AVX2 kernels serve AVX-512 too.
+// supported by this CPU. On kAvx512 the AVX-512 tiles (16 rows at a time:
+// quant_group_tile_avx512.h) where a type has one, its AVX2 tile where not.
 QuantTileFn FindQuantTile(quant::QuantType weight, Isa isa);
 
 }  // namespace cpu_internal
