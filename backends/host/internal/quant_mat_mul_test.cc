@@ -313,7 +313,11 @@ TEST(DefaultMinGemmTokensTest, TilesWhereTheyAreFaster) {
 enum class TileBuild { kAvx2, kAvx512, kAvx512Emulated };
 
 QuantTileFn EmulatedAvx512Tile(QuantType type) {
-  return emulated::Avx512KQuantTile(type);
+  for (QuantTileFn (*table)(QuantType) :
+       {emulated::Avx512KQuantTile, emulated::Avx512Iq4QuantTile}) {
+    if (const QuantTileFn tile = table(type); tile != nullptr) return tile;
+  }
+  return nullptr;
 }
 
 class TileTest

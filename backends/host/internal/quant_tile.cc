@@ -8,8 +8,9 @@ namespace cpu_internal {
 QuantTileFn FindQuantTile(quant::QuantType weight, Isa isa) {
   if (isa == Isa::kScalar || !IsaSupported(isa)) return nullptr;
   if (isa == Isa::kAvx512) {
-    if (const QuantTileFn tile = Avx512KQuantTile(weight); tile != nullptr) {
-      return tile;
+    for (QuantTileFn (*table)(quant::QuantType) :
+         {Avx512KQuantTile, Avx512Iq4QuantTile}) {
+      if (const QuantTileFn tile = table(weight); tile != nullptr) return tile;
     }
   }
   for (QuantTileFn (*table)(quant::QuantType) :

@@ -38,13 +38,16 @@ QuantTileFn Avx2QuantTile(quant::QuantType weight);
 QuantTileFn Avx2KQuantTile(quant::QuantType weight);
 QuantTileFn Avx2Iq4QuantTile(quant::QuantType weight);
 
-// Compiled with AVX-512 F, BW, VL + FMA + F16C: the K formats so far
-// (quant_k_tile_avx512.cc); nullptr for the others, which take AVX2's.
+// Compiled with AVX-512 F, BW, VL + FMA + F16C: the K formats
+// (quant_k_tile_avx512.cc) and iq4 (quant_iq4_tile_avx512.cc); nullptr for
+// the others, which take AVX2's.
 QuantTileFn Avx512KQuantTile(quant::QuantType weight);
+QuantTileFn Avx512Iq4QuantTile(quant::QuantType weight);
 // The same built on SIMDe for CPUs without AVX-512 (tests only:
 // the *_emulated libraries, avx512_intrinsics.h).
 namespace emulated {
 QuantTileFn Avx512KQuantTile(quant::QuantType weight);
+QuantTileFn Avx512Iq4QuantTile(quant::QuantType weight);
 }  // namespace emulated
 
 }  // namespace cpu_internal
