@@ -314,7 +314,8 @@ enum class TileBuild { kAvx2, kAvx512, kAvx512Emulated };
 
 QuantTileFn EmulatedAvx512Tile(QuantType type) {
   for (QuantTileFn (*table)(QuantType) :
-       {emulated::Avx512KQuantTile, emulated::Avx512Iq4QuantTile}) {
+       {emulated::Avx512QuantTile, emulated::Avx512KQuantTile,
+        emulated::Avx512Iq4QuantTile}) {
     if (const QuantTileFn tile = table(type); tile != nullptr) return tile;
   }
   return nullptr;

@@ -9,7 +9,7 @@ QuantTileFn FindQuantTile(quant::QuantType weight, Isa isa) {
   if (isa == Isa::kScalar || !IsaSupported(isa)) return nullptr;
   if (isa == Isa::kAvx512) {
     for (QuantTileFn (*table)(quant::QuantType) :
-         {Avx512KQuantTile, Avx512Iq4QuantTile}) {
+         {Avx512QuantTile, Avx512KQuantTile, Avx512Iq4QuantTile}) {
       if (const QuantTileFn tile = table(weight); tile != nullptr) return tile;
     }
   }

@@ -30,5 +30,12 @@ const std::byte* LayOutRowMajorGroups(const QuantTileArgs& p, DType dtype,
   return scratch.data();
 }
 
+std::byte* TileTokenScratch(size_t bytes) {
+  // Grown once per thread, then reused.
+  thread_local std::vector<std::byte> scratch;
+  scratch.resize(bytes);
+  return scratch.data();
+}
+
 }  // namespace cpu_internal
 }  // namespace ferry
