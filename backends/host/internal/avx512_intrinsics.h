@@ -89,6 +89,35 @@ inline simde__m512i Cvtepu16Epi32(__m256i h) {
       _mm256_cvtepu16_epi32(_mm256_castsi256_si128(h)),
       _mm256_cvtepu16_epi32(_mm256_extracti128_si256(h, 1)));
 }
+inline simde__m512i CvtpsEpi32(simde__m512 v) {
+  return Join<simde__m512i>(_mm256_cvtps_epi32(Half<__m256>(v, 0)),
+                            _mm256_cvtps_epi32(Half<__m256>(v, 1)));
+}
+inline __m256 CvtpdPs(simde__m512d v) {
+  return _mm256_set_m128(_mm256_cvtpd_ps(Half<__m256d>(v, 1)),
+                         _mm256_cvtpd_ps(Half<__m256d>(v, 0)));
+}
+template <int kRounding>
+inline __m256i CvtpsPh(simde__m512 v) {
+  return _mm256_set_m128i(_mm256_cvtps_ph(Half<__m256>(v, 1), kRounding),
+                          _mm256_cvtps_ph(Half<__m256>(v, 0), kRounding));
+}
+// The low 16 bits of the int32 lanes under k, stored as consecutive int16.
+template <class Mask>
+inline void MaskCvtepi32StoreuEpi16(void* p, Mask k, simde__m512i v) {
+  int32_t lanes[16];
+  std::memcpy(lanes, &v, sizeof(lanes));
+  for (int i = 0; i < 16; ++i) {
+    if ((k >> i) & 1) {
+      const auto low = static_cast<int16_t>(lanes[i]);
+      std::memcpy(static_cast<char*>(p) + 2 * i, &low, 2);
+    }
+  }
+}
+template <int kImm>
+inline simde__m512 PermutePs(simde__m512 v) {
+  return simde_mm512_shuffle_ps(v, v, kImm);
+}
 inline simde__m512 Cvtepi32Ps(simde__m512i v) {
   return Join<simde__m512>(_mm256_cvtepi32_ps(Half<__m256i>(v, 0)),
                            _mm256_cvtepi32_ps(Half<__m256i>(v, 1)));
@@ -99,6 +128,7 @@ inline simde__m512 Cvtepi32Ps(simde__m512i v) {
 #define _mm512_cvtph_ps(h) (::ferry::avx512_emulation::CvtphPs(h))
 #define _mm512_cvtepu16_epi32(h) (::ferry::avx512_emulation::Cvtepu16Epi32(h))
 #define _mm512_cvtepi32_ps(v) (::ferry::avx512_emulation::Cvtepi32Ps(v))
+#define _mm512_cvtps_epi32(v) (::ferry::avx512_emulation::CvtpsEpi32(v))
 #define _mm512_mask_srli_epi16(src, k, a, imm8) \
   simde_mm512_mask_mov_epi16(src, k, simde_mm512_srli_epi16(a, imm8))
 
@@ -107,6 +137,25 @@ inline simde__m512 Cvtepi32Ps(simde__m512i v) {
       (k), (p)))
 #define _mm512_mask_storeu_ps(p, k, v) \
   (::ferry::avx512_emulation::MaskStoreu<float, 16, uint32_t>((p), (k), (v)))
+#define _mm512_maskz_loadu_pd(k, p)                                          \
+  (::ferry::avx512_emulation::MaskzLoadu<simde__m512d, double, 8, uint32_t>( \
+      (k), (p)))
+#define _mm512_maskz_loadu_epi32(k, p)                                         \
+  (::ferry::avx512_emulation::MaskzLoadu<simde__m512i, int32_t, 16, uint32_t>( \
+      (k), (p)))
+#define _mm256_mask_storeu_ps(p, k, v) \
+  (::ferry::avx512_emulation::MaskStoreu<float, 8, uint32_t>((p), (k), (v)))
+#define _mm256_mask_storeu_epi16(p, k, v) \
+  (::ferry::avx512_emulation::MaskStoreu<uint16_t, 16, uint32_t>((p), (k), (v)))
+#define _mm512_mask_storeu_epi32(p, k, v) \
+  (::ferry::avx512_emulation::MaskStoreu<int32_t, 16, uint32_t>((p), (k), (v)))
+#define _mm512_mask_cvtepi32_storeu_epi16(p, k, v) \
+  (::ferry::avx512_emulation::MaskCvtepi32StoreuEpi16((p), (k), (v)))
+#define _mm512_permute_ps(v, imm8) \
+  (::ferry::avx512_emulation::PermutePs<(imm8)>(v))
+#define _mm512_cvtpd_ps(v) (::ferry::avx512_emulation::CvtpdPs(v))
+#define _mm512_cvtps_ph(v, rounding) \
+  (::ferry::avx512_emulation::CvtpsPh<(rounding)>(v))
 #define _mm256_maskz_loadu_epi16(k, p)                               \
   (::ferry::avx512_emulation::MaskzLoadu<simde__m256i, uint16_t, 16, \
                                          uint32_t>((k), (p)))
