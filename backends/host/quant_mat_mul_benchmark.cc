@@ -3,7 +3,9 @@
 // alone (576 is no whole number of super-blocks) in q2_K..q6_K and
 // iq4_xs, on one thread, for 1 to 128 tokens: the integer path (activations
 // rounded to q8_1; one-token dots, tiles from 2 tokens on) beside the
-// dequantized-weight f32 GEMM path. `per_token` at n tokens against n = 1 is
+// dequantized-weight f32 GEMM path, and the tiles on grouped weights with
+// the ISA's own choice (path 2) and with the AVX-512 tiles (path 3; skipped
+// where the CPU has no AVX-512). `per_token` at n tokens against n = 1 is
 // what batching tokens saves.
 //
 //   ./bazelw run --config=opt //backends/host:quant_mat_mul_benchmark
@@ -20,20 +22,26 @@
 #include "ferry/quant/quant_dtype.h"
 #include "ferry/quant/quant_type.h"
 #include "ferry/quant/quantize.h"
+#include "ferry/runtime/cpu_features.h"
 
 namespace ferry::cpu_internal {
 namespace {
 
 // Args: m, k, n, path (0: integer dots on row-major weights, 1: the
 // dequantized GEMM, 2: integer tiles on weights in groups of 8 rows, as
-// the CPU's weight buffers store all of these).
+// the CPU's weight buffers store all of these, 3: 2 on the AVX-512 tiles).
 template <quant::QuantType kType>
 void BM_QuantMatMul(benchmark::State& state) {
   const int64_t m = state.range(0);
   const int64_t k = state.range(1);
   const int64_t n = state.range(2);
   const bool gemm = state.range(3) == 1;
-  const bool grouped = state.range(3) == 2;
+  const bool avx512 = state.range(3) == 3;
+  const bool grouped = state.range(3) >= 2;
+  if (avx512 && !IsaSupported(Isa::kAvx512)) {
+    state.SkipWithError("no AVX-512 on this CPU");
+    return;
+  }
   const quant::QuantType type = kType;
   std::mt19937 rng(1);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
@@ -73,7 +81,11 @@ void BM_QuantMatMul(benchmark::State& state) {
       scratch.data() +
       (16 - reinterpret_cast<uintptr_t>(scratch.data()) / 4 % 16) % 16;
   for (auto _ : state) {
-    QuantMatMul(args, 0, 1, aligned);
+    if (avx512) {
+      QuantMatMul(args, 0, 1, aligned, Isa::kAvx512);
+    } else {
+      QuantMatMul(args, 0, 1, aligned);
+    }
     benchmark::DoNotOptimize(dst.data());
   }
   state.counters["GFLOPS"] = benchmark::Counter(
@@ -87,13 +99,16 @@ void BM_QuantMatMul(benchmark::State& state) {
 }
 void Shapes(benchmark::internal::Benchmark* b) {
   b->ArgNames({"m", "k", "n", "path"})
-      ->ArgsProduct({{1536}, {576}, {1, 2, 4, 8, 16, 32, 64, 128}, {0, 1, 2}})
-      ->ArgsProduct({{576}, {1536}, {1, 2, 4, 8, 16, 32, 64, 128}, {0, 1, 2}});
+      ->ArgsProduct(
+          {{1536}, {576}, {1, 2, 4, 8, 16, 32, 64, 128}, {0, 1, 2, 3}})
+      ->ArgsProduct(
+          {{576}, {1536}, {1, 2, 4, 8, 16, 32, 64, 128}, {0, 1, 2, 3}});
 }
 // ffn_down only: K formats need rows of whole 256-element super-blocks.
 void KShapes(benchmark::internal::Benchmark* b) {
   b->ArgNames({"m", "k", "n", "path"})
-      ->ArgsProduct({{576}, {1536}, {1, 2, 4, 8, 16, 32, 64, 128}, {0, 1, 2}});
+      ->ArgsProduct(
+          {{576}, {1536}, {1, 2, 4, 8, 16, 32, 64, 128}, {0, 1, 2, 3}});
 }
 BENCHMARK_TEMPLATE(BM_QuantMatMul, quant::QuantType::kQ4_1)->Apply(Shapes);
 BENCHMARK_TEMPLATE(BM_QuantMatMul, quant::QuantType::kQ4_0)->Apply(Shapes);

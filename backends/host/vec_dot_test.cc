@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "ferry/backends/host/internal/vec_dot_kernels.h"
 #include "ferry/graph/dtype.h"
 #include "ferry/quant/block_formats.h"
 #include "ferry/quant/dequantize.h"
@@ -30,6 +31,32 @@ constexpr QuantType kWeightTypes[] = {
     QuantType::kQ2_K, QuantType::kQ3_K,   QuantType::kQ4_K,  QuantType::kQ5_K,
     QuantType::kQ6_K, QuantType::kIQ4_NL, QuantType::kIQ4_XS};
 constexpr Isa kIsas[] = {Isa::kScalar, Isa::kAvx2, Isa::kAvx512};
+
+// The kernel builds this CPU runs: each ISA it has, and the AVX-512 kernels
+// emulated on SIMDe (avx512_intrinsics.h) where it has AVX2, which that
+// build is compiled for.
+struct Build {
+  std::string name;
+  VecDotFn (*find)(QuantType weight);
+};
+std::vector<Build> Builds() {
+  std::vector<Build> builds;
+  if (IsaSupported(Isa::kScalar)) {
+    builds.push_back(
+        {"scalar", [](QuantType t) { return FindVecDot(t, Isa::kScalar); }});
+  }
+  if (IsaSupported(Isa::kAvx2)) {
+    builds.push_back(
+        {"avx2", [](QuantType t) { return FindVecDot(t, Isa::kAvx2); }});
+    builds.push_back(
+        {"avx512 emulated", quant_internal::emulated::Avx512VecDot});
+  }
+  if (IsaSupported(Isa::kAvx512)) {
+    builds.push_back(
+        {"avx512", [](QuantType t) { return FindVecDot(t, Isa::kAvx512); }});
+  }
+  return builds;
+}
 
 std::vector<float> RandomRow(std::mt19937& rng, int64_t n, float offset) {
   std::normal_distribution<float> dist(offset, 1.0f);
@@ -122,15 +149,16 @@ TEST(VecDotTest, EveryIsaMatchesScalarAndDequantizedReference) {
       EXPECT_NEAR(s, c.reference, tol + c.slack)
           << QuantTypeName(type) << " n=" << n;
       for (Isa isa : kIsas) {
-        const VecDotFn fn = FindVecDot(type, isa);
         if (!IsaSupported(isa)) {
-          EXPECT_EQ(fn, nullptr);
-          continue;
+          EXPECT_EQ(FindVecDot(type, isa), nullptr);
         }
-        ASSERT_NE(fn, nullptr) << QuantTypeName(type) << " " << IsaName(isa);
+      }
+      for (const Build& build : Builds()) {
+        const VecDotFn fn = build.find(type);
+        ASSERT_NE(fn, nullptr) << QuantTypeName(type) << " " << build.name;
         const float v = fn(c.w.data(), c.act.data(), n);
         EXPECT_NEAR(v, s, tol)
-            << QuantTypeName(type) << " " << IsaName(isa) << " n=" << n;
+            << QuantTypeName(type) << " " << build.name << " n=" << n;
       }
     }
   }
@@ -156,11 +184,10 @@ TEST(VecDotTest, FloatTailsOnEveryIsa) {
   for (QuantType type : {QuantType::kF32, QuantType::kF16, QuantType::kBF16}) {
     for (int64_t n : {1, 7, 8, 15, 17, 31, 33, 47, 100}) {
       const Case c = MakeCase(type, n, rng);
-      for (Isa isa : kIsas) {
-        if (!IsaSupported(isa)) continue;
-        const float v = FindVecDot(type, isa)(c.w.data(), c.act.data(), n);
+      for (const Build& build : Builds()) {
+        const float v = build.find(type)(c.w.data(), c.act.data(), n);
         EXPECT_NEAR(v, c.reference, c.magnitude * 1e-5 + 1e-6)
-            << QuantTypeName(type) << " " << IsaName(isa) << " n=" << n;
+            << QuantTypeName(type) << " " << build.name << " n=" << n;
       }
     }
   }
@@ -182,11 +209,10 @@ TEST(VecDotTest, Q8_0WeightMinus128) {
   for (int b = 0; b < 3; ++b) {
     for (int j = 0; j < 32; ++j) expected += w[b].qs[j] * a[b].qs[j] * 0.125;
   }
-  for (Isa isa : kIsas) {
-    if (!IsaSupported(isa)) continue;
-    EXPECT_FLOAT_EQ(FindVecDot(QuantType::kQ8_0, isa)(w.data(), a.data(), 96),
+  for (const Build& build : Builds()) {
+    EXPECT_FLOAT_EQ(build.find(QuantType::kQ8_0)(w.data(), a.data(), 96),
                     expected)
-        << IsaName(isa);
+        << build.name;
   }
 }
 
@@ -246,10 +272,9 @@ TEST(VecDotTest, KWeightsOfRandomBytesOnEveryIsa) {
     const double tol = magnitude * 1e-5 + 1e-5;
     const float s = FindVecDot(type, Isa::kScalar)(w.data(), act.data(), n);
     EXPECT_NEAR(s, reference, tol) << QuantTypeName(type);
-    for (Isa isa : kIsas) {
-      if (!IsaSupported(isa)) continue;
-      EXPECT_NEAR(FindVecDot(type, isa)(w.data(), act.data(), n), s, tol)
-          << QuantTypeName(type) << " " << IsaName(isa);
+    for (const Build& build : Builds()) {
+      EXPECT_NEAR(build.find(type)(w.data(), act.data(), n), s, tol)
+          << QuantTypeName(type) << " " << build.name;
     }
   }
 }

@@ -10,11 +10,10 @@
 // so these two warnings are off for this whole file.
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <immintrin.h>
-
 #include <algorithm>
 #include <cstdint>
 
+#include "ferry/backends/host/internal/avx512_intrinsics.h"
 #include "ferry/backends/host/internal/mat_mul_gemm.h"
 #include "ferry/backends/host/internal/mat_mul_impl.h"
 #include "ferry/backends/host/internal/mat_mul_packed.h"
@@ -23,6 +22,7 @@
 
 namespace ferry {
 namespace cpu_internal {
+FERRY_AVX512_BEGIN
 namespace {
 
 // Lanes [0, n) set; n may be out of [0, 16].
@@ -474,5 +474,6 @@ void MatMulAvx512(const MatMulArgs& args, int ith, int nth) {
   GemmThread<Avx512Kernel<6, 4>>(args, ith, nth);
 }
 
+FERRY_AVX512_END
 }  // namespace cpu_internal
 }  // namespace ferry

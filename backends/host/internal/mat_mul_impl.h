@@ -100,6 +100,11 @@ class ScratchBuffer {
 void MatMulGeneric(const MatMulArgs& args, int ith, int nth);
 void MatMulAvx2(const MatMulArgs& args, int ith, int nth);
 void MatMulAvx512(const MatMulArgs& args, int ith, int nth);
+// The same built on SIMDe for CPUs without AVX-512 (tests only:
+// :mat_mul_avx512_emulated).
+namespace emulated {
+void MatMulAvx512(const MatMulArgs& args, int ith, int nth);
+}  // namespace emulated
 
 }  // namespace cpu_internal
 }  // namespace ferry

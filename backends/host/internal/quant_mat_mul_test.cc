@@ -17,6 +17,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "ferry/backends/host/internal/quant_group_layout.h"
+#include "ferry/backends/host/internal/quant_tile_kernels.h"
 #include "ferry/backends/host/vec_dot.h"
 #include "ferry/graph/dtype.h"
 #include "ferry/quant/block_formats.h"
@@ -305,16 +306,40 @@ TEST(DefaultMinGemmTokensTest, TilesWhereTheyAreFaster) {
   }
 }
 
-class TileTest : public ::testing::TestWithParam<QuantType> {};
+// The builds of the tiles: AVX2's and AVX-512's through QuantMatMul (AVX-512
+// hands the types it has no tile for to AVX2's), and the AVX-512 tiles
+// emulated on SIMDe (avx512_intrinsics.h), called directly, where the CPU
+// has AVX2 (what that build is compiled for).
+enum class TileBuild { kAvx2, kAvx512, kAvx512Emulated };
+
+QuantTileFn EmulatedAvx512Tile(QuantType type) {
+  for (QuantTileFn (*table)(QuantType) :
+       {emulated::Avx512QuantTile, emulated::Avx512KQuantTile,
+        emulated::Avx512Iq4QuantTile}) {
+    if (const QuantTileFn tile = table(type); tile != nullptr) return tile;
+  }
+  return nullptr;
+}
+
+class TileTest
+    : public ::testing::TestWithParam<std::tuple<QuantType, TileBuild>> {};
 
 // The tiles against the scalar vec_dot of each (weight row, token) pair, the
 // reference they stand in for: row-major weights (odd row counts, so the
 // last group is partial) and grouped ones, at every token count a tile
 // split takes (full tiles of 4 and each remainder), one thread. Equal up to
-// the order of float sums.
+// the order of float sums. The emulated tiles take rows [0, 8) and [8, m)
+// in two calls, so a call also starts with one group of 16 rows' partly.
 TEST_P(TileTest, MatchesScalarVecDot) {
-  const QuantType type = GetParam();
+  const auto [type, build] = GetParam();
   if (!IsaSupported(Isa::kAvx2)) GTEST_SKIP() << "no AVX2";
+  if (build == TileBuild::kAvx512 && !IsaSupported(Isa::kAvx512)) {
+    GTEST_SKIP() << "no AVX-512";
+  }
+  const QuantTileFn emulated_tile = EmulatedAvx512Tile(type);
+  if (build == TileBuild::kAvx512Emulated && emulated_tile == nullptr) {
+    GTEST_SKIP() << "no AVX-512 tile for " << quant::QuantTypeName(type);
+  }
   const QuantType act_type = *quant::VecDotActivationType(type);
   const quant::VecDotFn dot = quant::FindVecDot(type, Isa::kScalar);
   ASSERT_NE(dot, nullptr);
@@ -348,7 +373,25 @@ TEST_P(TileTest, MatchesScalarVecDot) {
         SCOPED_TRACE(absl::StrCat("m=", m, " n=", n, " grouped=", group));
         args.a_grouped = group;
         args.a = group ? grouped.data() : a.bytes.data();
-        const std::vector<float> dst = RunThreads(args, 1, false, Isa::kAvx2);
+        std::vector<float> dst;
+        if (build == TileBuild::kAvx512Emulated) {
+          dst.assign(static_cast<size_t>(n * args.ldc), kSentinel);
+          QuantTileArgs tile;
+          tile.w = static_cast<const std::byte*>(args.a);
+          tile.w_row_bytes = a.row_bytes;
+          tile.grouped = group;
+          tile.act = act.bytes.data();
+          tile.act_row_bytes = act.row_bytes;
+          tile.dst = dst.data();
+          tile.ldc = args.ldc;
+          tile.k = k;
+          emulated_tile(tile, 0, std::min<int64_t>(m, kGroupRows), 0, n);
+          emulated_tile(tile, std::min<int64_t>(m, kGroupRows), m, 0, n);
+        } else {
+          dst =
+              RunThreads(args, 1, false,
+                         build == TileBuild::kAvx2 ? Isa::kAvx2 : Isa::kAvx512);
+        }
         int bad = 0;
         for (int64_t j = 0; j < n; ++j) {
           for (int64_t i = 0; i < m; ++i) {
@@ -365,6 +408,13 @@ TEST_P(TileTest, MatchesScalarVecDot) {
                             << ", vec_dot " << want;
             }
           }
+          // The padding past the m rows stays untouched.
+          for (int64_t i = m; i < args.ldc; ++i) {
+            if (dst[static_cast<size_t>(j * args.ldc + i)] != kSentinel &&
+                ++bad <= 3) {
+              ADD_FAILURE() << "dst[" << j << "][" << i << "] written";
+            }
+          }
         }
         EXPECT_EQ(bad, 0);
       }
@@ -372,15 +422,25 @@ TEST_P(TileTest, MatchesScalarVecDot) {
   }
 }
 
+std::string TileTestName(
+    const ::testing::TestParamInfo<TileTest::ParamType>& info) {
+  constexpr const char* kBuilds[] = {"Avx2", "Avx512", "Avx512Emulated"};
+  return absl::StrCat(quant::QuantTypeName(std::get<0>(info.param)), "_",
+                      kBuilds[static_cast<int>(std::get<1>(info.param))]);
+}
+
 INSTANTIATE_TEST_SUITE_P(
     TiledTypes, TileTest,
-    ::testing::Values(QuantType::kQ4_0, QuantType::kQ4_1, QuantType::kQ5_0,
-                      QuantType::kQ5_1, QuantType::kQ8_0, QuantType::kQ2_K,
-                      QuantType::kQ4_K, QuantType::kQ3_K, QuantType::kQ5_K,
-                      QuantType::kQ6_K, QuantType::kIQ4_NL, QuantType::kIQ4_XS),
-    [](const ::testing::TestParamInfo<QuantType>& info) {
-      return std::string(quant::QuantTypeName(info.param));
-    });
+    ::testing::Combine(::testing::Values(QuantType::kQ4_0, QuantType::kQ4_1,
+                                         QuantType::kQ5_0, QuantType::kQ5_1,
+                                         QuantType::kQ8_0, QuantType::kQ2_K,
+                                         QuantType::kQ4_K, QuantType::kQ3_K,
+                                         QuantType::kQ5_K, QuantType::kQ6_K,
+                                         QuantType::kIQ4_NL,
+                                         QuantType::kIQ4_XS),
+                       ::testing::Values(TileBuild::kAvx2, TileBuild::kAvx512,
+                                         TileBuild::kAvx512Emulated)),
+    TileTestName);
 
 TEST(QuantMatMulSupportsTest, BlockTypesWithKernelsOnly) {
   // Every block dtype of the graph (the CPU kernels admit exactly these).

@@ -12,6 +12,12 @@
 // (q4_0, q4_1), 0.50x (q8_0) and 0.38x (q5_0) of vec_dot's time; 576 x
 // 1536 grouped at one token: q4_K 0.74x, q6_K 0.7x, iq4_xs 0.72x, q2_K
 // 0.81x (0.49x at 8 tokens, 0.48x at 32), and iq4_nl (1536 x 576) 0.42x.
+// The AVX-512 tiles (quant_tile_avx512.cc, quant_k_tile_avx512.cc,
+// quant_iq4_tile_avx512.cc) do the same arithmetic 16 rows (two groups) at
+// a time, half the instructions per product; not yet measured on AVX-512
+// hardware (quant_mat_mul_benchmark's path 3), so quant::PreferredIsa still
+// picks the AVX2 tiles there. Their tests also run on SIMDe
+// (avx512_intrinsics.h) on CPUs without AVX-512.
 //
 //   dst[j * ldc + i] = vec_dot(weight row i, activation row j)
 //
@@ -29,7 +35,8 @@ namespace cpu_internal {
 
 // The tile kernel for weights of `weight` on `isa`, or nullptr where there
 // is none (the caller then uses VecDot one pair at a time) or `isa` is not
-// supported by this CPU. AVX2 kernels serve AVX-512 too.
+// supported by this CPU. On kAvx512 the AVX-512 tiles (16 rows at a time:
+// quant_group_tile_avx512.h) where a type has one, its AVX2 tile where not.
 QuantTileFn FindQuantTile(quant::QuantType weight, Isa isa);
 
 }  // namespace cpu_internal

@@ -38,6 +38,20 @@ QuantTileFn Avx2QuantTile(quant::QuantType weight);
 QuantTileFn Avx2KQuantTile(quant::QuantType weight);
 QuantTileFn Avx2Iq4QuantTile(quant::QuantType weight);
 
+// Compiled with AVX-512 F, BW, VL + FMA + F16C, for the same types as the
+// AVX2 ones (quant_tile_avx512.cc, quant_k_tile_avx512.cc,
+// quant_iq4_tile_avx512.cc).
+QuantTileFn Avx512QuantTile(quant::QuantType weight);
+QuantTileFn Avx512KQuantTile(quant::QuantType weight);
+QuantTileFn Avx512Iq4QuantTile(quant::QuantType weight);
+// The same built on SIMDe for CPUs without AVX-512 (tests only:
+// the *_emulated libraries, avx512_intrinsics.h).
+namespace emulated {
+QuantTileFn Avx512QuantTile(quant::QuantType weight);
+QuantTileFn Avx512KQuantTile(quant::QuantType weight);
+QuantTileFn Avx512Iq4QuantTile(quant::QuantType weight);
+}  // namespace emulated
+
 }  // namespace cpu_internal
 }  // namespace ferry
 

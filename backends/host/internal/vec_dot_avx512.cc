@@ -1,8 +1,9 @@
 // AVX-512 vec_dot kernels (compiled with -mavx512f -mavx512bw -mavx512vl
-// -mfma -mf16c): quantized types take two blocks per 512-bit register, with
-// per-lane scales; float types 16 elements per step. AVX-512 has no
-// sign_epi8, so the sign trick negates `a` under the mask of negative `w`.
-#include <immintrin.h>
+// -mfma -mf16c; for tests also on SIMDe, avx512_intrinsics.h): quantized
+// types take two blocks per 512-bit register, with per-lane scales; float types
+// 16 elements per step. AVX-512 has no sign_epi8, so the sign trick negates `a`
+// under the mask of negative `w`.
+#include "ferry/backends/host/internal/avx512_intrinsics.h"
 
 // GCC 12's AVX-512 intrinsics start from _mm512_undefined_*() values, which
 // -Wuninitialized flags once inlined; they are set before use.
@@ -15,6 +16,7 @@
 #include "ferry/quant/block_formats.h"
 
 namespace ferry::quant::quant_internal {
+FERRY_AVX512_BEGIN
 namespace {
 
 inline float Half(uint16_t bits) { return _cvtsh_ss(bits); }
@@ -203,4 +205,5 @@ VecDotFn Avx512VecDot(QuantType weight) {
   }
 }
 
+FERRY_AVX512_END
 }  // namespace ferry::quant::quant_internal

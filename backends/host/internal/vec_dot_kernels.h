@@ -12,6 +12,11 @@ namespace ferry::quant::quant_internal {
 VecDotFn ScalarVecDot(QuantType weight);
 VecDotFn Avx2VecDot(QuantType weight);
 VecDotFn Avx512VecDot(QuantType weight);
+// The AVX-512 kernels built on SIMDe for CPUs without AVX-512 (tests only:
+// :vec_dot_avx512_emulated).
+namespace emulated {
+VecDotFn Avx512VecDot(QuantType weight);
+}  // namespace emulated
 
 // The K and iq4 weight formats' kernels (q2_K..q6_K, iq4_nl, iq4_xs), which
 // ScalarVecDot and Avx2VecDot hand out; AVX-512 takes the AVX2 ones.

@@ -43,6 +43,10 @@ void ForceIsaForTesting(std::optional<Isa> isa) {
   active.store(&KernelsFor(ActiveIsa()), std::memory_order_relaxed);
 }
 
+void ForceKernelsForTesting(const VecKernels& kernels) {
+  active.store(&kernels, std::memory_order_relaxed);
+}
+
 Isa ActiveIsa() { return forced_isa.value_or(BestIsa()); }
 
 void BinaryRow(BinaryOp op, const float* a, const float* b, float* dst,

@@ -1,22 +1,22 @@
 // AVX-512 row primitives (vec_isa.h; needs avx512f/bw/vl, fma and f16c):
 // this file alone is compiled with those flags and runs only where the CPU
-// has them. Every tail is one masked vector, so an element's result does not
-// depend on where a row was cut.
-// GCC 12's AVX-512 intrinsics self-initialise their "undefined" operands and
-// then warn about it wherever they are inlined (GCC PR105593, fixed in 13).
+// has them (and for tests also on SIMDe: avx512_intrinsics.h). Every tail is
+// one masked vector, so an element's result does not depend on where a row was
+// cut. GCC 12's AVX-512 intrinsics self-initialise their "undefined" operands
+// and then warn about it wherever they are inlined (GCC PR105593, fixed in 13).
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <immintrin.h>
-
 #include <cstddef>
 #include <cstdint>
 #include <limits>
 
+#include "ferry/backends/host/internal/avx512_intrinsics.h"
 #include "ferry/backends/host/kernels/internal/vec_isa.h"
 #include "ferry/graph/dtype.h"
 
 namespace ferry {
 namespace cpu_kernels_internal {
+FERRY_AVX512_BEGIN
 namespace {
 
 using namespace vec_constants;  // NOLINT(build/namespaces)
@@ -517,5 +517,6 @@ const VecKernels& Avx512Kernels() {
   return kKernels;
 }
 
+FERRY_AVX512_END
 }  // namespace cpu_kernels_internal
 }  // namespace ferry

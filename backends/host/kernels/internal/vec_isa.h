@@ -60,6 +60,15 @@ struct VecKernels {
 const VecKernels& PortableKernels();
 const VecKernels& Avx2Kernels();
 const VecKernels& Avx512Kernels();
+// The AVX-512 table built on SIMDe for CPUs without AVX-512 (tests only:
+// :vec_avx512_emulated, avx512_intrinsics.h).
+namespace emulated {
+const VecKernels& Avx512Kernels();
+}  // namespace emulated
+
+// Makes the row primitives use `kernels` until the next ForceIsaForTesting
+// (tests only: the emulated table has no Isa of its own).
+void ForceKernelsForTesting(const VecKernels& kernels);
 
 // The portable strided conversion (ConvertStrided's fallback).
 void ConvertStridedPortable(DType src_type, const void* src, int64_t src_stride,

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "ferry/backends/host/kernels/internal/vec_isa.h"
 #include "ferry/graph/dtype.h"
 #include "gtest/gtest.h"
 
@@ -58,7 +59,14 @@ std::vector<float> GuardedRow(int64_t n) {
   return std::vector<float>(static_cast<size_t>(n + kGuard), kGuardValue);
 }
 
-class VecIsaTest : public ::testing::TestWithParam<Isa> {
+// A vector path: an ISA's kernels, or the AVX-512 ones emulated on SIMDe
+// (avx512_intrinsics.h), which run wherever AVX2 does.
+struct Path {
+  Isa isa;
+  bool emulated;
+};
+
+class VecIsaTest : public ::testing::TestWithParam<Path> {
  protected:
   void TearDown() override { ForceIsaForTesting(std::nullopt); }
 
@@ -71,7 +79,11 @@ class VecIsaTest : public ::testing::TestWithParam<Isa> {
     std::vector<float> got = GuardedRow(n);
     ForceIsaForTesting(Isa::kScalar);
     fn(want.data());
-    ForceIsaForTesting(GetParam());
+    if (GetParam().emulated) {
+      ForceKernelsForTesting(emulated::Avx512Kernels());
+    } else {
+      ForceIsaForTesting(GetParam().isa);
+    }
     fn(got.data());
     for (int64_t i = 0; i < n + kGuard; ++i) {
       const float expected = i < n ? want[i] : kGuardValue;
@@ -260,18 +272,21 @@ TEST_P(VecIsaTest, ConversionsMatchPortable) {
   }
 }
 
-std::vector<Isa> SupportedVectorIsas() {
-  std::vector<Isa> isas;
+std::vector<Path> SupportedVectorPaths() {
+  std::vector<Path> paths;
   for (Isa isa : {Isa::kAvx2, Isa::kAvx512}) {
-    if (IsaSupported(isa)) isas.push_back(isa);
+    if (IsaSupported(isa)) paths.push_back({isa, false});
   }
-  return isas;
+  // The emulated build is compiled for AVX2.
+  if (IsaSupported(Isa::kAvx2)) paths.push_back({Isa::kAvx512, true});
+  return paths;
 }
 
 INSTANTIATE_TEST_SUITE_P(EverySupportedIsa, VecIsaTest,
-                         ::testing::ValuesIn(SupportedVectorIsas()),
-                         [](const ::testing::TestParamInfo<Isa>& info) {
-                           return std::string(IsaName(info.param));
+                         ::testing::ValuesIn(SupportedVectorPaths()),
+                         [](const ::testing::TestParamInfo<Path>& info) {
+                           return std::string(IsaName(info.param.isa)) +
+                                  (info.param.emulated ? "Emulated" : "");
                          });
 // A CPU with neither has no vector path to compare.
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(VecIsaTest);
