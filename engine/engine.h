@@ -110,7 +110,7 @@ struct EngineOptions {
   // window (window buckets apply).
   bool attend_by_ranges = true;
   // The KV cache's cell type: f32, or f16 (half the memory, llama.cpp's
-  // default; attention computes in f32 either way).
+  // default; attention then multiplies f16 values, summed in f32).
   DType kv_cache_type = DType::kF32;
   bool static_batching = false;
   // Nanoseconds for Result times; default: the steady clock. (Programs on

@@ -98,9 +98,9 @@ ABSL_FLAG(int64_t, kv_window, 0,
           "Cache cells one micro-batch attends over, at least a slot; 0: "
           "picked for the model and requests.");
 ABSL_FLAG(std::string, kv_cache_type, "",
-          "The KV cache's cell type: f32, or f16 (half the memory; "
-          "attention computes in f32 either way); empty: the engine's "
-          "choice (engine/auto_options.h).");
+          "The KV cache's cell type: f32, or f16 (half the memory, "
+          "llama.cpp's default; attention then multiplies f16 values, "
+          "summed in f32); empty: f32.");
 ABSL_FLAG(bool, window_buckets, true,
           "Run each micro-batch on the smallest window (powers of two from 64 "
           "up to --kv_window) that holds its sequences' contexts.");

@@ -2,10 +2,10 @@
 // own backend.
 //
 // Layer il's K and V are [kv_dim, n_cells] tensors of the cache's cell type
-// (f32, or f16 at half the memory, llama.cpp's default; attention reads
-// either as f32) in a buffer of the backend that holds layer il's weights,
-// so that writing and reading them
-// never crosses devices. A cell holds one token's K (or V) row; which cells
+// (f32, or f16 at half the memory, llama.cpp's default; range_attention then
+// multiplies f16 values, graph/ops.h) in a buffer of the backend that holds
+// layer il's weights, so that writing and reading them never crosses
+// devices. A cell holds one token's K (or V) row; which cells
 // belong to which sequence is the caller's business (the engine gives each
 // sequence a slot of cells), and llama_batch.h's graphs write and read cells
 // named by i32 inputs.
