@@ -16,6 +16,25 @@ FERRY_COPTS = [
     "-Wno-missing-field-initializers",
 ]
 
+_NO_AVX512_EMULATION = str(Label("//bazel:avx512_emulation_off"))
+
+def with_avx512_emulation(deps):
+    """The tests' SIMDe builds of the AVX-512 kernels, and the define their
+    tests look for (FERRY_TEST_AVX512_EMULATION).
+
+    Returns (deps, local_defines). Both are empty under
+    --define=ferry_avx512_emulation=off, which .bazelrc's tsan config sets:
+    those kernels are single-threaded, and their SIMDe build takes minutes
+    under TSan. Plain and ASan builds keep them.
+    """
+    return (
+        select({_NO_AVX512_EMULATION: [], "//conditions:default": deps}),
+        select({
+            _NO_AVX512_EMULATION: [],
+            "//conditions:default": ["FERRY_TEST_AVX512_EMULATION"],
+        }),
+    )
+
 def ferry_cc_library(name, copts = [], **kwargs):
     """A cc_library whose headers are included as "ferry/<package>/<file>"."""
     native.cc_library(

@@ -48,8 +48,10 @@ std::vector<Build> Builds() {
   if (IsaSupported(Isa::kAvx2)) {
     builds.push_back(
         {"avx2", [](QuantType t) { return FindVecDot(t, Isa::kAvx2); }});
+#ifdef FERRY_TEST_AVX512_EMULATION
     builds.push_back(
         {"avx512 emulated", quant_internal::emulated::Avx512VecDot});
+#endif
   }
   if (IsaSupported(Isa::kAvx512)) {
     builds.push_back(

@@ -114,8 +114,14 @@ void RunKernel(Kernel kernel, const MatMulArgs& args, int ith, int nth) {
     case Kernel::kAvx512:
       return MatMulWithIsa(args, ith, nth, Isa::kAvx512);
     case Kernel::kAvx512Emulated:
+#ifdef FERRY_TEST_AVX512_EMULATION
       return emulated::MatMulAvx512(args, ith, nth);
+#else
+      break;  // Not built here, and never listed by SupportedKernels.
+#endif
   }
+  ADD_FAILURE() << "kernel " << kKernelNames[static_cast<int>(kernel)]
+                << " not built";
 }
 
 // Runs MatMul for each variant on nth (sequential) calls and checks every
@@ -201,7 +207,9 @@ std::vector<Kernel> SupportedKernels() {
   if (IsaSupported(Isa::kScalar)) kernels.push_back(Kernel::kGeneric);
   if (IsaSupported(Isa::kAvx2)) {
     kernels.push_back(Kernel::kAvx2);
+#ifdef FERRY_TEST_AVX512_EMULATION
     kernels.push_back(Kernel::kAvx512Emulated);
+#endif
   }
   if (IsaSupported(Isa::kAvx512)) kernels.push_back(Kernel::kAvx512);
   return kernels;

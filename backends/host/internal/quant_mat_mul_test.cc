@@ -313,11 +313,14 @@ TEST(DefaultMinGemmTokensTest, TilesWhereTheyAreFaster) {
 enum class TileBuild { kAvx2, kAvx512, kAvx512Emulated };
 
 QuantTileFn EmulatedAvx512Tile(QuantType type) {
+#ifdef FERRY_TEST_AVX512_EMULATION
   for (QuantTileFn (*table)(QuantType) :
        {emulated::Avx512QuantTile, emulated::Avx512KQuantTile,
         emulated::Avx512Iq4QuantTile}) {
     if (const QuantTileFn tile = table(type); tile != nullptr) return tile;
   }
+#endif
+  (void)type;
   return nullptr;
 }
 
@@ -338,7 +341,9 @@ TEST_P(TileTest, MatchesScalarVecDot) {
   }
   const QuantTileFn emulated_tile = EmulatedAvx512Tile(type);
   if (build == TileBuild::kAvx512Emulated && emulated_tile == nullptr) {
-    GTEST_SKIP() << "no AVX-512 tile for " << quant::QuantTypeName(type);
+    GTEST_SKIP() << "no emulated AVX-512 tile for "
+                 << quant::QuantTypeName(type)
+                 << " (or its build left out: ferry_avx512_emulation=off)";
   }
   const QuantType act_type = *quant::VecDotActivationType(type);
   const quant::VecDotFn dot = quant::FindVecDot(type, Isa::kScalar);
