@@ -22,6 +22,8 @@ Range SplitUnits(int64_t units, int64_t parts, int64_t i) {
 
 }  // namespace
 
+ScratchBuffer::~ScratchBuffer() = default;
+
 float* ScratchBuffer::Get(size_t size) {
   if (size > size_) {
     data_.reset(static_cast<float*>(

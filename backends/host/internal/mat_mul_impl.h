@@ -83,6 +83,11 @@ inline constexpr int64_t kMaxDotN = 8;
 // Thread-compatible.
 class ScratchBuffer {
  public:
+  ScratchBuffer() = default;
+  // Out of line too: an implicit one would be inline code in every kernel
+  // file, and the linker could keep an AVX-512 file's copy.
+  ~ScratchBuffer();
+
   // Returns at least `size` floats; contents are unspecified. Invalidates
   // earlier results.
   float* Get(size_t size);

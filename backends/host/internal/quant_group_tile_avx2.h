@@ -18,10 +18,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
-#include <vector>
 
 #include "ferry/backends/host/internal/quant_group_layout.h"
 #include "ferry/backends/host/internal/quant_tile_kernels.h"
+#include "ferry/backends/host/internal/quant_tile_row_major.h"
 
 namespace ferry::cpu_internal::group_avx2 {
 
@@ -185,16 +185,17 @@ template <class F>
 void ComputeGroups(const QuantTileArgs& p, int64_t row_begin, int64_t row_end,
                    int64_t token_begin, int64_t token_end) {
   const int64_t nb = p.k / F::kBlockElements;
-  // Grown once per thread, then reused.
-  thread_local std::vector<std::byte> group;
-  if (!p.grouped) group.resize(static_cast<size_t>(nb * kGroupBlockBytes<F>));
+  std::byte* const group =
+      p.grouped
+          ? nullptr
+          : TileGroupScratch(static_cast<size_t>(nb * kGroupBlockBytes<F>));
   for (int64_t i = row_begin; i < row_end; i += kGroupRows) {
     const int rows =
         static_cast<int>(std::min<int64_t>(kGroupRows, row_end - i));
     const std::byte* g = p.w + i * p.w_row_bytes;  // Packed: i % 8 == 0.
     if (!p.grouped) {
-      LayOutGroup<F>(p, i, rows, group.data());
-      g = group.data();
+      LayOutGroup<F>(p, i, rows, group);
+      g = group;
     }
     int64_t j = token_begin;
     for (; j + kGroupTokens <= token_end; j += kGroupTokens) {

@@ -20,12 +20,12 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
-#include <vector>
 
 #include "ferry/backends/host/internal/avx2_blocks.h"
 #include "ferry/backends/host/internal/quant_group_layout.h"
 #include "ferry/backends/host/internal/quant_group_tile_avx2.h"
 #include "ferry/backends/host/internal/quant_tile_kernels.h"
+#include "ferry/backends/host/internal/quant_tile_row_major.h"
 #include "ferry/quant/block_formats.h"
 
 namespace ferry {
@@ -340,18 +340,16 @@ void ComputeGroups(const QuantTileArgs& p, int64_t row_begin, int64_t row_end,
   using Act = typename F::Act;
   const int64_t nb = p.k / kQK;
   const int64_t n = token_end - token_begin;
-  // Grown once per thread, then reused.
-  thread_local std::vector<std::byte> group;
-  thread_local std::vector<float> token_d, token_s;
-  thread_local std::vector<int32_t> token_sum;
-  if (!p.grouped) {
-    group.resize(static_cast<size_t>(nb * kGroupBlockBytes<F>));
-  }
-  token_d.resize(static_cast<size_t>(n * nb));
-  if constexpr (F::kMin) token_s.resize(static_cast<size_t>(n * nb));
-  if constexpr (F::kOffset != 0) {
-    token_sum.resize(static_cast<size_t>(n * nb));
-  }
+  std::byte* const group =
+      p.grouped
+          ? nullptr
+          : TileGroupScratch(static_cast<size_t>(nb * kGroupBlockBytes<F>));
+  // Per (token, block): d, s and the offset sum, 4 bytes each.
+  const auto per_token = static_cast<size_t>(n * nb);
+  std::byte* const token_scratch = TileTokenScratch(3 * 4 * per_token);
+  float* const token_d = reinterpret_cast<float*>(token_scratch);
+  float* const token_s = token_d + per_token;
+  auto* const token_sum = reinterpret_cast<int32_t*>(token_s + per_token);
   for (int64_t j = 0; j < n; ++j) {
     const Act* a = reinterpret_cast<const Act*>(p.act + (token_begin + j) *
                                                             p.act_row_bytes);
@@ -374,14 +372,14 @@ void ComputeGroups(const QuantTileArgs& p, int64_t row_begin, int64_t row_end,
       }
     }
   }
-  const TokenScales ts{token_d.data(), token_s.data(), token_sum.data()};
+  const TokenScales ts{token_d, token_s, token_sum};
   for (int64_t i = row_begin; i < row_end; i += kGroupRows) {
     const int rows =
         static_cast<int>(std::min<int64_t>(kGroupRows, row_end - i));
     const std::byte* g = p.w + i * p.w_row_bytes;  // Packed: i % 8 == 0.
     if (!p.grouped) {
-      LayOutGroup<F>(p, i, rows, group.data());
-      g = group.data();
+      LayOutGroup<F>(p, i, rows, group);
+      g = group;
     }
     int64_t j = token_begin;
     for (; j + kGroupTokens <= token_end; j += kGroupTokens) {

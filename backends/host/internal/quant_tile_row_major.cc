@@ -37,5 +37,12 @@ std::byte* TileTokenScratch(size_t bytes) {
   return scratch.data();
 }
 
+std::byte* TileGroupScratch(size_t bytes) {
+  // Grown once per thread, then reused.
+  thread_local std::vector<std::byte> scratch;
+  scratch.resize(bytes);
+  return scratch.data();
+}
+
 }  // namespace cpu_internal
 }  // namespace ferry
