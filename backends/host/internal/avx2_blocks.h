@@ -39,6 +39,20 @@ inline __m256i Nibbles(const uint8_t* qs) {
   return _mm256_and_si256(both, _mm256_set1_epi8(0x0F));
 }
 
+// acc + x in 16-bit (epi16) or 32-bit (epi32) lanes, in the order written:
+// the empty asm hides the sum from the optimizer, so GCC cannot reassociate
+// a tile's chain of adds into a tree whose many live terms spill to the
+// stack (the q4_1 tile at 32 tokens ran 10% slower so, on Zen 1).
+inline void AddInOrderEpi16(__m256i& acc, __m256i x) {
+  acc = _mm256_add_epi16(acc, x);
+  asm("" : "+x"(acc));
+}
+
+inline void AddInOrderEpi32(__m256i& acc, __m256i x) {
+  acc = _mm256_add_epi32(acc, x);
+  asm("" : "+x"(acc));
+}
+
 inline __m256i Load32(const int8_t* p) {
   return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
 }

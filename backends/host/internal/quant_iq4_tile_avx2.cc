@@ -24,6 +24,7 @@ using group_avx2::Broadcast4;
 using group_avx2::LoadPiece;
 using group_avx2::SpreadByte;
 using group_avx2::StoreRows;
+using host_avx2::AddInOrderEpi32;
 using host_avx2::Half;
 
 inline __m256i Grid() {
@@ -39,8 +40,8 @@ inline void AddSigned(__m256i w, __m256i w_abs, const int8_t* const* a,
                       int64_t at, __m256i mul, __m256i* sum) {
   for (int t = 0; t < T; ++t) {
     const __m256i as = _mm256_sign_epi8(Broadcast4(a[t] + at), w);
-    sum[t] = _mm256_add_epi32(
-        sum[t], _mm256_madd_epi16(_mm256_maddubs_epi16(w_abs, as), mul));
+    AddInOrderEpi32(sum[t],
+                    _mm256_madd_epi16(_mm256_maddubs_epi16(w_abs, as), mul));
   }
 }
 
