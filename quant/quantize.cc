@@ -135,6 +135,9 @@ float QuantizeQ8Block(const float* x, int8_t* qs, int* sum) {
 }
 
 void QuantizeQ8_0(const float* x, BlockQ8_0* y, int64_t blocks) {
+  if (IsaSupported(Isa::kAvx2)) {
+    return quant_internal::QuantizeQ8_0RowAvx2(x, y, blocks);
+  }
   int sum;
   for (int64_t b = 0; b < blocks; ++b, x += kQK) {
     y[b].d = FloatToHalf(QuantizeQ8Block(x, y[b].qs, &sum));
@@ -142,6 +145,9 @@ void QuantizeQ8_0(const float* x, BlockQ8_0* y, int64_t blocks) {
 }
 
 void QuantizeQ8_1(const float* x, BlockQ8_1* y, int64_t blocks) {
+  if (IsaSupported(Isa::kAvx2)) {
+    return quant_internal::QuantizeQ8_1RowAvx2(x, y, blocks);
+  }
   for (int64_t b = 0; b < blocks; ++b, x += kQK) {
     int sum;
     const float d = QuantizeQ8Block(x, y[b].qs, &sum);

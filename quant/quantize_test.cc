@@ -8,6 +8,7 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -207,6 +208,43 @@ TEST(QuantizeTest, Q8BlockAvx2MatchesScalarDefinition) {
       EXPECT_EQ(got[j], want[j])
           << "block " << i << " j=" << j << " x=" << x[j];
     }
+  }
+}
+
+// The AVX2 row functions against the block function and F32ToF16 (the
+// scalar rows' conversion) for d and q8_1's s: f16 normals, subnormals
+// (d near 1e-5), zero (1e-30 / 127 underflows), overflow to infinity (d
+// above 65504) and s = 0 * inf = NaN.
+TEST(QuantizeTest, Q8RowsAvx2MatchBlocksAndF32ToF16) {
+  if (!IsaSupported(Isa::kAvx2)) GTEST_SKIP() << "no AVX2 on this CPU";
+  std::mt19937 rng(9);
+  std::vector<float> x;
+  for (float scale : {1e-30f, 1e-3f, 2e-3f, 1.0f, 7.0f, 1e4f, 1e7f}) {
+    for (int rep = 0; rep < 20; ++rep) {
+      std::uniform_real_distribution<float> dist(-scale, scale);
+      for (int j = 0; j < kQK; ++j) x.push_back(dist(rng));
+    }
+  }
+  // One block of +inf and zeros: d = inf, sum 0, s = NaN.
+  for (int j = 0; j < kQK; ++j) {
+    x.push_back(j == 0 ? std::numeric_limits<float>::infinity() : 0.0f);
+  }
+  const int64_t blocks = static_cast<int64_t>(x.size()) / kQK;
+  std::vector<BlockQ8_0> y0(blocks);
+  std::vector<BlockQ8_1> y1(blocks);
+  quant_internal::QuantizeQ8_0RowAvx2(x.data(), y0.data(), blocks);
+  quant_internal::QuantizeQ8_1RowAvx2(x.data(), y1.data(), blocks);
+  for (int64_t b = 0; b < blocks; ++b) {
+    int8_t qs[kQK];
+    int sum = 0;
+    const float d =
+        quant_internal::QuantizeQ8BlockAvx2(x.data() + b * kQK, qs, &sum);
+    EXPECT_EQ(y0[b].d, F32ToF16(d).bits) << "block " << b << " d=" << d;
+    EXPECT_EQ(y1[b].d, F32ToF16(d).bits) << "block " << b << " d=" << d;
+    EXPECT_EQ(y1[b].s, F32ToF16(static_cast<float>(sum) * d).bits)
+        << "block " << b;
+    EXPECT_EQ(std::memcmp(y0[b].qs, qs, kQK), 0) << "block " << b;
+    EXPECT_EQ(std::memcmp(y1[b].qs, qs, kQK), 0) << "block " << b;
   }
 }
 

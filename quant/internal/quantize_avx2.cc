@@ -6,6 +6,8 @@
 
 namespace ferry::quant::quant_internal {
 
+using quant::kQK;
+
 float QuantizeQ8BlockAvx2(const float* x, int8_t* qs, int* sum) {
   const __m256 sign_bit = _mm256_set1_ps(-0.0f);
   __m256 v[4];
@@ -44,6 +46,23 @@ float QuantizeQ8BlockAvx2(const float* x, int8_t* qs, int* sum) {
       _mm256_permutevar8x32_epi32(b, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(qs), ordered);
   return amax_scalar / 127;
+}
+
+void QuantizeQ8_0RowAvx2(const float* x, BlockQ8_0* y, int64_t blocks) {
+  for (int64_t b = 0; b < blocks; ++b, x += kQK) {
+    int sum;
+    y[b].d = _cvtss_sh(QuantizeQ8BlockAvx2(x, y[b].qs, &sum),
+                       _MM_FROUND_TO_NEAREST_INT);
+  }
+}
+
+void QuantizeQ8_1RowAvx2(const float* x, BlockQ8_1* y, int64_t blocks) {
+  for (int64_t b = 0; b < blocks; ++b, x += kQK) {
+    int sum;
+    const float d = QuantizeQ8BlockAvx2(x, y[b].qs, &sum);
+    y[b].d = _cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT);
+    y[b].s = _cvtss_sh(static_cast<float>(sum) * d, _MM_FROUND_TO_NEAREST_INT);
+  }
 }
 
 }  // namespace ferry::quant::quant_internal
