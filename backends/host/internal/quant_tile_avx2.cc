@@ -222,8 +222,7 @@ inline __m256i FifthBits(__m256i qh, __m256i qh4) {
 // with each token's activations to its 16-bit sums.
 template <class F, int T, int q>
 inline void AddPiece(const __m256i* v, __m256i qh, __m256i qh4,
-                     const typename F::Act* const* a, int64_t b,
-                     __m256i* isum) {
+                     const __m256i* const* bc, int64_t b, __m256i* isum) {
   const __m256i low = _mm256_set1_epi8(0x0F);
   // Low nibbles are columns 4q..4q+3, high ones 16 + 4q..16 + 4q + 3.
   const __m256i piece = _mm256_loadu_si256(v + q);
@@ -234,19 +233,17 @@ inline void AddPiece(const __m256i* v, __m256i qh, __m256i qh4,
     hi = _mm256_or_si256(hi, FifthBits<q, true>(qh, qh4));
   }
   for (int t = 0; t < T; ++t) {
-    int32_t alo, ahi;
-    std::memcpy(&alo, a[t][b].qs + 4 * q, 4);
-    std::memcpy(&ahi, a[t][b].qs + 16 + 4 * q, 4);
-    AddInOrderEpi16(isum[t], _mm256_maddubs_epi16(lo, _mm256_set1_epi32(alo)));
-    AddInOrderEpi16(isum[t], _mm256_maddubs_epi16(hi, _mm256_set1_epi32(ahi)));
+    const __m256i* ab = bc[t] + 8 * b;
+    AddInOrderEpi16(isum[t], _mm256_maddubs_epi16(lo, ab[q]));
+    AddInOrderEpi16(isum[t], _mm256_maddubs_epi16(hi, ab[4 + q]));
   }
 }
 
 // The 8 rows' integer dots of block `b` with token activations a[t][b], as
 // 32-bit lanes.
 template <class F, int T>
-void BlockDots(const std::byte* o, const typename F::Act* const* a, int64_t b,
-               __m256i* dots) {
+void BlockDots(const std::byte* o, const typename F::Act* const* a,
+               const __m256i* const* bc, int64_t b, __m256i* dots) {
   const auto* v =
       reinterpret_cast<const __m256i*>(o + kHeaderBytes<F> * kGroupRows);
   const __m256i ones = _mm256_set1_epi16(1);
@@ -260,16 +257,16 @@ void BlockDots(const std::byte* o, const typename F::Act* const* a, int64_t b,
     // only 8 of <= 31 * 127 (q5), so q5 widens to 32 bits every 2 pieces.
     __m256i isum[T];
     for (int t = 0; t < T; ++t) isum[t] = _mm256_setzero_si256();
-    AddPiece<F, T, 0>(v, qh, qh4, a, b, isum);
-    AddPiece<F, T, 1>(v, qh, qh4, a, b, isum);
+    AddPiece<F, T, 0>(v, qh, qh4, bc, b, isum);
+    AddPiece<F, T, 1>(v, qh, qh4, bc, b, isum);
     if constexpr (F::kFifthBit) {
       for (int t = 0; t < T; ++t) {
         dots[t] = _mm256_madd_epi16(isum[t], ones);
         isum[t] = _mm256_setzero_si256();
       }
     }
-    AddPiece<F, T, 2>(v, qh, qh4, a, b, isum);
-    AddPiece<F, T, 3>(v, qh, qh4, a, b, isum);
+    AddPiece<F, T, 2>(v, qh, qh4, bc, b, isum);
+    AddPiece<F, T, 3>(v, qh, qh4, bc, b, isum);
     for (int t = 0; t < T; ++t) {
       const __m256i d = _mm256_madd_epi16(isum[t], ones);
       if constexpr (F::kFifthBit) {
@@ -306,13 +303,15 @@ void BlockDots(const std::byte* o, const typename F::Act* const* a, int64_t b,
 // [j0, j0 + T).
 template <class F, int T>
 void GroupTile(const QuantTileArgs& p, const std::byte* group,
-               const TokenScales& ts, int64_t i0, int rows, int64_t j0,
-               int64_t token_begin) {
+               const TokenScales& ts, const __m256i* bcast, int64_t i0,
+               int rows, int64_t j0, int64_t token_begin) {
   using Act = typename F::Act;
   const int64_t nb = p.k / kQK;
   const Act* a[T];
   group_avx2::TokenRows<Act, T>(p, j0, a);
   const int64_t ts0 = (j0 - token_begin) * nb;
+  const __m256i* bc[T];
+  for (int t = 0; t < T; ++t) bc[t] = bcast + (ts0 + t * nb) * 8;
   __m256 acc[T];
   for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
@@ -321,7 +320,7 @@ void GroupTile(const QuantTileArgs& p, const std::byte* group,
       PrefetchBlock(o + 2 * kGroupBlockBytes<F>, kGroupBlockBytes<F>);
     }
     __m256i dots[T];
-    BlockDots<F, T>(o, a, b, dots);
+    BlockDots<F, T>(o, a, bc, b, dots);
     const __m256 wd = HalvesToFloats(o);
     for (int t = 0; t < T; ++t) {
       const int64_t at = ts0 + t * nb + b;
@@ -341,9 +340,14 @@ void GroupTile(const QuantTileArgs& p, const std::byte* group,
   StoreRows<T>(p, acc, i0, rows, j0);
 }
 
+// Tokens per pass over the weight rows: their broadcast activations (256
+// bytes a block each) stay a few MB at most, whatever the batch.
+constexpr int64_t kChunkTokens = 64;
+
+// ComputeGroups for at most kChunkTokens tokens.
 template <class F>
-void ComputeGroups(const QuantTileArgs& p, int64_t row_begin, int64_t row_end,
-                   int64_t token_begin, int64_t token_end) {
+void ComputeChunk(const QuantTileArgs& p, int64_t row_begin, int64_t row_end,
+                  int64_t token_begin, int64_t token_end) {
   using Act = typename F::Act;
   const int64_t nb = p.k / kQK;
   const int64_t n = token_end - token_begin;
@@ -353,16 +357,31 @@ void ComputeGroups(const QuantTileArgs& p, int64_t row_begin, int64_t row_end,
           : TileGroupScratch(static_cast<size_t>(nb * kGroupBlockBytes<F>));
   // Per (token, block): d, s and the offset sum, 4 bytes each.
   const auto per_token = static_cast<size_t>(n * nb);
-  std::byte* const token_scratch = TileTokenScratch(3 * 4 * per_token);
+  // And for nibble formats each activation dword broadcast to 32 bytes, 8
+  // per block, which maddubs reads from memory (no broadcast instructions
+  // in the tile).
+  constexpr size_t kBcastBytes = F::kNibbles ? 8 * 32 : 0;
+  std::byte* const token_scratch =
+      TileTokenScratch((3 * 4 + kBcastBytes) * per_token + 32);
   float* const token_d = reinterpret_cast<float*>(token_scratch);
   float* const token_s = token_d + per_token;
   auto* const token_sum = reinterpret_cast<int32_t*>(token_s + per_token);
+  auto* const bcast = reinterpret_cast<__m256i*>(
+      (reinterpret_cast<uintptr_t>(token_sum + per_token) + 31) &
+      ~uintptr_t{31});
   for (int64_t j = 0; j < n; ++j) {
     const Act* a = reinterpret_cast<const Act*>(p.act + (token_begin + j) *
                                                             p.act_row_bytes);
     for (int64_t b = 0; b < nb; ++b) {
       const auto at = static_cast<size_t>(j * nb + b);
       token_d[at] = Half(a[b].d);
+      if constexpr (F::kNibbles) {
+        for (int q = 0; q < 8; ++q) {
+          int32_t dword;
+          std::memcpy(&dword, a[b].qs + 4 * q, 4);
+          _mm256_store_si256(bcast + 8 * at + q, _mm256_set1_epi32(dword));
+        }
+      }
       if constexpr (F::kMin) token_s[at] = Half(a[b].s);
       if constexpr (F::kOffset != 0) {
         // kOffset * sum(qs): maddubs pairs, then madd by kOffset into 32
@@ -390,21 +409,30 @@ void ComputeGroups(const QuantTileArgs& p, int64_t row_begin, int64_t row_end,
     }
     int64_t j = token_begin;
     for (; j + kGroupTokens <= token_end; j += kGroupTokens) {
-      GroupTile<F, kGroupTokens>(p, g, ts, i, rows, j, token_begin);
+      GroupTile<F, kGroupTokens>(p, g, ts, bcast, i, rows, j, token_begin);
     }
     switch (token_end - j) {
       case 3:
-        GroupTile<F, 3>(p, g, ts, i, rows, j, token_begin);
+        GroupTile<F, 3>(p, g, ts, bcast, i, rows, j, token_begin);
         break;
       case 2:
-        GroupTile<F, 2>(p, g, ts, i, rows, j, token_begin);
+        GroupTile<F, 2>(p, g, ts, bcast, i, rows, j, token_begin);
         break;
       case 1:
-        GroupTile<F, 1>(p, g, ts, i, rows, j, token_begin);
+        GroupTile<F, 1>(p, g, ts, bcast, i, rows, j, token_begin);
         break;
       default:
         break;
     }
+  }
+}
+
+template <class F>
+void ComputeGroups(const QuantTileArgs& p, int64_t row_begin, int64_t row_end,
+                   int64_t token_begin, int64_t token_end) {
+  for (int64_t j = token_begin; j < token_end; j += kChunkTokens) {
+    ComputeChunk<F>(p, row_begin, row_end, j,
+                    std::min(token_end, j + kChunkTokens));
   }
 }
 
