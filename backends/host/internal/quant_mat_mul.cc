@@ -271,6 +271,8 @@ void QuantMatMul(const QuantMatMulArgs& args, int ith, int nth, void* scratch,
   }
   // Few tokens: every thread quantizes all of them, threads split rows.
   QuantizeRows(args, act_type, act_row_bytes, 0, args.n, act);
+  // Names this thread's freshly quantized rows for the tile calls below.
+  thread_local uint64_t quantized_rows = 0;
   const Range tokens{0, args.n};
   // Grouped weights have no rows to dot one at a time: tiles from 1 token.
   const QuantTileFn tiles = args.a_grouped ? FindQuantTile(args.a_type, isa)
@@ -284,6 +286,7 @@ void QuantMatMul(const QuantMatMulArgs& args, int ith, int nth, void* scratch,
   tile_args.dst = args.dst;
   tile_args.ldc = args.ldc;
   tile_args.k = args.k;
+  tile_args.act_id = ++quantized_rows;
   if (!args.a_grouped) tile_args.w_row_bytes = args.a_row_bytes;
   std::byte* group_rows = act + args.n * act_row_bytes;
   const auto compute = [&](Range rows) {

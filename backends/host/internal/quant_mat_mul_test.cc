@@ -448,6 +448,64 @@ INSTANTIATE_TEST_SUITE_P(
                                          TileBuild::kAvx512Emulated)),
     TileTestName);
 
+// A tile reuses what it derived from a thread's activations across the
+// calls of one QuantMatMul (the work counter hands out rows a few at a
+// time), never across QuantMatMuls: a second product on the same scratch,
+// same shapes and new activations equals one on a fresh scratch, bit for
+// bit, for every tiled type.
+TEST(QuantMatMulTest, NewActivationsOnTheSameScratchAreReadAfresh) {
+  for (const Isa isa : {Isa::kAvx2, Isa::kAvx512}) {
+    if (!IsaSupported(isa)) continue;
+    for (const QuantType type :
+         {QuantType::kQ4_0, QuantType::kQ4_1, QuantType::kQ5_0,
+          QuantType::kQ5_1, QuantType::kQ8_0, QuantType::kQ4_K}) {
+      SCOPED_TRACE(absl::StrCat(quant::QuantTypeName(type), " ", IsaName(isa)));
+      std::mt19937 rng(21);
+      const int64_t m = 48, n = 5, k = 256;
+      const QuantRows a =
+          Quantize(type, Uniform(static_cast<size_t>(m * k), rng), m, k);
+      QuantMatMulArgs args;
+      args.a_type = type;
+      args.a = a.bytes.data();
+      args.a_row_bytes = a.row_bytes;
+      args.ldb = k;
+      args.ldc = m;
+      args.m = m;
+      args.n = n;
+      args.k = k;
+      args.min_gemm_tokens = std::numeric_limits<int64_t>::max();
+      const size_t bytes =
+          QuantMatMulScratchBytes(type, m, n, k, 1, args.min_gemm_tokens);
+      // Each product first on a scratch of its own, then both in a row on
+      // one scratch.
+      std::vector<float> b[2], want[2];
+      std::vector<std::byte> fresh[2];
+      for (int round = 0; round < 2; ++round) {
+        b[round] = Uniform(static_cast<size_t>(n * k), rng);
+        want[round].resize(static_cast<size_t>(n * m));
+        fresh[round].resize(bytes);
+        std::atomic<int64_t> next{0};
+        args.next = &next;
+        args.b = b[round].data();
+        args.dst = want[round].data();
+        QuantMatMul(args, 0, 1, fresh[round].data(), isa);
+      }
+      std::vector<std::byte> shared(bytes);
+      for (int round = 0; round < 2; ++round) {
+        std::vector<float> got(static_cast<size_t>(n * m));
+        std::atomic<int64_t> next{0};
+        args.next = &next;
+        args.b = b[round].data();
+        args.dst = got.data();
+        QuantMatMul(args, 0, 1, shared.data(), isa);
+        EXPECT_EQ(std::memcmp(got.data(), want[round].data(), got.size() * 4),
+                  0)
+            << "round " << round;
+      }
+    }
+  }
+}
+
 TEST(QuantMatMulSupportsTest, BlockTypesWithKernelsOnly) {
   // Every block dtype of the graph (the CPU kernels admit exactly these).
   for (int i = 0; i < kNumDTypes; ++i) {

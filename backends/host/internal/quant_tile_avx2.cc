@@ -369,34 +369,49 @@ void ComputeChunk(const QuantTileArgs& p, int64_t row_begin, int64_t row_end,
   auto* const bcast = reinterpret_cast<__m256i*>(
       (reinterpret_cast<uintptr_t>(token_sum + per_token) + 31) &
       ~uintptr_t{31});
-  for (int64_t j = 0; j < n; ++j) {
-    const Act* a = reinterpret_cast<const Act*>(p.act + (token_begin + j) *
-                                                            p.act_row_bytes);
-    for (int64_t b = 0; b < nb; ++b) {
-      const auto at = static_cast<size_t>(j * nb + b);
-      token_d[at] = Half(a[b].d);
-      if constexpr (F::kNibbles) {
-        for (int q = 0; q < 8; ++q) {
-          int32_t dword;
-          std::memcpy(&dword, a[b].qs + 4 * q, 4);
-          _mm256_store_si256(bcast + 8 * at + q, _mm256_set1_epi32(dword));
+  // The token values this thread laid out last. QuantMatMul hands a thread
+  // its rows in several calls on the same activations (one act_id): those
+  // after the first find them still in the scratch.
+  struct Laid {
+    uint64_t act_id;
+    const std::byte* act;
+    const std::byte* scratch;
+    int64_t k, token_begin, token_end;
+    bool operator==(const Laid&) const = default;
+  };
+  thread_local Laid last{};
+  const Laid now{p.act_id, p.act, token_scratch, p.k, token_begin, token_end};
+  if (p.act_id == 0 || now != last) {
+    for (int64_t j = 0; j < n; ++j) {
+      const Act* a = reinterpret_cast<const Act*>(p.act + (token_begin + j) *
+                                                              p.act_row_bytes);
+      for (int64_t b = 0; b < nb; ++b) {
+        const auto at = static_cast<size_t>(j * nb + b);
+        token_d[at] = Half(a[b].d);
+        if constexpr (F::kNibbles) {
+          for (int q = 0; q < 8; ++q) {
+            int32_t dword;
+            std::memcpy(&dword, a[b].qs + 4 * q, 4);
+            _mm256_store_si256(bcast + 8 * at + q, _mm256_set1_epi32(dword));
+          }
+        }
+        if constexpr (F::kMin) token_s[at] = Half(a[b].s);
+        if constexpr (F::kOffset != 0) {
+          // kOffset * sum(qs): maddubs pairs, then madd by kOffset into 32
+          // bits.
+          const __m256i s16 =
+              _mm256_maddubs_epi16(_mm256_set1_epi8(1), Load32(a[b].qs));
+          const __m256i s32 =
+              _mm256_madd_epi16(s16, _mm256_set1_epi16(F::kOffset));
+          __m128i s = _mm_add_epi32(_mm256_castsi256_si128(s32),
+                                    _mm256_extracti128_si256(s32, 1));
+          s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
+          s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
+          token_sum[at] = _mm_cvtsi128_si32(s);
         }
       }
-      if constexpr (F::kMin) token_s[at] = Half(a[b].s);
-      if constexpr (F::kOffset != 0) {
-        // kOffset * sum(qs): maddubs pairs, then madd by kOffset into 32
-        // bits.
-        const __m256i s16 =
-            _mm256_maddubs_epi16(_mm256_set1_epi8(1), Load32(a[b].qs));
-        const __m256i s32 =
-            _mm256_madd_epi16(s16, _mm256_set1_epi16(F::kOffset));
-        __m128i s = _mm_add_epi32(_mm256_castsi256_si128(s32),
-                                  _mm256_extracti128_si256(s32, 1));
-        s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
-        s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
-        token_sum[at] = _mm_cvtsi128_si32(s);
-      }
     }
+    last = now;
   }
   const TokenScales ts{token_d, token_s, token_sum};
   for (int64_t i = row_begin; i < row_end; i += kGroupRows) {

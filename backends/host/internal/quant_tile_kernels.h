@@ -23,6 +23,12 @@ struct QuantTileArgs {
   float* dst = nullptr;  // dst[j * ldc + i] for weight row i, token j.
   int64_t ldc = 0;
   int64_t k = 0;  // Elements per row, whole blocks of the weight type.
+  // Nonzero: names what `act` holds for the calling thread. Calls on one
+  // thread with the same nonzero act_id (and act, k, tokens) read the same
+  // activations, so a tile may reuse what it derived from them in an
+  // earlier call (QuantMatMul hands a thread's rows to a tile in several
+  // calls). 0: derive it again.
+  uint64_t act_id = 0;
 };
 
 // Computes dst for weight rows [row_begin, row_end) and activation rows

@@ -11,6 +11,16 @@
 
 namespace ferry {
 namespace cpu_internal {
+namespace {
+
+// Grows `scratch` to at least `bytes`, never shrinking it: a resize down
+// and up again would zero the regrown bytes on every call (the tiles ask
+// for sizes that vary with their token counts).
+void GrowTo(std::vector<std::byte>& scratch, size_t bytes) {
+  if (scratch.size() < bytes) scratch.resize(bytes);
+}
+
+}  // namespace
 
 const std::byte* LayOutRowMajorGroups(const QuantTileArgs& p, DType dtype,
                                       int64_t i0, int rows) {
@@ -18,7 +28,7 @@ const std::byte* LayOutRowMajorGroups(const QuantTileArgs& p, DType dtype,
   const int64_t groups = (rows + kGroupRows - 1) / kGroupRows;
   // Grown once per thread, then reused.
   thread_local std::vector<std::byte> scratch;
-  scratch.resize(static_cast<size_t>(groups * layout.group_bytes()));
+  GrowTo(scratch, static_cast<size_t>(groups * layout.group_bytes()));
   const auto row_bytes = static_cast<size_t>(layout.row_bytes());
   for (int64_t g = 0; g < groups; ++g) {
     for (int64_t r = 0; r < kGroupRows; ++r) {
@@ -33,14 +43,14 @@ const std::byte* LayOutRowMajorGroups(const QuantTileArgs& p, DType dtype,
 std::byte* TileTokenScratch(size_t bytes) {
   // Grown once per thread, then reused.
   thread_local std::vector<std::byte> scratch;
-  scratch.resize(bytes);
+  GrowTo(scratch, bytes);
   return scratch.data();
 }
 
 std::byte* TileGroupScratch(size_t bytes) {
   // Grown once per thread, then reused.
   thread_local std::vector<std::byte> scratch;
-  scratch.resize(bytes);
+  GrowTo(scratch, bytes);
   return scratch.data();
 }
 
