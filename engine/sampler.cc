@@ -27,6 +27,22 @@ Sampler::Sampler(const SamplingParams& params)
     : params_(params), rng_(params.seed) {}
 
 int32_t Sampler::Sample(absl::Span<const float> logits) {
+  if (params_.temperature <= 0) {
+    // Greedy: one pass, no candidate list (a vocabulary of logits per
+    // sequence per step). The first of equal maxima, as below.
+    int32_t best = 0;
+    float best_logit = 0;
+    bool found = false;
+    for (size_t i = 0; i < logits.size(); ++i) {
+      const float x = logits[i];
+      if (std::isfinite(x) && (!found || x > best_logit)) {
+        best = static_cast<int32_t>(i);
+        best_logit = x;
+        found = true;
+      }
+    }
+    return best;
+  }
   candidates_.clear();
   for (size_t i = 0; i < logits.size(); ++i) {
     if (std::isfinite(logits[i])) {
@@ -39,10 +55,6 @@ int32_t Sampler::Sample(absl::Span<const float> logits) {
                    const std::pair<float, int32_t>& b) {
     return a.first > b.first || (a.first == b.first && a.second < b.second);
   };
-  if (params_.temperature <= 0) {
-    return std::min_element(candidates_.begin(), candidates_.end(), better)
-        ->second;
-  }
   size_t keep = candidates_.size();
   if (params_.top_k > 0)
     keep = std::min(keep, static_cast<size_t>(params_.top_k));

@@ -20,6 +20,7 @@ TEST(SamplerTest, GreedyPicksTheLargestAndSkipsNonFinite) {
   EXPECT_EQ(greedy.Sample({0.1f, 3.0f, 2.0f}), 1);
   EXPECT_EQ(greedy.Sample({nan, 1.0f, inf, 0.5f}), 1);
   EXPECT_EQ(greedy.Sample({2.0f, 2.0f}), 0);  // Lowest id among equals.
+  EXPECT_EQ(greedy.Sample({-inf, -3.0f, -1.0f, -2.0f}), 2);
   EXPECT_EQ(greedy.Sample({nan, nan}), 0);
 }
 
