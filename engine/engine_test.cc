@@ -140,15 +140,23 @@ class EngineTest : public ::testing::Test {
 // attending by ranges (the default here: the sims and the CPU run
 // range_attention) and over a masked window alike.
 class EngineAttentionTest : public EngineTest,
-                            public ::testing::WithParamInterface<bool> {};
+                            public ::testing::WithParamInterface<bool> {
+ protected:
+  // 4 sequences of up to 40 tokens in micro-batches of 8, 4 in flight,
+  // attending by ranges or not as the parameter says.
+  static EngineOptions Options() {
+    EngineOptions options = {.max_sequences = 4,
+                             .max_sequence_len = 40,
+                             .batch_tokens = 8,
+                             .n_copies = 4};
+    options.attend_by_ranges = GetParam();
+    return options;
+  }
+};
 
 TEST_P(EngineAttentionTest, GreedyTokensMatchFullRecompute) {
   const bool by_ranges = GetParam();
-  EngineOptions options = {.max_sequences = 4,
-                           .max_sequence_len = 40,
-                           .batch_tokens = 8,
-                           .n_copies = 4};
-  options.attend_by_ranges = by_ranges;
+  EngineOptions options = Options();
   auto engine = MakeEngine(options);
   ASSERT_NE(engine, nullptr);
   EXPECT_EQ(engine->bucket_shape(0).attend_by_ranges, by_ranges);
@@ -205,11 +213,7 @@ TEST_P(EngineAttentionTest, GreedyTokensMatchFullRecompute) {
 // forward pass. An unsupported cell type is refused by name.
 TEST_P(EngineAttentionTest, F16CacheStaysCloseToTheF32Pass) {
   const bool by_ranges = GetParam();
-  EngineOptions options = {.max_sequences = 4,
-                           .max_sequence_len = 40,
-                           .batch_tokens = 8,
-                           .n_copies = 4};
-  options.attend_by_ranges = by_ranges;
+  EngineOptions options = Options();
   auto f32_engine = MakeEngine(options);
   ASSERT_NE(f32_engine, nullptr);
   options.kv_cache_type = DType::kF16;

@@ -122,25 +122,15 @@ float QuantizeQ8BlockScalar(const float* x, int8_t* qs) {
   return amax / 127;
 }
 
-// QuantizeQ8BlockScalar, on AVX2 where the CPU has it (the activations of
-// every quantized mul_mat go through here), with the quants' sum.
-float QuantizeQ8Block(const float* x, int8_t* qs, int* sum) {
-  if (IsaSupported(Isa::kAvx2)) {
-    return quant_internal::QuantizeQ8BlockAvx2(x, qs, sum);
-  }
-  const float d = QuantizeQ8BlockScalar(x, qs);
-  *sum = 0;
-  for (int j = 0; j < kQK; ++j) *sum += qs[j];
-  return d;
-}
-
+// Rows of q8_0 / q8_1 blocks: on AVX2 whole rows at a time (the
+// activations of every quantized mul_mat go through here), else block by
+// block.
 void QuantizeQ8_0(const float* x, BlockQ8_0* y, int64_t blocks) {
   if (IsaSupported(Isa::kAvx2)) {
     return quant_internal::QuantizeQ8_0RowAvx2(x, y, blocks);
   }
-  int sum;
   for (int64_t b = 0; b < blocks; ++b, x += kQK) {
-    y[b].d = FloatToHalf(QuantizeQ8Block(x, y[b].qs, &sum));
+    y[b].d = FloatToHalf(QuantizeQ8BlockScalar(x, y[b].qs));
   }
 }
 
@@ -149,8 +139,9 @@ void QuantizeQ8_1(const float* x, BlockQ8_1* y, int64_t blocks) {
     return quant_internal::QuantizeQ8_1RowAvx2(x, y, blocks);
   }
   for (int64_t b = 0; b < blocks; ++b, x += kQK) {
-    int sum;
-    const float d = QuantizeQ8Block(x, y[b].qs, &sum);
+    const float d = QuantizeQ8BlockScalar(x, y[b].qs);
+    int sum = 0;
+    for (int j = 0; j < kQK; ++j) sum += y[b].qs[j];
     y[b].d = FloatToHalf(d);
     y[b].s = FloatToHalf(static_cast<float>(sum) * d);
   }

@@ -455,41 +455,19 @@ void DotRowsF16Avx2(const float* x, const Half* rows, int64_t stride,
 }
 
 // y in chunks of 32 floats, each held in four registers while every row
-// adds into it.
-void AxpyRowsAvx2(const float* a, const float* rows, int64_t stride,
-                  int64_t n_rows, int64_t n, float* y) {
+// adds into it; then chunks of 8, then single elements.
+template <typename Row>
+void AxpyRowsOf(const float* a, const Row* rows, int64_t stride, int64_t n_rows,
+                int64_t n, float* y) {
   int64_t i = 0;
   for (; i + 32 <= n; i += 32) {
     __m256 acc[4];
     for (int q = 0; q < 4; ++q) acc[q] = _mm256_loadu_ps(y + i + 8 * q);
     for (int64_t r = 0; r < n_rows; ++r) {
       const __m256 w = Broadcast(a[r]);
-      const float* row = rows + r * stride + i;
+      const Row* row = rows + r * stride + i;
       for (int q = 0; q < 4; ++q) {
-        acc[q] = _mm256_fmadd_ps(w, _mm256_loadu_ps(row + 8 * q), acc[q]);
-      }
-    }
-    for (int q = 0; q < 4; ++q) _mm256_storeu_ps(y + i + 8 * q, acc[q]);
-  }
-  if (i < n) {
-    for (int64_t r = 0; r < n_rows; ++r) {
-      AxpyRowAvx2(a[r], rows + r * stride + i, y + i, n - i);
-    }
-  }
-}
-
-// As AxpyRowsAvx2, the rows' halves widened as they are loaded.
-void AxpyRowsF16Avx2(const float* a, const Half* rows, int64_t stride,
-                     int64_t n_rows, int64_t n, float* y) {
-  int64_t i = 0;
-  for (; i + 32 <= n; i += 32) {
-    __m256 acc[4];
-    for (int q = 0; q < 4; ++q) acc[q] = _mm256_loadu_ps(y + i + 8 * q);
-    for (int64_t r = 0; r < n_rows; ++r) {
-      const __m256 w = Broadcast(a[r]);
-      const Half* row = rows + r * stride + i;
-      for (int q = 0; q < 4; ++q) {
-        acc[q] = _mm256_fmadd_ps(w, LoadHalves(row + 8 * q), acc[q]);
+        acc[q] = _mm256_fmadd_ps(w, Load8(row + 8 * q), acc[q]);
       }
     }
     for (int q = 0; q < 4; ++q) _mm256_storeu_ps(y + i + 8 * q, acc[q]);
@@ -497,18 +475,27 @@ void AxpyRowsF16Avx2(const float* a, const Half* rows, int64_t stride,
   for (; i + 8 <= n; i += 8) {
     __m256 acc = _mm256_loadu_ps(y + i);
     for (int64_t r = 0; r < n_rows; ++r) {
-      acc = _mm256_fmadd_ps(Broadcast(a[r]), LoadHalves(rows + r * stride + i),
-                            acc);
+      acc = _mm256_fmadd_ps(Broadcast(a[r]), Load8(rows + r * stride + i), acc);
     }
     _mm256_storeu_ps(y + i, acc);
   }
   for (; i < n; ++i) {
     float sum = y[i];
     for (int64_t r = 0; r < n_rows; ++r) {
-      sum += a[r] * F16ToF32(rows[r * stride + i]);
+      sum += a[r] * Widen(rows[r * stride + i]);
     }
     y[i] = sum;
   }
+}
+
+void AxpyRowsAvx2(const float* a, const float* rows, int64_t stride,
+                  int64_t n_rows, int64_t n, float* y) {
+  AxpyRowsOf(a, rows, stride, n_rows, n, y);
+}
+
+void AxpyRowsF16Avx2(const float* a, const Half* rows, int64_t stride,
+                     int64_t n_rows, int64_t n, float* y) {
+  AxpyRowsOf(a, rows, stride, n_rows, n, y);
 }
 
 float SumRowAvx2(const float* x, int64_t n) {
