@@ -228,6 +228,29 @@ size_t QuantMatMulScratchBytes(quant::QuantType a_type, int64_t m, int64_t n,
   return bytes;
 }
 
+bool SharesQuantizedB(const QuantMatMulArgs& args, int nth) {
+  const int64_t min_gemm_tokens = args.min_gemm_tokens == kAutoGemmTokens
+                                      ? DefaultMinGemmTokens(args.a_type)
+                                      : args.min_gemm_tokens;
+  const bool gemm = args.n >= min_gemm_tokens && !args.a_grouped;
+  const bool split_tokens =
+      !args.a_grouped &&
+      SplitTokens(args.a_type, args.n, nth, quant::PreferredIsa(args.a_type));
+  return nth >= 2 && args.n >= 2 * int64_t{nth} && !gemm && !split_tokens;
+}
+
+size_t QuantizedBBytes(quant::QuantType a_type, int64_t n, int64_t k) {
+  return static_cast<size_t>(n * quant::RowBytes(ActivationType(a_type), k));
+}
+
+void QuantizeB(const QuantMatMulArgs& args, int64_t begin, int64_t end,
+               std::byte* quantized_b) {
+  const quant::QuantType act_type = ActivationType(args.a_type);
+  const int64_t act_row_bytes = quant::RowBytes(act_type, args.k);
+  QuantizeRows(args, act_type, act_row_bytes, begin, end,
+               quantized_b + begin * act_row_bytes);
+}
+
 void QuantMatMul(const QuantMatMulArgs& args, int ith, int nth, void* scratch,
                  Isa isa) {
   const int64_t min_gemm_tokens = args.min_gemm_tokens == kAutoGemmTokens
@@ -269,8 +292,14 @@ void QuantMatMul(const QuantMatMulArgs& args, int ith, int nth, void* scratch,
       compute(tokens);
     }
   }
-  // Few tokens: every thread quantizes all of them, threads split rows.
-  QuantizeRows(args, act_type, act_row_bytes, 0, args.n, act);
+  // Few tokens: threads split weight rows, each reading every token; each
+  // quantizes all of them unless the caller did so once (quantized_b).
+  std::byte* const group_rows = act + args.n * act_row_bytes;
+  const std::byte* quantized = args.quantized_b;
+  if (quantized == nullptr) {
+    QuantizeRows(args, act_type, act_row_bytes, 0, args.n, act);
+    quantized = act;
+  }
   // Names this thread's freshly quantized rows for the tile calls below.
   thread_local uint64_t quantized_rows = 0;
   const Range tokens{0, args.n};
@@ -281,21 +310,20 @@ void QuantMatMul(const QuantMatMulArgs& args, int ith, int nth, void* scratch,
   tile_args.w = static_cast<const std::byte*>(args.a);
   tile_args.w_row_bytes = quant::RowBytes(args.a_type, args.k);
   tile_args.grouped = args.a_grouped;
-  tile_args.act = act;
+  tile_args.act = quantized;
   tile_args.act_row_bytes = act_row_bytes;
   tile_args.dst = args.dst;
   tile_args.ldc = args.ldc;
   tile_args.k = args.k;
   tile_args.act_id = ++quantized_rows;
   if (!args.a_grouped) tile_args.w_row_bytes = args.a_row_bytes;
-  std::byte* group_rows = act + args.n * act_row_bytes;
   const auto compute = [&](Range rows) {
     if (tiles != nullptr) {
       tiles(tile_args, rows.begin, rows.end, tokens.begin, tokens.end);
     } else if (args.a_grouped) {
-      UngroupedDots(args, dot, rows, act, act_row_bytes, group_rows);
+      UngroupedDots(args, dot, rows, quantized, act_row_bytes, group_rows);
     } else {
-      Dots(args, dot, rows, tokens, act, act_row_bytes);
+      Dots(args, dot, rows, tokens, quantized, act_row_bytes);
     }
   };
   if (args.next == nullptr) {

@@ -23,7 +23,10 @@
 //     stay in the shared cache;
 //   * weight rows (fewer tokens, decode): each thread quantizes all n rows
 //     (n is small) and takes runs of the weight's rows, so that two threads
-//     split a one-token GEMV evenly.
+//     split a one-token GEMV evenly. A caller whose threads can wait for
+//     each other quantizes the rows once instead, split between its threads
+//     (SharesQuantizedB, quantized_b): at 32 tokens a thread's copy of every
+//     row had been 4% of SmolLM2's batched decode.
 // Runs are claimed from MatMulArgs-style counters when one is given (a
 // thread the OS runs less does less), else fixed equal shares.
 #ifndef FERRY_BACKENDS_HOST_INTERNAL_QUANT_MAT_MUL_H_
@@ -80,6 +83,10 @@ struct QuantMatMulArgs {
   // Fewest b rows for the dequantized GEMM path; kAutoGemmTokens picks
   // DefaultMinGemmTokens (tests and benchmarks set it to compare the paths).
   int64_t min_gemm_tokens = kAutoGemmTokens;
+  // Optional, where SharesQuantizedB(args, nth): b's n rows already
+  // quantized by QuantizeB (all threads' shares, finished before any thread
+  // calls QuantMatMul). QuantMatMul then reads these, not b.
+  const std::byte* quantized_b = nullptr;
 };
 
 // Whether QuantMatMul takes weights of `type`.
@@ -90,6 +97,21 @@ bool QuantMatMulSupports(quant::QuantType type);
 size_t QuantMatMulScratchBytes(quant::QuantType a_type, int64_t m, int64_t n,
                                int64_t k, int nth,
                                int64_t min_gemm_tokens = kAutoGemmTokens);
+
+// Whether QuantMatMul would have each of nth threads quantize all of b
+// (the weight-row split, for few tokens): a caller that can make its
+// threads wait for each other then quantizes b once instead, each thread
+// QuantizeB-ing a share of its rows into QuantizedBBytes shared bytes, and
+// passes them as quantized_b. Needs nth >= 2 and at least two rows a thread.
+bool SharesQuantizedB(const QuantMatMulArgs& args, int nth);
+
+// Bytes of b's n rows quantized for a weight of `a_type`.
+size_t QuantizedBBytes(quant::QuantType a_type, int64_t n, int64_t k);
+
+// Quantizes b's rows [begin, end) into row j's place at `quantized_b` (of
+// QuantizedBBytes bytes).
+void QuantizeB(const QuantMatMulArgs& args, int64_t begin, int64_t end,
+               std::byte* quantized_b);
 
 // Computes thread ith's share of dst (all nth calls together compute all
 // of it) with the vec_dot kernels of `isa` (which this CPU must support;

@@ -66,6 +66,7 @@ absl::Status KernelRunner::Run(absl::Span<Tensor* const> nodes,
   }
   ctx_.scratch = scratch_.get();
   ctx_.scratch_bytes = scratch_bytes_;
+  ctx_.barrier = &barrier_;
   // Only computing nodes: after the barrier of the last one no thread looks
   // at the list (or the caller's graph) again.
   compute_nodes_.clear();

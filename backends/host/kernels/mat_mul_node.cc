@@ -7,6 +7,7 @@
 #include "ferry/backends/host/internal/mat_mul.h"
 #include "ferry/backends/host/internal/packed_layout.h"
 #include "ferry/backends/host/internal/quant_mat_mul.h"
+#include "ferry/backends/host/kernels/internal/spin_barrier.h"
 #include "ferry/backends/host/packed_state.h"
 #include "ferry/graph/dtype.h"
 #include "ferry/graph/tensor.h"
@@ -101,17 +102,10 @@ void SliceMatMul(const MatMulArgs& args, int ith, int nth) {
   MatMul(args, ith, nth);
 }
 
-// mul_mat with a quantized `a`: slice by slice, all threads sharing each;
-// a single slice (a weight product) hands out work from ctx.work_counter.
-void QuantMatMulNode(const Tensor& node, int ith, int nth,
-                     const KernelContext& ctx) {
+// The operands of a quantized mul_mat but for its slice's pointers.
+QuantMatMulArgs QuantShapeArgs(const Tensor& node) {
   const Tensor& a = *node.src[0];
   const Tensor& b = *node.src[1];
-  const int64_t r2 = b.ne[2] / a.ne[2];
-  const int64_t r3 = b.ne[3] / a.ne[3];
-  const int64_t slices = b.ne[2] * b.ne[3];
-  void* scratch = static_cast<std::byte*>(ctx.scratch) +
-                  ctx.scratch_bytes / static_cast<size_t>(nth) * ith;
   QuantMatMulArgs args;
   args.a_type = quant::QuantTypeOf(a.dtype);
   args.a_row_bytes = a.nb[1];
@@ -122,6 +116,38 @@ void QuantMatMulNode(const Tensor& node, int ith, int nth,
   args.m = a.ne[1];
   args.n = b.ne[1];
   args.k = a.ne[0];
+  return args;
+}
+
+// Bytes at the start of a quantized mul_mat's scratch that its threads
+// share: b quantized once (one slice, where QuantMatMul would have every
+// thread quantize all of it); the threads' slices follow.
+size_t SharedQuantizedBBytes(const Tensor& node, int nth) {
+  const Tensor& b = *node.src[1];
+  const QuantMatMulArgs args = QuantShapeArgs(node);
+  if (b.ne[2] * b.ne[3] != 1 || !cpu_internal::SharesQuantizedB(args, nth)) {
+    return 0;
+  }
+  return RoundUpToScratchAlignment(
+      cpu_internal::QuantizedBBytes(args.a_type, args.n, args.k));
+}
+
+// mul_mat with a quantized `a`: slice by slice, all threads sharing each;
+// a single slice (a weight product) hands out work from ctx.work_counter.
+void QuantMatMulNode(const Tensor& node, int ith, int nth,
+                     const KernelContext& ctx) {
+  const Tensor& a = *node.src[0];
+  const Tensor& b = *node.src[1];
+  const int64_t r2 = b.ne[2] / a.ne[2];
+  const int64_t r3 = b.ne[3] / a.ne[3];
+  const int64_t slices = b.ne[2] * b.ne[3];
+  const size_t shared = SharedQuantizedBBytes(node, nth);
+  auto* const shared_b = static_cast<std::byte*>(ctx.scratch);
+  const size_t slice_bytes = (ctx.scratch_bytes - shared) /
+                             static_cast<size_t>(nth) / kScratchAlignment *
+                             kScratchAlignment;
+  void* scratch = shared_b + shared + slice_bytes * static_cast<size_t>(ith);
+  QuantMatMulArgs args = QuantShapeArgs(node);
   args.next = slices == 1 ? ctx.work_counter : nullptr;
   for (int64_t s = 0; s < slices; ++s) {
     const int64_t i2 = s % b.ne[2];
@@ -132,6 +158,14 @@ void QuantMatMulNode(const Tensor& node, int ith, int nth,
         static_cast<const std::byte*>(b.data) + i2 * b.nb[2] + i3 * b.nb[3]);
     args.dst = reinterpret_cast<float*>(static_cast<std::byte*>(node.data) +
                                         i2 * node.nb[2] + i3 * node.nb[3]);
+    if (shared > 0 && ctx.barrier != nullptr) {
+      // Each thread quantizes its share of b's rows; after the wait all
+      // read all of them.
+      cpu_internal::QuantizeB(args, args.n * ith / nth,
+                              args.n * (ith + 1) / nth, shared_b);
+      ctx.barrier->ArriveAndWait();
+      args.quantized_b = shared_b;
+    }
     cpu_internal::QuantMatMul(args, ith, nth, scratch);
   }
 }
@@ -145,8 +179,8 @@ size_t MatMulScratchBytes(const Tensor& node, int nth) {
   const size_t per_thread = cpu_internal::QuantMatMulScratchBytes(
       quant::QuantTypeOf(a.dtype), a.ne[1], b.ne[1], a.ne[0], nth);
   // Whole cache lines per thread, so threads never share one.
-  const size_t line = kScratchAlignment;
-  return (per_thread + line - 1) / line * line * static_cast<size_t>(nth);
+  return SharedQuantizedBBytes(node, nth) +
+         RoundUpToScratchAlignment(per_thread) * static_cast<size_t>(nth);
 }
 
 void MatMulNode(const Tensor& node, int ith, int nth,

@@ -64,25 +64,28 @@ void ExpectMatchesReference(Tensor* out, double tolerance) {
 // mul_mat with a quantized weight, for decode (1 token), short batches
 // (vec_dot or tiles on 8-bit activations: NMSE of their rounding, ~1e-5)
 // and prompts (the dequantized GEMM's exact f32 products, except for types
-// whose tiles serve every token count), with a broadcast batch dim;
-// k = RowLength(type).
+// whose tiles serve every token count), as one weight product (whose
+// threads quantize the activations once, between them, for short batches)
+// and with a broadcast batch dim; k = RowLength(type).
 TEST(QuantKernelsTest, MulMatMatchesReference) {
   for (DType type : kQuantTypes) {
     for (int64_t n : {1, 5, 40, 100}) {
-      SCOPED_TRACE(absl::StrCat(DTypeName(type), " n=", n));
-      Context ctx;
-      const int64_t k = RowLength(type);
-      FERRY_ASSERT_OK_AND_ASSIGN(Tensor * a, ctx.NewTensor(type, {k, 70}));
-      FERRY_ASSERT_OK_AND_ASSIGN(Tensor * b,
-                                 ctx.NewTensor(DType::kF32, {k, n, 2}));
-      FERRY_ASSERT_OK_AND_ASSIGN(Tensor * out, MulMat(ctx, a, b));
-      FERRY_ASSERT_OK(ctx.AllocateHostData());
-      FERRY_ASSERT_OK(FillRandom(*a, 1));
-      FERRY_ASSERT_OK(FillRandom(*b, 2));
-      EXPECT_GT(ScratchBytes(*out, 2), 0u);
-      const bool gemm =
-          n >= cpu_internal::DefaultMinGemmTokens(quant::QuantTypeOf(type));
-      ExpectMatchesReference(out, gemm ? 1e-10 : 1e-4);
+      for (int64_t batch : {1, 2}) {
+        SCOPED_TRACE(absl::StrCat(DTypeName(type), " n=", n, " batch=", batch));
+        Context ctx;
+        const int64_t k = RowLength(type);
+        FERRY_ASSERT_OK_AND_ASSIGN(Tensor * a, ctx.NewTensor(type, {k, 70}));
+        FERRY_ASSERT_OK_AND_ASSIGN(Tensor * b,
+                                   ctx.NewTensor(DType::kF32, {k, n, batch}));
+        FERRY_ASSERT_OK_AND_ASSIGN(Tensor * out, MulMat(ctx, a, b));
+        FERRY_ASSERT_OK(ctx.AllocateHostData());
+        FERRY_ASSERT_OK(FillRandom(*a, 1));
+        FERRY_ASSERT_OK(FillRandom(*b, 2));
+        EXPECT_GT(ScratchBytes(*out, 2), 0u);
+        const bool gemm =
+            n >= cpu_internal::DefaultMinGemmTokens(quant::QuantTypeOf(type));
+        ExpectMatchesReference(out, gemm ? 1e-10 : 1e-4);
+      }
     }
   }
 }
