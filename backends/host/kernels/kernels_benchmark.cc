@@ -158,7 +158,10 @@ void BM_MulMatHeads(benchmark::State& state) {
 // [0, 65 + t) (the chunk after a first one). GFLOP/s counts q.k and p.v.
 void BM_RangeAttention(benchmark::State& state) {
   const auto cache_type = static_cast<DType>(state.range(0));
-  const bool decode = state.range(1) == 0;
+  const bool decode = state.range(1) != 1;
+  // Mode 2: a decode step through 8 layers' caches (75 MB of f32), which
+  // come from memory as a model's do, not from the last level cache.
+  const int64_t layers = state.range(1) == 2 ? 8 : 1;
   constexpr int64_t kHeadDim = 64, kHeads = 9, kKvHeads = 3, kSlot = 193;
   constexpr int64_t kCells = 32 * kSlot;
   const int64_t n_tokens = decode ? 32 : 64;
@@ -173,36 +176,48 @@ void BM_RangeAttention(benchmark::State& state) {
   }
   Context ctx;
   Tensor* q = F32(ctx, {kHeadDim, kHeads, n_tokens});
-  Tensor* k = *ctx.NewTensor(cache_type, {kHeadDim * kKvHeads, kCells});
-  Tensor* v = *ctx.NewTensor(cache_type, {kHeadDim * kKvHeads, kCells});
   Tensor* r = *ctx.NewTensor(DType::kI32, {2, n_tokens});
-  Tensor* node = *RangeAttention(ctx, q, k, v, r, 0.125f);
-  if (!ctx.AllocateHostData().ok() || !testing::FillRandom(*q, 1).ok() ||
-      !testing::FillRandom(*k, 2).ok() || !testing::FillRandom(*v, 3).ok() ||
-      !testing::WriteTensor(*r, ranges).ok()) {
+  std::vector<Tensor*> nodes, caches;
+  for (int64_t l = 0; l < layers; ++l) {
+    Tensor* k = *ctx.NewTensor(cache_type, {kHeadDim * kKvHeads, kCells});
+    Tensor* v = *ctx.NewTensor(cache_type, {kHeadDim * kKvHeads, kCells});
+    caches.push_back(k);
+    caches.push_back(v);
+    nodes.push_back(*RangeAttention(ctx, q, k, v, r, 0.125f));
+  }
+  bool filled = ctx.AllocateHostData().ok() &&
+                testing::FillRandom(*q, 1).ok() &&
+                testing::WriteTensor(*r, ranges).ok();
+  for (size_t i = 0; i < caches.size(); ++i) {
+    filled = filled && testing::FillRandom(*caches[i], 2 + i).ok();
+  }
+  if (!filled) {
     state.SkipWithError("could not build the node");
     return;
   }
   KernelRunner runner(kThreads);
-  Tensor* nodes[] = {node};
   if (absl::Status s = runner.Run(nodes); !s.ok()) {
     state.SkipWithError(std::string(s.message()).c_str());
     return;
   }
   for (auto _ : state) runner.Run(nodes).IgnoreError();
   state.counters["GFLOP/s"] = benchmark::Counter(
-      4.0 * kHeadDim * kHeads * static_cast<double>(cells_read) / 1e9,
+      4.0 * kHeadDim * kHeads * static_cast<double>(cells_read * layers) / 1e9,
       benchmark::Counter::kIsIterationInvariantRate);
-  state.SetLabel(
-      absl::StrCat(DTypeName(cache_type), decode ? " decode" : " prefill"));
+  state.SetLabel(absl::StrCat(DTypeName(cache_type),
+                              decode ? " decode" : " prefill",
+                              layers > 1 ? " from memory" : ""));
 }
 
 BENCHMARK(BM_RangeAttention)
-    ->ArgNames({"cache", "mode"})
+    ->ArgNames({"cache",
+                "mode"})  // mode: 0 decode, 1 prefill, 2 decode from memory.
     ->Args({static_cast<int>(DType::kF32), 0})
     ->Args({static_cast<int>(DType::kF16), 0})
     ->Args({static_cast<int>(DType::kF32), 1})
     ->Args({static_cast<int>(DType::kF16), 1})
+    ->Args({static_cast<int>(DType::kF32), 2})
+    ->Args({static_cast<int>(DType::kF16), 2})
     ->UseRealTime()
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_Add)->UseRealTime()->Unit(benchmark::kMicrosecond);

@@ -454,24 +454,31 @@ void DotRowsF16Avx2(const float* x, const Half* rows, int64_t stride,
   DotRowsOf(x, rows, stride, n_rows, n, scale, out);
 }
 
-// y in chunks of 32 floats, each held in four registers while every row
-// adds into it; then chunks of 8, then single elements.
+// y[i, i + 8 * kVectors) held in registers while every row adds into it.
+template <int kVectors, typename Row>
+void AxpyChunk(const float* a, const Row* rows, int64_t stride, int64_t n_rows,
+               int64_t i, float* y) {
+  __m256 acc[kVectors];
+  for (int q = 0; q < kVectors; ++q) acc[q] = _mm256_loadu_ps(y + i + 8 * q);
+  for (int64_t r = 0; r < n_rows; ++r) {
+    const __m256 w = Broadcast(a[r]);
+    const Row* row = rows + r * stride + i;
+    for (int q = 0; q < kVectors; ++q) {
+      acc[q] = _mm256_fmadd_ps(w, Load8(row + 8 * q), acc[q]);
+    }
+  }
+  for (int q = 0; q < kVectors; ++q) _mm256_storeu_ps(y + i + 8 * q, acc[q]);
+}
+
+// y in chunks of 64 floats (a 64-wide head at once: eight chains of FMAs
+// hide their latency, where four waited on it), then 32, then 8, then
+// single elements.
 template <typename Row>
 void AxpyRowsOf(const float* a, const Row* rows, int64_t stride, int64_t n_rows,
                 int64_t n, float* y) {
   int64_t i = 0;
-  for (; i + 32 <= n; i += 32) {
-    __m256 acc[4];
-    for (int q = 0; q < 4; ++q) acc[q] = _mm256_loadu_ps(y + i + 8 * q);
-    for (int64_t r = 0; r < n_rows; ++r) {
-      const __m256 w = Broadcast(a[r]);
-      const Row* row = rows + r * stride + i;
-      for (int q = 0; q < 4; ++q) {
-        acc[q] = _mm256_fmadd_ps(w, Load8(row + 8 * q), acc[q]);
-      }
-    }
-    for (int q = 0; q < 4; ++q) _mm256_storeu_ps(y + i + 8 * q, acc[q]);
-  }
+  for (; i + 64 <= n; i += 64) AxpyChunk<8>(a, rows, stride, n_rows, i, y);
+  for (; i + 32 <= n; i += 32) AxpyChunk<4>(a, rows, stride, n_rows, i, y);
   for (; i + 8 <= n; i += 8) {
     __m256 acc = _mm256_loadu_ps(y + i);
     for (int64_t r = 0; r < n_rows; ++r) {
