@@ -164,6 +164,24 @@ bool SplitTokens(quant::QuantType a_type, int64_t n, int nth, Isa isa) {
          Tiles(a_type, n, isa) == nullptr;
 }
 
+int64_t MinGemmTokens(quant::QuantType type, int64_t requested) {
+  return requested == kAutoGemmTokens ? DefaultMinGemmTokens(type) : requested;
+}
+
+// How QuantMatMul splits `args` between nth threads (quant_mat_mul.h): runs
+// of weight rows through the dequantized GEMM, runs of tokens, or runs of
+// weight rows each taking every token.
+enum class Split { kGemm, kTokens, kWeightRows };
+
+Split SplitOf(const QuantMatMulArgs& args, int nth, Isa isa) {
+  if (args.a_grouped) return Split::kWeightRows;
+  if (args.n >= MinGemmTokens(args.a_type, args.min_gemm_tokens)) {
+    return Split::kGemm;
+  }
+  return SplitTokens(args.a_type, args.n, nth, isa) ? Split::kTokens
+                                                    : Split::kWeightRows;
+}
+
 // Quantizes b rows [begin, end) into `act`, one act_row_bytes apart.
 void QuantizeRows(const QuantMatMulArgs& args, quant::QuantType act_type,
                   int64_t act_row_bytes, int64_t begin, int64_t end,
@@ -209,9 +227,7 @@ bool QuantMatMulSupports(quant::QuantType type) {
 
 size_t QuantMatMulScratchBytes(quant::QuantType a_type, int64_t m, int64_t n,
                                int64_t k, int nth, int64_t min_gemm_tokens) {
-  if (min_gemm_tokens == kAutoGemmTokens) {
-    min_gemm_tokens = DefaultMinGemmTokens(a_type);
-  }
+  min_gemm_tokens = MinGemmTokens(a_type, min_gemm_tokens);
   const int64_t act_row_bytes = quant::RowBytes(ActivationType(a_type), k);
   const int64_t rows = SplitTokens(a_type, n, nth, quant::PreferredIsa(a_type))
                            ? RunRows(act_row_bytes)
@@ -229,14 +245,9 @@ size_t QuantMatMulScratchBytes(quant::QuantType a_type, int64_t m, int64_t n,
 }
 
 bool SharesQuantizedB(const QuantMatMulArgs& args, int nth) {
-  const int64_t min_gemm_tokens = args.min_gemm_tokens == kAutoGemmTokens
-                                      ? DefaultMinGemmTokens(args.a_type)
-                                      : args.min_gemm_tokens;
-  const bool gemm = args.n >= min_gemm_tokens && !args.a_grouped;
-  const bool split_tokens =
-      !args.a_grouped &&
-      SplitTokens(args.a_type, args.n, nth, quant::PreferredIsa(args.a_type));
-  return nth >= 2 && args.n >= 2 * int64_t{nth} && !gemm && !split_tokens;
+  return nth >= 2 && args.n >= 2 * int64_t{nth} &&
+         SplitOf(args, nth, quant::PreferredIsa(args.a_type)) ==
+             Split::kWeightRows;
 }
 
 size_t QuantizedBBytes(quant::QuantType a_type, int64_t n, int64_t k) {
@@ -253,10 +264,8 @@ void QuantizeB(const QuantMatMulArgs& args, int64_t begin, int64_t end,
 
 void QuantMatMul(const QuantMatMulArgs& args, int ith, int nth, void* scratch,
                  Isa isa) {
-  const int64_t min_gemm_tokens = args.min_gemm_tokens == kAutoGemmTokens
-                                      ? DefaultMinGemmTokens(args.a_type)
-                                      : args.min_gemm_tokens;
-  if (args.n >= min_gemm_tokens && !args.a_grouped) {
+  const Split split = SplitOf(args, nth, isa);
+  if (split == Split::kGemm) {
     auto* panel = static_cast<float*>(scratch);
     if (args.next == nullptr) {
       return DequantizedGemm(
@@ -273,7 +282,7 @@ void QuantMatMul(const QuantMatMulArgs& args, int ith, int nth, void* scratch,
   const quant::QuantType act_type = ActivationType(args.a_type);
   const int64_t act_row_bytes = quant::RowBytes(act_type, args.k);
   auto* act = static_cast<std::byte*>(scratch);
-  if (!args.a_grouped && SplitTokens(args.a_type, args.n, nth, isa)) {
+  if (split == Split::kTokens) {
     const int64_t run = RunRows(act_row_bytes);
     const auto compute = [&](Range tokens) {
       for (int64_t j = tokens.begin; j < tokens.end; j += run) {

@@ -209,9 +209,9 @@ void BM_RangeAttention(benchmark::State& state) {
                               layers > 1 ? " from memory" : ""));
 }
 
+// mode: 0 decode, 1 prefill, 2 decode from memory.
 BENCHMARK(BM_RangeAttention)
-    ->ArgNames({"cache",
-                "mode"})  // mode: 0 decode, 1 prefill, 2 decode from memory.
+    ->ArgNames({"cache", "mode"})
     ->Args({static_cast<int>(DType::kF32), 0})
     ->Args({static_cast<int>(DType::kF16), 0})
     ->Args({static_cast<int>(DType::kF32), 1})
